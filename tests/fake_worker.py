@@ -1,0 +1,50 @@
+"""A GPU-free stand-in for the worker process's main function, speaking the same protocol, so the
+campaign machinery (isolation, timeouts, crashes, store, resume) is tested on any machine.
+Its 'measurements' are a fixed function of the config; some configs misbehave on purpose."""
+
+import math
+import os
+import time
+
+
+def synthetic_time_ms(cfg: dict) -> float:
+    """A smooth-ish landscape over the reduction space with one best region (variant 7, 256 threads, 16 items)."""
+    t = 1.0 + 0.3 * abs(math.log2(cfg["block_size_x"]) - 8) + 0.2 * abs(math.log2(cfg["items_per_thread"]) - 4)
+    t += 0.5 * (7 - cfg["variant"]) + 0.1 * (4 - cfg["vector"]) + 0.05 * cfg["finish"] - 0.05 * cfg["shuffle"]
+    return t
+
+
+def misbehaviour(cfg: dict) -> str | None:
+    if cfg["variant"] == 1 and cfg["block_size_x"] == 64:
+        return "wrong_answer"
+    if cfg["variant"] == 1 and cfg["block_size_x"] == 128 and cfg["finish"] == 1:
+        return "hang"
+    if cfg["variant"] == 1 and cfg["block_size_x"] == 256 and cfg["finish"] == 1:
+        return "crash"
+    return None
+
+
+def fake_worker_main(conn, spec):
+    delay = float(os.environ.get("FAKE_DELAY", "0"))
+    conn.send(("ready", {"gpu": {"gpu": "Fake GPU 9000", "compute_capability": "9.0", "driver": "580.0", "cuda": "13.0"},
+                         "baselines": {"copy": [0.5, 0.51, 0.49]}}))
+    keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
+    while True:
+        values = conn.recv()
+        if values is None:
+            return
+        cfg = dict(zip(keys, values))
+        time.sleep(delay)
+        bad = misbehaviour(cfg)
+        if bad == "hang":
+            time.sleep(3600)
+        if bad == "crash":
+            os._exit(3)
+        row = {**cfg, "compile_time": 20.0, "verification_time": 1.0, "benchmark_time": 5.0}
+        if bad == "wrong_answer":
+            row.update(status="wrong_answer", error="RuntimeError: Kernel result verification failed")
+            conn.send(("result", row))
+            return  # as the real worker does after a runtime failure
+        t = synthetic_time_ms(cfg)
+        row.update(status="ok", error="", times=[t * 1.01, t, t * 0.99])
+        conn.send(("result", row))

@@ -1,0 +1,103 @@
+"""Campaigns end to end without a GPU: a stand-in worker (tests/fake_worker.py) misbehaves on purpose
+(wrong answers, hangs, crashes); every failure becomes a row with its class, and a re-run resumes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.fake_worker import fake_worker_main, synthetic_time_ms
+from tuner.campaign import CampaignRequest, parse_budget, run_campaign
+from tuner.errors import TunerError
+from tuner.store import load_baselines, load_evaluations
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def request(**kw):
+    base = dict(workload="reduction", size="seed", dtype="float32", strategy="brute_force", timeout=3.0,
+                quiet=True, worker_target=fake_worker_main)
+    base.update(kw)
+    return CampaignRequest(**base)
+
+
+def test_failures_are_rows_with_their_class_and_never_best(results):
+    out = run_campaign(request(max_evals=14))
+    df = load_evaluations("reduction")
+    assert len(df) == 14 and out.measured == 14
+    counts = df["status"].value_counts().to_dict()
+    # variant 1: block 64 gives wrong answers (2 finishes), block 128 + atomic hangs, block 256 + atomic crashes
+    assert counts == {"ok": 10, "wrong_answer": 2, "timeout": 1, "runtime": 1}
+    assert df.loc[df.status == "timeout", "error"].str.contains("no result within 3 s").all()
+    assert df.loc[df.status == "runtime", "error"].str.contains("died").all()
+    assert out.best is not None and out.best["config"]["block_size_x"] not in (64,)
+    ok = df[df.status == "ok"]
+    best_row = ok.loc[ok.objective_value.idxmax()]
+    assert json.loads(best_row.config) == out.best["config"]
+    # provenance on every row
+    for col in ("gpu", "driver", "cuda", "backend", "compiler_options", "kernel_hash", "package_version", "git_commit"):
+        assert df[col].notna().all() and (df[col] != "").all(), col
+    assert set(df.gpu) == {"Fake GPU 9000"}
+    assert load_baselines("reduction").baseline.tolist() == ["copy"]
+
+
+def test_rerun_resumes_without_measuring_twice(results):
+    run_campaign(request(max_evals=20))
+    second = run_campaign(request(max_evals=30))
+    assert second.measured == 10 and second.evaluated == 30
+    df = load_evaluations("reduction")
+    assert len(df) == 30 and df.config.is_unique
+
+
+def test_kill_midway_then_resume_loses_nothing(results):
+    """SIGKILL the campaign process mid-way; the rerun measures only what was missing."""
+    script = "from tests.test_campaign import request; from tuner.campaign import run_campaign; run_campaign(request(max_evals=40))"
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "FAKE_DELAY": "0.1"}
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=PROJECT, env=env, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        df = load_evaluations("reduction")
+        if len(df) >= 5:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = load_evaluations("reduction")
+    assert 5 <= len(before) < 40
+    again = run_campaign(request(max_evals=40))
+    after = load_evaluations("reduction")
+    assert after.config.is_unique and len(after) == 40
+    assert again.measured == 40 - len(before)
+
+
+def test_optuna_campaign_never_measures_invalid_or_repeated_configs(results):
+    out = run_campaign(request(strategy="tpe", max_evals=60, size="16M"))
+    df = load_evaluations("reduction")
+    assert out.measured == 60 and df.config.is_unique
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    assert all(space.is_valid(json.loads(c)) for c in df.config)
+
+
+def test_budget_parsing():
+    assert parse_budget("150") == (150, None)
+    assert parse_budget("90s") == (None, 90)
+    assert parse_budget("10m") == (None, 600)
+    with pytest.raises(TunerError):
+        parse_budget("lots")
+    with pytest.raises(TunerError):
+        parse_budget("0")
+
+
+def test_time_budget_stops(results):
+    t0 = time.time()
+    out = run_campaign(request(strategy="random", max_evals=None, time_limit=4.0))
+    assert time.time() - t0 < 30
+    assert 0 < out.evaluated < 576

@@ -1,0 +1,131 @@
+"""YAML spaces: the real ones load; every kind of mistake names the file, the key path and what was expected."""
+
+import textwrap
+
+import pytest
+import yaml
+
+from tuner.errors import TunerError
+from tuner.expressions import Expression
+from tuner.kt import searchspace
+from tuner.space import SPACES_DIR, load_space
+from tuner.workloads import WORKLOADS, get_workload
+
+GOOD = yaml.safe_load((SPACES_DIR / "reduction.yaml").read_text())
+
+
+def write(tmp_path, doc) -> str:
+    p = tmp_path / "space.yaml"
+    p.write_text(yaml.safe_dump(doc) if isinstance(doc, dict) else doc)
+    return str(p)
+
+
+def broken(tmp_path, edit):
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    edit(doc)
+    with pytest.raises(TunerError) as e:
+        load_space(write(tmp_path, doc))
+    return str(e.value)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_every_registered_space_loads(name):
+    space = get_workload(name).space
+    assert space.workload == name
+    assert searchspace(space).size > 0
+
+
+def test_reduction_space_counts_and_restrictions():
+    space = get_workload("reduction").space
+    ss = searchspace(space)
+    # variants 1-3: 6 blocks x 2 finishes; 4-6 likewise; 7: 6 x 7 items x 3 vectors x 2 shuffles x 2 finishes
+    assert ss.size == 3 * 12 + 3 * 12 + 6 * 7 * 3 * 2 * 2
+    for cfg in ss.list:
+        c = dict(zip(space.params, cfg))
+        assert space.is_valid(c)
+        if c["variant"] <= 3:
+            assert c["items_per_thread"] == 1 and c["vector"] == 1
+        if c["variant"] != 7:
+            assert c["shuffle"] == 0
+
+
+def test_grid_from_size_and_params():
+    space = get_workload("reduction").space
+    cfg = {"variant": 7, "block_size_x": 256, "items_per_thread": 4, "vector": 4, "shuffle": 1, "finish": 0}
+    assert space.grid_dims(cfg, {"n": 4194304 + 123}) == [1025, 1, 1]  # ceil((2^22+123) / 4096)
+    assert space.grid_dims(cfg, {"n": 1}) == [1, 1, 1]
+
+
+def test_metrics_use_median_of_repeats():
+    space = get_workload("reduction").space
+    cfg = {"variant": 7, "block_size_x": 256, "items_per_thread": 4, "vector": 4, "shuffle": 1, "finish": 0}
+    m = space.compute_metrics({**cfg, "times": [1.0, 9.0, 2.0]}, {"n": 10**9 // 4}, "float32")
+    assert m["GB/s"] == pytest.approx(500.0)  # 1 GB in the median 2 ms
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    with pytest.raises(TunerError, match=r"space.yaml: not valid YAML \(line"):
+        load_space(write(tmp_path, "workload: [unclosed\n"))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(TunerError, match="no such space file"):
+        load_space(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("edit, where, what", [
+    (lambda d: d.pop("kernel"), "(top level)", "missing key 'kernel'"),
+    (lambda d: d["parameters"].update(block_size_x="abc"), "parameters.block_size_x", "expected array"),
+    (lambda d: d["parameters"].update(block_size_x=[]), "parameters.block_size_x", "non-empty list"),
+    (lambda d: d["parameters"].update(vector=[1, 1]), "parameters.vector", "unique"),
+    (lambda d: d.update(colour="red"), "(top level)", "unexpected key"),
+    (lambda d: d["objective"].update(direction="up"), "objective.direction", "expected one of maximize, minimize"),
+    (lambda d: d["restrictions"].append("varaint > 2"), "restrictions.3", "unknown name(s) varaint"),
+    (lambda d: d["restrictions"].append("variant >"), "restrictions.3", "not a valid expression"),
+    (lambda d: d["restrictions"].append("__import__('os')"), "restrictions.3", "only these functions"),
+    (lambda d: d["launch"].update(block=["threads"]), "launch.block.0", "'threads' is not a parameter"),
+    (lambda d: d["launch"].update(grid=["ceil(m / block_size_x)"]), "launch.grid.0", "unknown name(s) m"),
+    (lambda d: d["metrics"].update({"GB/s": "n / tim"}), "metrics.GB/s", "unknown name(s) tim"),
+    (lambda d: d["objective"].update(metric="GFLOP/s"), "objective.metric", "neither 'time' nor one of the metrics"),
+    (lambda d: d["sizes"].update(odd={"m": 3}), "sizes.odd", "same variables"),
+    (lambda d: d.update(default_size="huge"), "default_size", "'huge' is not one of the sizes"),
+    (lambda d: d["kernel"].update(source="kernels/none.cu"), "kernel.source", "does not exist"),
+    (lambda d: d["dtypes"].update(complex64={}), "dtypes", "complex64"),
+])
+def test_errors_name_file_key_and_expectation(tmp_path, edit, where, what):
+    msg = broken(tmp_path, edit)
+    assert msg.startswith(str(tmp_path / "space.yaml")), msg
+    assert f"at {where}:" in msg, msg
+    assert what in msg, msg
+
+
+def test_sizes_named_adhoc_and_impossible():
+    w = get_workload("reduction")
+    space = w.space
+    assert space.resolve_size("large") == ("large", {"n": 268435456})
+    assert space.resolve_size(None) == ("large", {"n": 268435456})
+    assert space.resolve_size("n=4194304") == ("seed", {"n": 4194304})  # an ad-hoc size equal to a named one
+    assert space.resolve_size("n=1000") == ("n=1000", {"n": 1000})
+    with pytest.raises(TunerError, match="impossible size"):
+        space.resolve_size("n=0")
+    with pytest.raises(TunerError, match="unknown size 'huge'"):
+        space.resolve_size("huge")
+    with pytest.raises(TunerError, match="must set exactly n"):
+        space.resolve_size("m=5")
+    with pytest.raises(TunerError, match="has no dtype 'float64'"):
+        space.resolve_dtype("float64")
+
+
+def test_unknown_workload():
+    with pytest.raises(TunerError, match="unknown workload 'reduce'; known: reduction"):
+        get_workload("reduce")
+
+
+def test_expressions_are_sandboxed():
+    assert Expression("ceil(n / 256)")({"n": 1000}) == 4
+    with pytest.raises(ValueError):
+        Expression("n.__class__")
+    with pytest.raises(ValueError):
+        Expression("open('x')")
+    with pytest.raises(ValueError):
+        Expression("[x for x in y]")

@@ -1,0 +1,264 @@
+"""A campaign: one workload, one GPU, one problem size and dtype, one strategy and a budget.
+Kernel Tuner measures (in an isolated worker), the strategy picks, the store keeps every row."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kernel_tuner import util
+from kernel_tuner.interface import Options
+from kernel_tuner.runners.simulation import SimulationRunner
+
+from tuner import kt, store
+from tuner.errors import TunerError
+from tuner.isolation import IsolatedRunner, WorkerSpec, config_key
+from tuner.progress import CampaignProgress
+from tuner.provenance import gpu_slug, software, source_hash
+from tuner.strategies import DEFAULT_STRATEGY, make_strategy
+from tuner.workloads import get_workload
+
+
+@dataclass
+class CampaignRequest:
+    workload: str
+    size: str | None = None
+    dtype: str | None = None
+    strategy: str = DEFAULT_STRATEGY
+    max_evals: int | None = None
+    time_limit: float | None = None
+    backend: str = "nvcuda"
+    device: int = 0
+    seed: int | None = 1
+    timeout: float = 60.0
+    storage: str | None = None
+    results: Path | None = None
+    simulate: bool = False
+    gpu: str | None = None  # which recorded GPU a simulation replays
+    quiet: bool = False
+    worker_target: object = None  # the worker process's main function; tests substitute a GPU-free one
+
+
+@dataclass
+class CampaignResult:
+    workload: str
+    size: str
+    dtype: str
+    gpu: str
+    strategy: str
+    evaluated: int
+    measured: int
+    failures: dict
+    best: dict | None
+    baselines: dict = field(default_factory=dict)
+    simulated: bool = False
+
+
+def parse_budget(text: str | None) -> tuple[int | None, float | None]:
+    """'150' -> 150 evaluations; '90s', '10m', '2h' -> seconds."""
+    if text is None:
+        return None, None
+    text = str(text).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1] in units:
+            seconds = float(text[:-1]) * units[text[-1]]
+            if seconds <= 0:
+                raise ValueError
+            return None, seconds
+        evals = int(text)
+        if evals <= 0:
+            raise ValueError
+        return evals, None
+    except (ValueError, IndexError):
+        raise TunerError(f"budget '{text}' is neither a number of evaluations (150) nor a duration (90s, 10m, 2h)") from None
+
+
+def run_campaign(req: CampaignRequest) -> CampaignResult:
+    workload = get_workload(req.workload)
+    space = workload.space
+    size_name, size = space.resolve_size(req.size, workload.parse_size)
+    dtype = space.resolve_dtype(req.dtype)
+    if req.backend not in kt.BACKENDS:
+        raise TunerError(f"unknown backend '{req.backend}'; choose one of {', '.join(kt.BACKENDS)}")
+    root = Path(req.results or store.results_root())
+    searchspace = kt.searchspace(space)
+    if searchspace.size == 0:
+        raise TunerError(f"{space.path}: the restrictions leave no valid configuration")
+    if req.simulate:
+        return _simulate(req, workload, space, size_name, size, dtype, root, searchspace)
+
+    kernel_hash = source_hash(space.source_text)
+    compiler_options = space.compiler_options_for(dtype)
+    spec = WorkerSpec(workload=req.workload, size=size, dtype=dtype, backend=req.backend, device=req.device,
+                      cachefile=None)
+    runner = IsolatedRunner(spec, timeout=req.timeout, **({"target": req.worker_target} if req.worker_target else {}))
+    setup = runner.start()  # tells us which GPU we are on, before anything is written
+    gpu = setup["gpu"]
+    wdir = store.workload_dir(root, gpu["gpu"], req.workload)
+    wdir.mkdir(parents=True, exist_ok=True)
+    runner.spec.cachefile = str(store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype))
+    runner.shutdown()  # restarted lazily with the cache file set
+
+    campaign_id = store.new_campaign_id()
+    provenance = {**gpu, "backend": req.backend, "compiler_options": json.dumps(compiler_options),
+                  "kernel_hash": kernel_hash, **software()}
+    common = {"campaign_id": campaign_id, "workload": req.workload, "kernel": space.kernel_name, "size": size_name,
+              "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype}
+    _store_baselines(workload, setup["baselines"], size, dtype, wdir, common, provenance)
+
+    previous = store.load_evaluations(req.workload, root)
+    known = _known_rows(previous, space, common, provenance)
+    writer = store.PartWriter(wdir / "evaluations" / f"{campaign_id}.parquet")
+    max_evals = req.max_evals
+    if max_evals is None and req.time_limit is None:
+        max_evals = searchspace.size if req.strategy == "brute_force" else min(100, searchspace.size)
+    total = min(max_evals or searchspace.size, searchspace.size)
+    progress = CampaignProgress(f"{req.workload} {size_name} {dtype} [{req.strategy}]", total, req.time_limit,
+                                space.objective, space.maximize, quiet=req.quiet)
+
+    def on_row(row, fresh):
+        value = None
+        if row["status"] == "ok":
+            value = space.objective_value(row, size, dtype)
+        progress.advance(row["status"], value, fresh)
+        if fresh:
+            writer.append(_store_row(row, space, size, dtype, common, provenance, req))
+
+    runner.known, runner.on_row = known, on_row
+    storage = req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}"
+    study_name = f"{req.workload}/{size_name}/{dtype}/{gpu_slug(gpu['gpu'])}/{req.strategy}/{kernel_hash}/{req.seed}"
+    strategy = make_strategy(req.strategy, seed=req.seed, storage=storage, study_name=study_name)
+    tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit, seed=req.seed)
+    try:
+        with progress:
+            results = strategy.tune(searchspace, runner, tuning_options)
+    finally:
+        runner.shutdown()
+        writer.flush()
+    results = [r for r in results if r is not None]
+    summary = _summarize(results, space, size, dtype, req)
+    return CampaignResult(req.workload, size_name, dtype, gpu["gpu"], req.strategy, evaluated=len(results),
+                          measured=len(writer.rows), failures=progress.failures, best=summary["best"],
+                          baselines=_baseline_medians(setup["baselines"]))
+
+
+def _known_rows(previous, space, common, provenance) -> dict:
+    """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run."""
+    if previous.empty:
+        return {}
+    same = previous[(previous["gpu"] == provenance["gpu"]) & (previous["size_vars"] == common["size_vars"])
+                    & (previous["dtype"] == common["dtype"]) & (previous["kernel_hash"] == provenance["kernel_hash"])
+                    & (previous["compiler_options"] == provenance["compiler_options"])
+                    & (previous["backend"] == provenance["backend"])]
+    known = {}
+    for rec in same.to_dict("records"):
+        config = json.loads(rec["config"])
+        values = [config[k] for k in space.params]
+        row = {**config, "status": rec["status"], "error": rec["error"],
+               "compile_time": rec["compile_ms"], "verification_time": rec["verify_ms"],
+               "benchmark_time": rec["benchmark_ms"]}
+        if rec["status"] == "ok":
+            row["times"] = list(rec["times"])
+        known[config_key(values)] = row
+    return known
+
+
+def _store_row(row, space, size, dtype, common, provenance, req) -> dict:
+    config = {k: row[k] for k in space.params}
+    ok = row["status"] == "ok"
+    times = list(row.get("times") or []) if ok else []
+    metrics = space.compute_metrics(row, size, dtype) if ok else {}
+    return {
+        **common,
+        "config": store.canonical_config(config),
+        **{f"p_{k}": v for k, v in config.items()},
+        "status": row["status"],
+        "error": row.get("error", ""),
+        "times": times,
+        "time_ms": statistics.median(times) if times else float("nan"),
+        "objective": space.objective,
+        "objective_value": space.objective_value(row, size, dtype) if ok else float("nan"),
+        "metrics": json.dumps(metrics),
+        "compile_ms": float(row.get("compile_time", 0.0)),
+        "verify_ms": float(row.get("verification_time", 0.0)),
+        "benchmark_ms": float(row.get("benchmark_time", 0.0)),
+        "strategy": req.strategy,
+        "seed": req.seed if req.seed is not None else -1,
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        **provenance,
+    }
+
+
+def _store_baselines(workload, baselines, size, dtype, wdir, common, provenance):
+    if not baselines:
+        return
+    writer = store.PartWriter(wdir / "baselines" / f"{common['campaign_id']}.parquet")
+    for name, times in baselines.items():
+        median = statistics.median(times)
+        writer.rows.append({**common, "baseline": name, "times": list(times), "time_ms": median,
+                            "metrics": json.dumps(workload.baseline_metrics(name, median, size, dtype)),
+                            "timestamp": datetime.now(timezone.utc).isoformat(), **provenance})
+    writer.flush()
+
+
+def _baseline_medians(baselines) -> dict:
+    return {name: statistics.median(times) for name, times in (baselines or {}).items()}
+
+
+def _summarize(results, space, size, dtype, req) -> dict:
+    failures, best, best_value = {}, None, None
+    for r in results:
+        if r is None:
+            continue
+        err = r.get("__error__")
+        if err is not None:
+            name = type(err).__name__
+            failures[name] = failures.get(name, 0) + 1
+            continue
+        value = r.get(space.objective)
+        if value is not None and (best_value is None or space.better(value, best_value)):
+            best_value, best = value, r
+    if best is not None:
+        best = {"config": {k: best[k] for k in space.params}, "objective": space.objective, "value": best_value,
+                "time_ms": statistics.median(best["times"]) if best.get("times") else best.get("time")}
+    return {"failures": failures, "best": best}
+
+
+def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
+    """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
+    candidates = sorted(Path(root).glob(f"*/{req.workload}/{store.cache_path(root, 'x', req.workload, size_name, dtype).name}"))
+    if req.gpu:
+        candidates = [c for c in candidates if c.parent.parent.name == gpu_slug(req.gpu)]
+    if not candidates:
+        raise TunerError(f"nothing recorded to replay for {req.workload} {size_name} {dtype}"
+                         f"{' on ' + req.gpu if req.gpu else ''}: run `tuner tune` on a GPU first")
+    if len(candidates) > 1:
+        raise TunerError("recordings from several GPUs: choose one with --gpu ("
+                         + ", ".join(c.parent.parent.name for c in candidates) + ")")
+    cachefile = candidates[0]
+    kernel_options = kt.kernel_options(space, size, [], "nvcuda")
+    runner = SimulationRunner(kernel_options.kernel_source, kernel_options,
+                              Options(quiet=True), space.iterations, None)
+    max_evals = req.max_evals
+    if max_evals is None and req.time_limit is None:
+        max_evals = searchspace.size if req.strategy == "brute_force" else min(100, searchspace.size)
+    tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit,
+                                       simulation=True, seed=req.seed)
+    try:
+        tuning_options["cache"] = util.process_cache(str(cachefile), kernel_options, tuning_options, runner)
+    except ValueError as e:
+        raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
+    strategy = make_strategy(req.strategy, seed=req.seed, storage=req.storage, study_name=None)
+    try:
+        results = strategy.tune(searchspace, runner, tuning_options)
+    except ValueError as e:
+        raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
+    results = [r for r in results if r is not None]
+    summary = _summarize(results, space, size, dtype, req)
+    return CampaignResult(req.workload, size_name, dtype, runner.dev.name, req.strategy, evaluated=len(results),
+                          measured=0, failures=summary["failures"], best=summary["best"], simulated=True)

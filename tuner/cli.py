@@ -1,0 +1,169 @@
+"""`tuner`: one command, one thin subcommand per task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tuner.errors import TunerError
+
+console = Console()
+
+
+def _list(args) -> int:
+    from tuner import kt
+    from tuner.workloads import all_workloads
+
+    docs = []
+    for w in all_workloads():
+        s = w.space
+        docs.append({"workload": w.name, "kernel": s.kernel_name, "source": str(s.kernel_source.relative_to(s.path.parent.parent)),
+                     "space": str(s.path.relative_to(s.path.parent.parent)), "parameters": s.params,
+                     "configurations": kt.searchspace(s).size, "sizes": s.sizes, "default_size": s.default_size,
+                     "dtypes": list(s.dtypes), "objective": {"metric": s.objective, "maximize": s.maximize}})
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return 0
+    table = Table(title="workloads")
+    for col in ("workload", "kernel", "space", "valid configs", "sizes", "dtypes", "objective"):
+        table.add_column(col)
+    for d in docs:
+        sizes = ", ".join(f"{k} ({','.join(f'{a}={b}' for a, b in v.items())})" for k, v in d["sizes"].items())
+        table.add_row(d["workload"], f"{d['kernel']} ({d['source']})", d["space"], str(d["configurations"]), sizes,
+                      ", ".join(d["dtypes"]), f"{d['objective']['metric']} ({'max' if d['objective']['maximize'] else 'min'})")
+    console.print(table)
+    return 0
+
+
+def _tune(args) -> int:
+    from tuner.campaign import CampaignRequest, parse_budget, run_campaign
+
+    max_evals, time_limit = parse_budget(args.budget)
+    req = CampaignRequest(workload=args.workload, size=args.size, dtype=args.dtype, strategy=args.strategy,
+                          max_evals=max_evals, time_limit=time_limit, backend=args.backend, device=args.device,
+                          seed=args.seed, timeout=args.timeout, storage=args.storage, results=args.results,
+                          simulate=args.simulate, gpu=args.gpu, quiet=args.quiet)
+    result = run_campaign(req)
+    if args.json:
+        print(json.dumps(result.__dict__, indent=2, default=str))
+        return 0
+    what = "replayed (simulation)" if result.simulated else "measured"
+    console.print(f"[bold]{result.workload}[/] {result.size} {result.dtype} on {result.gpu} with {result.strategy}: "
+                  f"{result.evaluated} configs evaluated, {result.measured} newly {what if not result.simulated else 'measured'}")
+    if result.failures:
+        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
+    if result.best:
+        b = result.best
+        console.print(f"best: {b['config']}  {b['value']:.4g} {b['objective']}  ({b['time_ms']:.4g} ms)")
+    else:
+        console.print("[red]no configuration ran successfully[/]")
+        return 1
+    for name, ms in result.baselines.items():
+        console.print(f"baseline {name}: {ms:.4g} ms")
+    return 0
+
+
+def _best(args) -> int:
+    from tuner.query import best
+
+    answer = best(args.workload, args.size, args.dtype, gpu=args.gpu, root=args.results)
+    if args.json:
+        print(json.dumps(answer, indent=2, default=str))
+        return 0
+    for note in answer["notes"]:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(f"[bold]{answer['workload']}[/] {answer['size']} {answer['dtype']} on {answer['gpu']}"
+                  f" (answer: {answer['fallback']})")
+    console.print("config: " + ", ".join(f"{k}={v}" for k, v in answer["config"].items()))
+    console.print(f"{answer['objective']}: {answer['value']:.4g}   time: {answer['time_ms']:.4g} ms"
+                  f"   (median of {answer['measurements']} measurement(s))")
+    for name, b in answer["baselines"].items():
+        ratios = ", ".join(f"{m} {r:.3f}x" for m, r in b["ratio"].items())
+        console.print(f"vs {name}: {ratios}  ({name}: {b['time_ms']:.4g} ms)")
+    p = answer["provenance"]
+    console.print(f"measured with {p.get('backend')} on driver {p.get('driver')}, CUDA {p.get('cuda')}, "
+                  f"commit {p.get('git_commit')}, campaign {p.get('campaign_id')}")
+    return 0
+
+
+def _export(args) -> int:
+    from tuner.export import render
+    from tuner.query import best_per_gpu_and_size
+
+    answers = best_per_gpu_and_size(args.workload, args.dtype, root=args.results)
+    text = render(args.workload, answers, args.format)
+    if args.output:
+        Path(args.output).write_text(text)
+        console.print(f"wrote {len(answers)} configuration(s) to {args.output}", highlight=False)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tuner.export import FORMATS
+    from tuner.kt import BACKENDS
+    from tuner.strategies import DEFAULT_STRATEGY
+
+    p = argparse.ArgumentParser(prog="tuner", description="Tune CUDA kernels, query and export the best configs.")
+    p.add_argument("--results", type=Path, default=None, help="results directory (default: ./results of the project)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("list", help="workloads, their kernels, spaces and problem sizes")
+    s.add_argument("--json", action="store_true", help="one JSON document for scripts")
+    s.set_defaults(func=_list)
+
+    s = sub.add_parser("tune", help="run a tuning campaign (or replay one with --simulate)")
+    s.add_argument("workload")
+    s.add_argument("--size", help="a named size of the space, or k=v,... (default: the space's default size)")
+    s.add_argument("--dtype", help="element type (default: the space's first)")
+    s.add_argument("--strategy", default=DEFAULT_STRATEGY,
+                   help="tpe (default), cmaes, gp, random, qmc, brute_force, or kt:<Kernel Tuner strategy>")
+    s.add_argument("--budget", help="evaluations (150) or a duration (90s, 10m, 2h); default: 100, the whole space for brute_force")
+    s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
+    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--timeout", type=float, default=60.0, help="seconds one configuration may take before it is killed")
+    s.add_argument("--storage", help="Optuna storage URL (default: SQLite beside the results)")
+    s.add_argument("--simulate", action="store_true", help="replay from results/ in Kernel Tuner's simulation mode (no GPU)")
+    s.add_argument("--gpu", help="with --simulate: which recorded GPU to replay")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_tune)
+
+    s = sub.add_parser("best", help="best stored config for a GPU, size and dtype")
+    s.add_argument("workload")
+    s.add_argument("--size")
+    s.add_argument("--dtype")
+    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_best)
+
+    s = sub.add_parser("export", help="best configs per GPU and size as JSON, YAML or a C header")
+    s.add_argument("workload")
+    s.add_argument("--format", choices=FORMATS, default="json")
+    s.add_argument("--dtype")
+    s.add_argument("-o", "--output")
+    s.set_defaults(func=_export)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TunerError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted: everything measured is stored; run the same command again to resume")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Arithmetic expressions from YAML spaces (restrictions, launch geometry, metrics), checked once and
+evaluated with nothing but their variables and a few math functions in scope."""
+
+import ast
+import math
+
+FUNCTIONS = {
+    "ceil": lambda x: int(math.ceil(x)),
+    "floor": lambda x: int(math.floor(x)),
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "log2": math.log2,
+    "sqrt": math.sqrt,
+    "int": int,
+    "float": float,
+}
+
+_ALLOWED_NODES = (
+    ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Call, ast.Name,
+    ast.Load, ast.Constant, ast.And, ast.Or, ast.Not, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv,
+    ast.Mod, ast.Pow, ast.USub, ast.UAdd, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In,
+    ast.NotIn, ast.Tuple, ast.List, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift,
+)
+
+
+class Expression:
+    """A parsed expression; `names` are the free variables it reads."""
+
+    def __init__(self, text: str):
+        self.text = str(text)
+        try:
+            tree = ast.parse(self.text, mode="eval")
+        except SyntaxError as e:
+            raise ValueError(f"not a valid expression: {e.msg}") from None
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED_NODES):
+                raise ValueError(f"'{type(node).__name__}' is not allowed in an expression")
+            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+                raise ValueError(f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}")
+        self.names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(FUNCTIONS)
+        self._code = compile(tree, "<expression>", "eval")
+
+    def check_names(self, known) -> None:
+        unknown = sorted(self.names - set(known))
+        if unknown:
+            raise ValueError(f"unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+
+    def __call__(self, variables: dict):
+        return eval(self._code, {"__builtins__": {}, **FUNCTIONS}, dict(variables))
+
+    def __repr__(self):
+        return f"Expression({self.text!r})"

@@ -1,0 +1,281 @@
+"""Each configuration runs in a worker process that the campaign restarts: Kernel Tuner stops on
+unrecognised compile errors, illegal addresses and failed verifications, and waits forever on a
+kernel that hangs. Here each of those becomes a recorded failure with its class, and the search goes on.
+
+The parent side is a Kernel Tuner Runner, so every strategy (ours or Kernel Tuner's) drives it unchanged.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from kernel_tuner import util
+from kernel_tuner.runners.runner import Runner
+
+from tuner.errors import TunerError
+
+FAILURE_CLASSES = ("compile", "launch", "runtime", "wrong_answer", "timeout", "invalid")
+_KT_ERRORS = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "launch", "InvalidConfig": "invalid"}
+# after any other outcome the CUDA context may be broken, so the worker exits and a fresh one starts
+WORKER_SURVIVES = ("ok", "compile", "launch", "invalid")
+_ERROR_CONFIGS = {"compile": util.CompilationFailedConfig, "launch": util.RuntimeFailedConfig,
+                  "invalid": util.InvalidConfig}
+
+
+@dataclass
+class WorkerSpec:
+    workload: str
+    size: dict
+    dtype: str
+    backend: str
+    device: int
+    cachefile: str | None
+    data_seed: int = 1234
+    baseline_repeats: int = 50
+    env: dict = field(default_factory=dict)
+
+
+def config_key(values) -> str:
+    """Kernel Tuner's cache key of a configuration."""
+    return ",".join(str(v) for v in values)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker process
+# ---------------------------------------------------------------------------------------------
+def worker_main(conn, spec: WorkerSpec):
+    os.environ.update(spec.env)
+    try:
+        runner, tuning_options, setup = _setup(spec)
+    except Exception as e:  # no GPU, no backend, bad inputs: the campaign cannot run at all
+        conn.send(("fatal", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        return
+    conn.send(("ready", setup))
+    keys = list(tuning_options.tune_params)
+    while True:
+        values = conn.recv()
+        if values is None:
+            return
+        row = _evaluate(runner, tuning_options, keys, values)
+        conn.send(("result", row))
+        if row["status"] not in WORKER_SURVIVES:
+            return
+
+
+def _setup(spec: WorkerSpec):
+    import numpy as np
+    from kernel_tuner.runners.sequential import SequentialRunner
+
+    from tuner import kt
+    from tuner.provenance import gpu_info
+    from tuner.workloads import get_workload
+
+    workload = get_workload(spec.workload)
+    space = workload.space
+    args = workload.arguments(spec.size, spec.dtype, np.random.default_rng(spec.data_seed))
+    answer = workload.answer(args, spec.size, spec.dtype)
+    kernel_options = kt.kernel_options(space, spec.size, args, spec.backend)
+    runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
+                              kt.device_options(space, spec.dtype, spec.device), space.iterations, None)
+    tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False)
+    if spec.cachefile:
+        tuning_options["cachefile"] = spec.cachefile
+        tuning_options["cache"] = util.process_cache(spec.cachefile, kernel_options, tuning_options, runner)
+    # stage markers tell a compile error from a wrong answer from a crash in a benchmark
+    dev = runner.dev
+    for method, stage in (("compile_kernel", "compile"), ("check_kernel_output", "verify"), ("benchmark", "benchmark")):
+        setattr(dev, method, _staged(getattr(dev, method), stage, dev))
+    baselines = workload.baselines(args, spec.size, spec.dtype, spec.baseline_repeats)
+    return runner, tuning_options, {"gpu": gpu_info(spec.device), "baselines": baselines}
+
+
+def _staged(fn, stage, holder):
+    def wrapper(*a, **kw):
+        holder._tuner_stage = stage
+        return fn(*a, **kw)
+
+    return wrapper
+
+
+def _evaluate(runner, tuning_options, keys, values) -> dict:
+    params = dict(zip(keys, values))
+    runner.dev._tuner_stage = "setup"
+    try:
+        (result,) = runner.run([values], tuning_options)
+    except Exception as e:
+        stage = runner.dev._tuner_stage
+        message = f"{type(e).__name__}: {e}".strip()
+        if stage == "compile":
+            status = "compile"
+        elif stage == "verify" and "verification failed" in message.lower():
+            status = "wrong_answer"
+        else:
+            status = "runtime"
+        row = {**params, "status": status, "error": message[-2000:]}
+        record_failure_in_cache(tuning_options, values, params, status)
+        return row
+    row = {k: result[k] for k in keys}
+    err = result.get("__error__")
+    if err is not None:
+        row.update(status=_KT_ERRORS.get(type(err).__name__, "runtime"), error=str(err))
+    else:
+        row.update(status="ok", error="", times=list(map(float, result.get("times", []))))
+    for k in ("compile_time", "verification_time", "benchmark_time"):
+        row[k] = float(result.get(k, 0.0) or 0.0)
+    return row
+
+
+def record_failure_in_cache(tuning_options, values, params, status):
+    """Kernel Tuner's cache must hold every valid config (its simulation mode refuses gaps): a failure
+    Kernel Tuner did not record itself is written as the nearest of its error kinds."""
+    if not tuning_options.get("cachefile") or not os.path.isfile(tuning_options["cachefile"]):
+        return  # no cache header written yet (the worker never got ready): nothing to append to
+    error = _ERROR_CONFIGS.get(status, util.RuntimeFailedConfig)()
+    entry = {**params, "__error__": error, "compile_time": 0, "verification_time": 0, "benchmark_time": 0,
+             "timestamp": str(datetime.now(timezone.utc))}
+    util.store_cache(config_key(values), entry, tuning_options.cachefile, tuning_options.cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# parent side
+# ---------------------------------------------------------------------------------------------
+class IsolatedRunner(Runner):
+    """A Kernel Tuner Runner whose evaluations happen in a restartable worker process.
+
+    `known` maps cache keys to rows already in the store: those are served, never measured again.
+    `on_row(row, fresh)` sees every row (fresh=False for served ones) as it arrives.
+    """
+
+    def __init__(self, spec: WorkerSpec, *, timeout: float, setup_timeout: float = 900, known=None, on_row=None,
+                 target=worker_main):
+        super().__init__()
+        self.target = target
+        self.spec = spec
+        self.timeout = timeout
+        self.setup_timeout = setup_timeout
+        self.known = dict(known or {})
+        self.on_row = on_row or (lambda row, fresh: None)
+        self.setup = None
+        self.restarts = 0
+        self._proc = self._conn = None
+        self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
+
+    # -- worker lifecycle ---------------------------------------------------------------------
+    def start(self) -> dict:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        if not parent.poll(self.setup_timeout):
+            self._kill()
+            raise TunerError(f"the worker did not get ready within {self.setup_timeout:.0f} s (GPU busy or hung?)")
+        try:
+            msg = parent.recv()
+        except EOFError:
+            self._kill()
+            raise TunerError("the worker died while starting (see the messages above)") from None
+        if msg[0] == "fatal":
+            self._kill()
+            raise TunerError(f"cannot run on this machine: {msg[1]}")
+        if self.setup is None:
+            self.setup = msg[1]
+        return self.setup
+
+    def _kill(self):
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def shutdown(self):
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(10)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+
+    # -- Runner interface ---------------------------------------------------------------------
+    def get_device_info(self):
+        return _DeviceInfo(self.setup["gpu"]["gpu"] if self.setup else "unknown")
+
+    def get_environment(self, tuning_options):
+        return dict(self.setup or {})
+
+    def run(self, parameter_space, tuning_options):
+        results = []
+        keys = list(tuning_options.tune_params)
+        for values in parameter_space:
+            values = list(values)
+            if tuning_options.budget.is_done():
+                results.append(None)
+                continue
+            tuning_options.budget.add_evaluations(1)
+            key = config_key(values)
+            if key in self.known:
+                row, fresh = self.known[key], False
+            else:
+                row, fresh = self._measure(values, keys), True
+                self.known[key] = row
+            self.on_row(row, fresh)
+            results.append(self._as_kt_result(row, keys, tuning_options))
+        return results
+
+    def _measure(self, values, keys) -> dict:
+        if self._proc is None or not self._proc.is_alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self._kill()
+            self.start()
+        params = dict(zip(keys, values))
+        self._conn.send(values)
+        if self._conn.poll(self.timeout):
+            try:
+                kind, row = self._conn.recv()
+                if row["status"] not in WORKER_SURVIVES:
+                    self._proc.join(30)
+                    self._kill()
+                return row
+            except (EOFError, OSError):
+                self._proc.join(5)
+                status, error = "runtime", f"the worker process died (exit code {self._proc.exitcode})"
+        else:
+            status, error = "timeout", f"no result within {self.timeout:.0f} s; the worker was killed"
+        self._kill()
+        if self.spec.cachefile:
+            opts = {"cachefile": self.spec.cachefile, "cache": {}}
+            record_failure_in_cache(_Opts(opts), values, params, status)
+        return {**params, "status": status, "error": error,
+                "compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}
+
+    def _as_kt_result(self, row, keys, tuning_options) -> dict:
+        result = {k: row[k] for k in keys}
+        result.update(compile_time=row.get("compile_time", 0.0), verification_time=row.get("verification_time", 0.0),
+                      benchmark_time=row.get("benchmark_time", 0.0), strategy_time=0, framework_time=0)
+        if row["status"] == "ok":
+            result["times"] = row["times"]
+            result["time"] = sum(row["times"]) / len(row["times"])
+            if tuning_options.metrics:
+                result = util.process_metrics(result, tuning_options.metrics)
+        else:
+            result["__error__"] = _ERROR_CONFIGS.get(row["status"], util.RuntimeFailedConfig)()
+        return result
+
+
+class _Opts(dict):
+    __getattr__ = dict.__getitem__
+
+
+class _DeviceInfo:
+    def __init__(self, name):
+        self.name = name
+        self.max_threads = 1024

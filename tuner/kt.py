@@ -1,0 +1,93 @@
+"""The one place that turns a Space into Kernel Tuner's option objects, so live runs (in a worker
+process), simulation replays and strategy comparisons all configure Kernel Tuner the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+from kernel_tuner import util
+from kernel_tuner.core import KernelSource
+from kernel_tuner.interface import Options
+from kernel_tuner.searchspace import Searchspace
+
+from tuner.space import Space
+
+BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
+MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi
+
+
+def kt_lang(backend: str) -> str:
+    return BACKENDS[backend]
+
+
+def tune_params(space: Space) -> dict:
+    return {k: list(v) for k, v in space.params.items()}
+
+
+def searchspace(space: Space) -> Searchspace:
+    return Searchspace(tune_params(space), list(space.restrictions), MAX_THREADS)
+
+
+def kt_metrics(space: Space, size: dict, dtype: str) -> dict:
+    """Kernel Tuner metrics computed by our Space, from the median of the repeats."""
+    return {name: (lambda p, name=name: space.compute_metrics(p, size, dtype)[name]) for name in space.metrics}
+
+
+def verify_function(rtol: float):
+    def verify(answer, result_host, atol=None):
+        for expected, got in zip(answer, result_host):
+            if expected is None:
+                continue
+            got = np.asarray(got).reshape(np.shape(expected))
+            if not np.all(np.isfinite(got)) or not np.allclose(got, expected, rtol=rtol, atol=atol):
+                return False
+        return True
+
+    return verify
+
+
+def kernel_options(space: Space, size: dict, arguments: list, backend: str) -> Options:
+    block_names = list(space.block_names) + ["block_size_y", "block_size_z"][len(space.block_names) - 1:]
+    return Options(
+        kernel_name=space.kernel_name,
+        kernel_source=KernelSource(space.kernel_name, str(space.kernel_source), kt_lang(backend)),
+        lang=kt_lang(backend),
+        problem_size=lambda config: space.grid_dims(config, size),  # grid = problem size, divisors of 1
+        arguments=arguments,
+        grid_div_x=[], grid_div_y=[], grid_div_z=[],
+        smem_args=None, cmem_args=None, texmem_args=None,
+        block_size_names=block_names[:3],
+        defines=None,
+    )
+
+
+def device_options(space: Space, dtype: str, device: int) -> Options:
+    return Options(device=device, platform=0, quiet=True, compiler=None,
+                   compiler_options=space.compiler_options_for(dtype))
+
+
+def tuning_options(space: Space, size: dict, dtype: str, *, answer=None, strategy_options=None,
+                   max_fevals=None, time_limit=None, simulation=False, seed=None, metrics=True) -> Options:
+    objective = space.objective
+    return Options(
+        tune_params=tune_params(space),
+        restrictions=list(space.restrictions),
+        restrictions_unmodified=list(space.restrictions),
+        answer=answer,
+        atol=space.atol,
+        verify=util.normalize_verify_function(verify_function(space.rtol)) if answer is not None else None,
+        strategy=None,
+        strategy_options=Options(strategy_options or {}),
+        iterations=space.iterations,
+        objective=[objective],
+        objective_higher_is_better=[space.maximize],
+        verbose=False,
+        cache={},
+        cachefile=None,
+        metrics=kt_metrics(space, size, dtype) if metrics else None,
+        simulation_mode=simulation,
+        seed=seed,
+        parallel=None,
+        observers=None,
+        simulated_time=0,
+        budget=util.TuningBudget(time_limit, max_fevals),
+    )

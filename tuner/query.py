@@ -1,0 +1,132 @@
+"""`tuner best`: the best stored configuration for a GPU, size and dtype, with fallbacks that say so."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from tuner import store
+from tuner.errors import TunerError
+from tuner.provenance import gpu_info, gpu_slug
+from tuner.workloads import get_workload
+
+PROVENANCE = ("gpu", "compute_capability", "driver", "cuda", "backend", "compiler_options", "kernel_hash",
+              "package_version", "kernel_tuner_version", "git_commit", "campaign_id", "timestamp")
+
+
+def local_gpu() -> str | None:
+    name = gpu_info().get("gpu")
+    return None if name in (None, "", "unknown") else name
+
+
+def _size_distance(a: dict, b: dict) -> float:
+    return math.sqrt(sum(math.log2(max(a[k], 1) / max(b[k], 1)) ** 2 for k in a))
+
+
+def _best_of(rows: pd.DataFrame, maximize: bool) -> pd.Series:
+    """Configs measured several times count by the median of their objective values."""
+    per_config = rows.groupby("config")["objective_value"].median()
+    config = per_config.idxmax() if maximize else per_config.idxmin()
+    latest = rows[rows["config"] == config].sort_values("timestamp").iloc[-1].copy()
+    latest["objective_value"] = per_config[config]
+    latest["measurements"] = int((rows["config"] == config).sum())
+    return latest
+
+
+def best(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
+         root=None, evaluations: pd.DataFrame | None = None, baselines: pd.DataFrame | None = None) -> dict:
+    workload = get_workload(workload_name)
+    space = workload.space
+    size_name, size = space.resolve_size(size_text, workload.parse_size)
+    dtype = space.resolve_dtype(dtype)
+    df = store.load_evaluations(workload_name, root) if evaluations is None else evaluations
+    if df.empty:
+        raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
+    df = df[(df["workload"] == workload_name) & (df["dtype"] == dtype) & (df["status"] == "ok")]
+    if df.empty:
+        raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
+
+    notes, fallback = [], []
+    wanted_gpu = gpu or local_gpu()
+    if wanted_gpu and (df["gpu"] == wanted_gpu).any():
+        df = df[df["gpu"] == wanted_gpu]
+    else:
+        # another GPU: the one with the most measurements at this size, else overall
+        at_size = df[df["size_vars"] == json.dumps(size, sort_keys=True)]
+        pool = at_size if not at_size.empty else df
+        chosen = pool["gpu"].value_counts().idxmax()
+        if wanted_gpu:
+            fallback.append("other-gpu")
+            notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
+        elif gpu is None:
+            notes.append(f"no GPU found here; answering from {chosen}")
+        df = df[df["gpu"] == chosen]
+
+    key = json.dumps(size, sort_keys=True)
+    if (df["size_vars"] == key).any():
+        df = df[df["size_vars"] == key]
+    else:
+        measured = {k: json.loads(k) for k in df["size_vars"].unique()}
+        nearest = min(measured, key=lambda k: _size_distance(measured[k], size))
+        fallback.append("nearest-size")
+        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured: "
+                     + ",".join(f"{k}={v}" for k, v in measured[nearest].items()))
+        df = df[df["size_vars"] == nearest]
+
+    row = _best_of(df, space.maximize)
+    config = json.loads(row["config"])
+    metrics = json.loads(row["metrics"])
+    answer = {
+        "workload": workload_name,
+        "gpu": row["gpu"],
+        "size": row["size"],
+        "size_vars": json.loads(row["size_vars"]),
+        "dtype": dtype,
+        "config": config,
+        "objective": space.objective,
+        "value": float(row["objective_value"]),
+        "time_ms": float(row["time_ms"]),
+        "metrics": metrics,
+        "measurements": int(row["measurements"]),
+        "baselines": _baselines(workload, row, metrics, root, baselines),
+        "provenance": {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in PROVENANCE if k in row},
+        "fallback": "+".join(fallback) or "exact",
+        "notes": notes,
+    }
+    return answer
+
+
+def _baselines(workload, row, metrics, root, baselines) -> dict:
+    df = store.load_baselines(workload.name, root) if baselines is None else baselines
+    if df.empty:
+        return {}
+    df = df[(df["gpu"] == row["gpu"]) & (df["size_vars"] == row["size_vars"]) & (df["dtype"] == row["dtype"])]
+    out = {}
+    for name, group in df.groupby("baseline"):
+        latest = group.sort_values("timestamp").iloc[-1]
+        b_metrics = json.loads(latest["metrics"])
+        out[name] = {"time_ms": float(latest["time_ms"]), "metrics": b_metrics,
+                     "ratio": {m: metrics[m] / v for m, v in b_metrics.items() if m in metrics and v}}
+    return out
+
+
+def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=None) -> list[dict]:
+    """Every (GPU, size) with a successful measurement, each with its best config (for export)."""
+    workload = get_workload(workload_name)
+    df = store.load_evaluations(workload_name, root)
+    if df.empty:
+        raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
+    dtypes = [workload.space.resolve_dtype(dtype)] if dtype else sorted(df["dtype"].unique())
+    base = store.load_baselines(workload_name, root)
+    out = []
+    for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
+        if dt not in dtypes:
+            continue
+        size_text = ",".join(f"{k}={v}" for k, v in json.loads(size_vars).items())
+        out.append(best(workload_name, size_text, dt, gpu=gpu, evaluations=df, baselines=base))
+    return out
+
+
+__all__ = ["best", "best_per_gpu_and_size", "gpu_slug"]

@@ -1,0 +1,85 @@
+"""The project's memory: Parquet tables under results/<gpu>/<workload>/, one row per evaluation.
+
+Each campaign writes its own part file (evaluations/<campaign>.parquet, baselines/<campaign>.parquet),
+rewritten atomically after every row, so a killed campaign loses nothing it measured and concurrent
+writers never clobber each other. Readers merge all parts. Kernel Tuner's JSON cache of each
+(size, dtype) lives beside them (<size>_<dtype>.cache.json): its simulation mode replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from tuner.provenance import gpu_slug
+from tuner.space import PROJECT_ROOT
+
+
+def results_root() -> Path:
+    return Path(os.environ.get("TUNER_RESULTS", PROJECT_ROOT / "results"))
+
+
+def new_campaign_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+
+
+def workload_dir(root: Path, gpu: str, workload: str) -> Path:
+    return Path(root) / gpu_slug(gpu) / workload
+
+
+def cache_path(root: Path, gpu: str, workload: str, size_name: str, dtype: str) -> Path:
+    return workload_dir(root, gpu, workload) / f"{_safe(size_name)}_{dtype}.cache.json"
+
+
+def canonical_config(config: dict) -> str:
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+class PartWriter:
+    """Rows of one campaign into one Parquet part, rewritten atomically (write, then rename)."""
+
+    def __init__(self, path: Path, min_interval_s: float = 0.0):
+        self.path = Path(path)
+        self.rows: list[dict] = []
+        self.min_interval_s = min_interval_s
+        self._last = 0.0
+
+    def append(self, row: dict) -> None:
+        self.rows.append(row)
+        if time.monotonic() - self._last >= self.min_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".parquet.tmp")
+        pd.DataFrame(self.rows).to_parquet(tmp, index=False)
+        os.replace(tmp, self.path)
+        self._last = time.monotonic()
+
+
+def _read_parts(pattern: str, root: Path) -> pd.DataFrame:
+    parts = sorted(Path(root).glob(pattern))
+    frames = [pd.read_parquet(p) for p in parts]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
+    return _read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
+
+
+def load_baselines(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
+    return _read_parts(f"*/{workload or '*'}/baselines/*.parquet", root or results_root())

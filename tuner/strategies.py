@@ -1,0 +1,158 @@
+"""Search strategies. Each is an object with Kernel Tuner's strategy interface,
+`tune(searchspace, runner, tuning_options)`, so Kernel Tuner's runners (live, isolated or simulated)
+evaluate what it picks. Optuna samplers by name; Kernel Tuner's own strategies as `kt:<name>`."""
+
+from __future__ import annotations
+
+import random
+import sys
+import warnings
+
+import numpy as np
+import optuna
+from kernel_tuner.interface import strategy_map
+from kernel_tuner.strategies.common import CostFunc
+from kernel_tuner.util import StopCriterionReached
+
+from tuner.errors import TunerError
+
+OPTUNA_SAMPLERS = ("tpe", "cmaes", "gp", "random", "qmc")
+DEFAULT_STRATEGY = "tpe"
+
+
+def strategy_names() -> list[str]:
+    return list(OPTUNA_SAMPLERS) + ["brute_force"] + [f"kt:{n}" for n in strategy_map if n != "brute_force"]
+
+
+def make_strategy(name: str, *, seed: int | None = None, storage: str | None = None, study_name: str | None = None,
+                  encoding: str = "ordinal", max_stall: int = 50):
+    if name in OPTUNA_SAMPLERS:
+        return OptunaStrategy(name, seed=seed, storage=storage, study_name=study_name, encoding=encoding,
+                              max_stall=max_stall)
+    kt_name = name[3:] if name.startswith("kt:") else name
+    if kt_name in strategy_map and (name.startswith("kt:") or name == "brute_force"):
+        return KernelTunerStrategy(kt_name, seed)
+    raise TunerError(f"unknown strategy '{name}'; choose one of: {', '.join(strategy_names())}")
+
+
+class KernelTunerStrategy:
+    """One of Kernel Tuner's strategies, seeded (they draw from numpy's and Python's global generators)."""
+
+    def __init__(self, name: str, seed: int | None):
+        self.name, self.seed = name, seed
+
+    def tune(self, searchspace, runner, tuning_options):
+        if self.seed is not None:
+            np.random.seed(self.seed)
+            random.seed(self.seed)
+        return strategy_map[self.name].tune(searchspace, runner, tuning_options)
+
+
+def _sampler(name: str, seed: int | None):
+    if name == "tpe":
+        # multivariate TPE models the interactions between parameters (e.g. variant x block size)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=10)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    if name == "gp":
+        try:
+            import torch  # noqa: F401  (Optuna's GP sampler is written in PyTorch)
+        except ImportError:
+            raise TunerError("the 'gp' strategy needs PyTorch: pip install torch") from None
+        return optuna.samplers.GPSampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
+    raise TunerError(f"unknown Optuna sampler '{name}'")
+
+
+class OptunaStrategy:
+    """Optuna's ask/tell loop over Kernel Tuner's search space.
+
+    - Numeric parameters are encoded as the index into their sorted values (ordinal), so samplers see that
+      64 lies between 32 and 128; `encoding="categorical"` gives every parameter a categorical distribution.
+    - A suggestion that breaks a restriction, or repeats a measured config, costs no benchmark: Optuna is
+      told a penalty (or the known value) at once. After `max_stall` such suggestions in a row, the next
+      trial is a random unmeasured valid config, so the search never stalls.
+    - Trials live in Optuna storage (SQLite by default), so an interrupted campaign resumes its study.
+    """
+
+    def __init__(self, sampler: str, *, seed=None, storage=None, study_name=None, encoding="ordinal", max_stall=50):
+        if encoding not in ("ordinal", "categorical"):
+            raise TunerError(f"unknown encoding '{encoding}' (ordinal or categorical)")
+        self.sampler_name, self.seed, self.storage = sampler, seed, storage
+        self.study_name, self.encoding, self.max_stall = study_name, encoding, max_stall
+
+    def _distributions(self, tune_params):
+        dists, decode = {}, {}
+        for name, values in tune_params.items():
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            if self.encoding == "ordinal" and numeric:
+                ordered = sorted(values)
+                dists[name] = optuna.distributions.IntDistribution(0, len(ordered) - 1)
+                decode[name] = ordered.__getitem__
+            else:
+                dists[name] = optuna.distributions.CategoricalDistribution(list(values))
+                decode[name] = lambda v: v
+        return dists, decode
+
+    def tune(self, searchspace, runner, tuning_options):
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        names = list(searchspace.tune_params)
+        dists, decode = self._distributions(searchspace.tune_params)
+        encode = {n: (lambda v, n=n: sorted(searchspace.tune_params[n]).index(v)
+                      if isinstance(dists[n], optuna.distributions.IntDistribution) else v) for n in names}
+        study = optuna.create_study(storage=self.storage, study_name=self.study_name, load_if_exists=True,
+                                    direction="minimize", sampler=_sampler(self.sampler_name, self.seed))
+        cost_func = CostFunc(searchspace, tuning_options, runner, snap=False)
+        rng = random.Random(self.seed)
+
+        visited = {}  # config -> cost, from this study's earlier trials and this run
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if t.user_attrs.get("measured"):
+                visited[tuple(decode[n](t.params[n]) for n in names)] = t.value
+        unvisited = [tuple(c) for c in searchspace.list if tuple(c) not in visited]
+        rng.shuffle(unvisited)
+
+        def penalty():
+            finite = [c for c in visited.values() if c is not None and c < sys.float_info.max]
+            if not finite:
+                return 1e30
+            lo, hi = min(finite), max(finite)
+            return hi + 0.25 * (hi - lo) + 1e-9 * abs(hi)
+
+        stall = 0
+        try:
+            while True:
+                trial = study.ask(dists)
+                config = tuple(decode[n](trial.params[n]) for n in names)
+                if config in visited:
+                    study.tell(trial, visited[config] if visited[config] < sys.float_info.max else penalty())
+                    stall += 1
+                elif not searchspace.is_param_config_valid(config):
+                    trial.set_user_attr("invalid", True)
+                    study.tell(trial, penalty())
+                    stall += 1
+                else:
+                    try:
+                        cost = cost_func(list(config), check_restrictions=False)
+                    except StopCriterionReached:
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        raise
+                    visited[config] = cost
+                    trial.set_user_attr("measured", True)
+                    study.tell(trial, cost if cost < sys.float_info.max else penalty())
+                    stall = 0
+                if stall >= self.max_stall:
+                    while unvisited and unvisited[-1] in visited:
+                        unvisited.pop()
+                    if not unvisited:
+                        break  # every valid config has been measured
+                    study.enqueue_trial({n: encode[n](v) for n, v in zip(names, unvisited.pop())})
+                    stall = 0
+        except StopCriterionReached:
+            pass
+        return cost_func.results

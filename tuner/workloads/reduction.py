@@ -1,0 +1,55 @@
+"""Sum reduction (seed 001, Harris's seven versions): inputs, numpy reference, CUB and copy baselines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuner.baselines import copy_bandwidth, cupy_or_none, time_with_events
+from tuner.workloads import Workload
+
+ACCUMULATOR = {"float32": np.float32, "int32": np.int64}
+
+
+class Reduction(Workload):
+    name = "reduction"
+
+    def arguments(self, size, dtype, rng):
+        n = size["n"]
+        # small integers: every summation order gives the exact sum, in float32 too
+        values = rng.integers(-8, 9, n, dtype=np.int8).astype(dtype)
+        acc = ACCUMULATOR[dtype]
+        out = np.zeros(1, dtype=acc)
+        partials = np.zeros((n + 31) // 32 + 1, dtype=acc)
+        counter = np.zeros(1, dtype=np.uint32)
+        return [values, out, partials, counter, np.int32(n)]
+
+    def answer(self, args, size, dtype):
+        total = np.array([args[0].sum(dtype=np.int64)], dtype=ACCUMULATOR[dtype])
+        return [None, total, None, None, None]
+
+    def baselines(self, args, size, dtype, repeats=50):
+        cp = cupy_or_none()
+        if cp is None:
+            return {}
+        from cupy._core import _accelerator
+
+        x = cp.asarray(args[0])
+        saved = _accelerator.get_routine_accelerators()
+        _accelerator.set_routine_accelerators(["cub"])
+        try:
+            total = x.sum()
+            if int(total) != int(args[0].sum(dtype=np.int64)):
+                raise RuntimeError("the CUB baseline computed a wrong sum")
+            cub = time_with_events(lambda: x.sum(), repeats)
+        finally:
+            _accelerator.set_routine_accelerators(saved)
+        del x
+        return {"cub": cub, "copy": copy_bandwidth(args[0].nbytes, repeats)}
+
+    def baseline_metrics(self, name, time_ms, size, dtype):
+        nbytes = size["n"] * np.dtype(dtype).itemsize
+        moved = 2 * nbytes if name == "copy" else nbytes  # a copy reads and writes every byte
+        return {"GB/s": moved / (time_ms / 1e3) / 1e9}
+
+
+WORKLOAD = Reduction()

@@ -85,6 +85,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     dtype = space.resolve_dtype(req.dtype)
     if req.backend not in kt.BACKENDS:
         raise TunerError(f"unknown backend '{req.backend}'; choose one of {', '.join(kt.BACKENDS)}")
+    make_strategy(req.strategy)  # an unknown name fails here, before any GPU work
     root = Path(req.results or store.results_root())
     searchspace = kt.searchspace(space)
     if searchspace.size == 0:
@@ -93,7 +94,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
         return _simulate(req, workload, space, size_name, size, dtype, root, searchspace)
 
     kernel_hash = source_hash(space.source_text)
-    compiler_options = space.compiler_options_for(dtype)
+    compiler_options = space.build_options(dtype)
     spec = WorkerSpec(workload=req.workload, size=size, dtype=dtype, backend=req.backend, device=req.device,
                       cachefile=None)
     runner = IsolatedRunner(spec, timeout=req.timeout, **({"target": req.worker_target} if req.worker_target else {}))
@@ -241,7 +242,7 @@ def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -
         raise TunerError("recordings from several GPUs: choose one with --gpu ("
                          + ", ".join(c.parent.parent.name for c in candidates) + ")")
     cachefile = candidates[0]
-    kernel_options = kt.kernel_options(space, size, [], "nvcuda")
+    kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
     runner = SimulationRunner(kernel_options.kernel_source, kernel_options,
                               Options(quiet=True), space.iterations, None)
     max_evals = req.max_evals

@@ -78,7 +78,7 @@ def _setup(spec: WorkerSpec):
     space = workload.space
     args = workload.arguments(spec.size, spec.dtype, np.random.default_rng(spec.data_seed))
     answer = workload.answer(args, spec.size, spec.dtype)
-    kernel_options = kt.kernel_options(space, spec.size, args, spec.backend)
+    kernel_options = kt.kernel_options(space, spec.size, spec.dtype, args, spec.backend)
     runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
                               kt.device_options(space, spec.dtype, spec.device), space.iterations, None)
     tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False)
@@ -89,7 +89,7 @@ def _setup(spec: WorkerSpec):
     dev = runner.dev
     for method, stage in (("compile_kernel", "compile"), ("check_kernel_output", "verify"), ("benchmark", "benchmark")):
         setattr(dev, method, _staged(getattr(dev, method), stage, dev))
-    baselines = workload.baselines(args, spec.size, spec.dtype, spec.baseline_repeats)
+    baselines = workload.baselines(args, spec.size, spec.dtype, spec.baseline_repeats) if spec.baseline_repeats else {}
     return runner, tuning_options, {"gpu": gpu_info(spec.device), "baselines": baselines}
 
 

@@ -45,11 +45,11 @@ def verify_function(rtol: float):
     return verify
 
 
-def kernel_options(space: Space, size: dict, arguments: list, backend: str) -> Options:
+def kernel_options(space: Space, size: dict, dtype: str, arguments: list, backend: str) -> Options:
     block_names = list(space.block_names) + ["block_size_y", "block_size_z"][len(space.block_names) - 1:]
     return Options(
         kernel_name=space.kernel_name,
-        kernel_source=KernelSource(space.kernel_name, str(space.kernel_source), kt_lang(backend)),
+        kernel_source=KernelSource(space.kernel_name, space.source_for(dtype), kt_lang(backend)),
         lang=kt_lang(backend),
         problem_size=lambda config: space.grid_dims(config, size),  # grid = problem size, divisors of 1
         arguments=arguments,
@@ -62,7 +62,7 @@ def kernel_options(space: Space, size: dict, arguments: list, backend: str) -> O
 
 def device_options(space: Space, dtype: str, device: int) -> Options:
     return Options(device=device, platform=0, quiet=True, compiler=None,
-                   compiler_options=space.compiler_options_for(dtype))
+                   compiler_options=list(space.compiler_options))
 
 
 def tuning_options(space: Space, size: dict, dtype: str, *, answer=None, strategy_options=None,

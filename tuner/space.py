@@ -74,9 +74,16 @@ class Space:
         scope = {**size, **config}
         return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))
 
-    def compiler_options_for(self, dtype: str) -> list:
+    def source_for(self, dtype: str) -> str:
+        """The kernel source with the dtype's #defines in front, as Kernel Tuner puts the parameters'.
+        (Not -D options: CUDA 13's builtin headers use names such as T as template parameters.)"""
         defines = self.dtypes[dtype].get("defines", {})
-        return list(self.compiler_options) + [f"-D{k}={v}" for k, v in defines.items()]
+        return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + self.source_text
+
+    def build_options(self, dtype: str) -> list:
+        """Compiler options and dtype defines: what decides the binary besides the parameters (provenance)."""
+        defines = self.dtypes[dtype].get("defines", {})
+        return list(self.compiler_options) + [f"#define {k} {v}" for k, v in defines.items()]
 
     def itemsize(self, dtype: str) -> int:
         return np.dtype(dtype).itemsize

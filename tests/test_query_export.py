@@ -1,0 +1,117 @@
+"""`tuner best` with its fallbacks, `tuner export` in all formats, and the CLI, on a store filled by
+campaigns of the GPU-free stand-in worker."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.fake_worker import fake_worker_main, synthetic_time_ms
+from tuner.campaign import CampaignRequest, run_campaign
+from tuner.cli import main
+from tuner.errors import TunerError
+from tuner.query import best
+from tuner.store import load_evaluations
+
+GPU = "Fake GPU 9000"
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TUNER_RESULTS", str(root))
+        for size in ("seed", "16M"):
+            run_campaign(CampaignRequest(workload="reduction", size=size, dtype="float32", strategy="brute_force",
+                                         max_evals=200, timeout=3.0, quiet=True, worker_target=fake_worker_main))
+    return root
+
+
+@pytest.fixture
+def filled(store_dir, monkeypatch):
+    monkeypatch.setenv("TUNER_RESULTS", str(store_dir))
+    return store_dir
+
+
+def test_best_exact(filled):
+    a = best("reduction", "seed", "float32", gpu=GPU)
+    assert a["fallback"] == "exact" and a["notes"] == []
+    assert a["gpu"] == GPU and a["size_vars"] == {"n": 4194304}
+    stored = load_evaluations("reduction")
+    stored = stored[(stored.status == "ok") & (stored["size"] == "seed")]
+    fastest = min((json.loads(c) for c in stored.config), key=synthetic_time_ms)
+    assert a["config"] == fastest
+    assert a["metrics"]["GB/s"] == pytest.approx(a["value"])
+    assert a["baselines"]["copy"]["ratio"]["GB/s"] == pytest.approx(a["value"] / a["baselines"]["copy"]["metrics"]["GB/s"])
+    assert a["provenance"]["campaign_id"] and a["provenance"]["kernel_hash"]
+
+
+def test_best_nearest_size_and_other_gpu(filled):
+    a = best("reduction", "64M", "float32", gpu=GPU)
+    assert a["fallback"] == "nearest-size" and a["size_vars"] == {"n": 16777216}
+    assert "never measured" in a["notes"][0]
+    b = best("reduction", "seed", "float32", gpu="NVIDIA B200")
+    assert b["fallback"] == "other-gpu" and b["gpu"] == GPU
+    assert "nothing measured on NVIDIA B200" in b["notes"][0]
+
+
+def test_best_errors(filled):
+    with pytest.raises(TunerError, match="no successful reduction int32"):
+        best("reduction", "seed", "int32", gpu=GPU)
+
+
+def test_best_with_empty_store(results):
+    with pytest.raises(TunerError, match="nothing stored for reduction"):
+        best("reduction", "seed", "float32")
+
+
+def test_cli_best_json(filled, capsys):
+    assert main(["best", "reduction", "--size", "seed", "--gpu", GPU, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["fallback"] == "exact" and doc["config"]["variant"] == 7
+    assert set(doc) >= {"config", "metrics", "baselines", "provenance", "fallback"}
+
+
+def test_cli_errors_are_one_line_no_traceback(results, capsys):
+    assert main(["best", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown workload 'nosuch'" in err and "Traceback" not in err
+    assert main(["tune", "reduction", "--size", "n=0"]) == 2
+    assert "impossible size" in capsys.readouterr().err
+    assert main(["tune", "reduction", "--strategy", "nosuch"]) == 2
+    assert "unknown strategy" in capsys.readouterr().err
+
+
+def test_cli_list_json(capsys):
+    assert main(["list", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    red = next(d for d in doc if d["workload"] == "reduction")
+    assert red["configurations"] == 576 and "large" in red["sizes"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_export_data_formats(filled, tmp_path, fmt):
+    out = tmp_path / f"cfg.{fmt}"
+    assert main(["export", "reduction", "--format", fmt, "-o", str(out)]) == 0
+    doc = (json.loads if fmt == "json" else yaml.safe_load)(out.read_text())
+    assert doc["workload"] == "reduction" and len(doc["configs"]) == 2
+    assert {c["size"] for c in doc["configs"]} == {"seed", "16M"}
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs a C compiler")
+def test_export_header_compiles_and_selects_per_gpu_and_size(filled, tmp_path):
+    header = tmp_path / "reduce_config.h"
+    assert main(["export", "reduction", "--format", "header", "-o", str(header)]) == 0
+    probe = tmp_path / "probe.c"
+    probe.write_text('#include <stdio.h>\n#include "reduce_config.h"\n'
+                     'int main(void){\n#ifdef TUNER_REDUCTION_FOUND\nprintf("%d %d\\n", REDUCTION_VARIANT, REDUCTION_BLOCK_SIZE_X);\n'
+                     '#else\nprintf("none\\n");\n#endif\nreturn 0;}\n')
+    expected = best("reduction", "16M", "float32", gpu=GPU)["config"]
+    for defines, want in ([["-DTUNER_GPU_FAKE_GPU_9000", "-DTUNER_SIZE_16M", "-DTUNER_DTYPE_FLOAT32"],
+                           f"{expected['variant']} {expected['block_size_x']}"],
+                          [["-DTUNER_GPU_OTHER", "-DTUNER_SIZE_16M", "-DTUNER_DTYPE_FLOAT32"], "none"]):
+        exe = tmp_path / "probe"
+        subprocess.run(["gcc", *defines, "-I", str(tmp_path), str(probe), "-o", str(exe)], check=True)
+        assert subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip() == want

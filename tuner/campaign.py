@@ -141,9 +141,8 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     finally:
         runner.shutdown()
         writer.flush()
-    results = [r for r in results if r is not None]
     summary = _summarize(results, space, size, dtype, req)
-    return CampaignResult(req.workload, size_name, dtype, gpu["gpu"], req.strategy, evaluated=len(results),
+    return CampaignResult(req.workload, size_name, dtype, gpu["gpu"], req.strategy, evaluated=summary["unique"],
                           measured=len(writer.rows), failures=progress.failures, best=summary["best"],
                           baselines=_baseline_medians(setup["baselines"]))
 
@@ -227,7 +226,8 @@ def _summarize(results, space, size, dtype, req) -> dict:
     if best is not None:
         best = {"config": {k: best[k] for k in space.params}, "objective": space.objective, "value": best_value,
                 "time_ms": statistics.median(best["times"]) if best.get("times") else best.get("time")}
-    return {"failures": failures, "best": best}
+    unique = {tuple(r[k] for k in space.params) for r in results if r is not None}
+    return {"failures": failures, "best": best, "unique": len(unique)}
 
 
 def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
@@ -259,7 +259,6 @@ def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -
         results = strategy.tune(searchspace, runner, tuning_options)
     except ValueError as e:
         raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
-    results = [r for r in results if r is not None]
     summary = _summarize(results, space, size, dtype, req)
-    return CampaignResult(req.workload, size_name, dtype, runner.dev.name, req.strategy, evaluated=len(results),
+    return CampaignResult(req.workload, size_name, dtype, runner.dev.name, req.strategy, evaluated=summary["unique"],
                           measured=0, failures=summary["failures"], best=summary["best"], simulated=True)

@@ -52,9 +52,10 @@ def _tune(args) -> int:
     if args.json:
         print(json.dumps(result.__dict__, indent=2, default=str))
         return 0
-    what = "replayed (simulation)" if result.simulated else "measured"
+    done = ("replayed from the recording (simulation, no GPU)" if result.simulated
+            else f"{result.measured} newly measured, the rest resumed from the store")
     console.print(f"[bold]{result.workload}[/] {result.size} {result.dtype} on {result.gpu} with {result.strategy}: "
-                  f"{result.evaluated} configs evaluated, {result.measured} newly {what if not result.simulated else 'measured'}")
+                  f"{result.evaluated} configs evaluated; {done}")
     if result.failures:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
     if result.best:

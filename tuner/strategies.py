@@ -65,7 +65,9 @@ def _sampler(name: str, seed: int | None):
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "qmc":
-        return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
     raise TunerError(f"unknown Optuna sampler '{name}'")
 
 

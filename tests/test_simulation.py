@@ -1,0 +1,61 @@
+"""Strategies on the data recorded on the H100 (results/), replayed in Kernel Tuner's simulation mode."""
+
+import json
+
+import pytest
+
+from tuner.campaign import CampaignRequest, run_campaign
+from tuner.cli import main
+from tuner.query import best
+from tuner.store import cache_path, results_root
+from tuner.workloads import get_workload
+
+H100 = "NVIDIA H100 80GB HBM3"
+RECORDED = [(size, dtype) for size in ("seed", "16M", "64M", "large") for dtype in ("float32", "int32")
+            if cache_path(results_root(), H100, "reduction", size, dtype).is_file()]
+pytestmark = pytest.mark.skipif(not RECORDED, reason="no recorded reduction campaign in results/")
+
+
+def replay(strategy, size, dtype, budget=None, seed=1):
+    return run_campaign(CampaignRequest(workload="reduction", size=size, dtype=dtype, strategy=strategy,
+                                        max_evals=budget, seed=seed, simulate=True, quiet=True))
+
+
+@pytest.mark.parametrize("size, dtype", RECORDED)
+def test_brute_force_replay_finds_the_stored_best(size, dtype):
+    out = replay("brute_force", size, dtype)
+    assert out.simulated and out.gpu == H100
+    assert out.evaluated == 576  # the recording covers every valid config
+    stored = best("reduction", size, dtype, gpu=H100)
+    assert out.best["value"] == pytest.approx(stored["value"])
+    assert out.best["config"] == stored["config"]
+
+
+@pytest.mark.parametrize("strategy", ["tpe", "random", "cmaes", "qmc", "kt:genetic_algorithm", "kt:greedy_ils"])
+def test_strategies_replay_within_budget_and_only_valid_configs(strategy):
+    size, dtype = RECORDED[-1]
+    out = replay(strategy, size, dtype, budget=40)
+    assert 0 < out.evaluated <= 40
+    assert out.best is not None
+    assert get_workload("reduction").space.is_valid(out.best["config"])
+
+
+@pytest.mark.parametrize("size, dtype", RECORDED)
+def test_tpe_gets_close_to_the_optimum_in_a_sixth_of_the_space(size, dtype):
+    """A floor that a broken strategy misses (random search reaches about 0.8 at 20 evaluations);
+    the search-quality targets themselves are measured by the strategy comparison."""
+    optimum = best("reduction", size, dtype, gpu=H100)["value"]
+    reached = [replay("tpe", size, dtype, budget=100, seed=s).best["value"] / optimum for s in (1, 2, 3)]
+    assert sum(reached) / len(reached) >= 0.9, reached
+
+
+def test_cli_simulate_json(capsys):
+    size, dtype = RECORDED[0]
+    assert main(["tune", "reduction", "--simulate", "--size", size, "--dtype", dtype, "--budget", "20", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["simulated"] is True and doc["evaluated"] == 20
+
+
+def test_simulate_without_recording_says_so(results, capsys):
+    assert main(["tune", "reduction", "--simulate", "--size", "seed"]) == 2
+    assert "nothing recorded to replay" in capsys.readouterr().err

@@ -25,10 +25,9 @@ def strategy_names() -> list[str]:
 
 
 def make_strategy(name: str, *, seed: int | None = None, storage: str | None = None, study_name: str | None = None,
-                  encoding: str = "ordinal", max_stall: int = 50):
+                  encoding: str = "ordinal"):
     if name in OPTUNA_SAMPLERS:
-        return OptunaStrategy(name, seed=seed, storage=storage, study_name=study_name, encoding=encoding,
-                              max_stall=max_stall)
+        return OptunaStrategy(name, seed=seed, storage=storage, study_name=study_name, encoding=encoding)
     kt_name = name[3:] if name.startswith("kt:") else name
     if kt_name in strategy_map and (name.startswith("kt:") or name == "brute_force"):
         return KernelTunerStrategy(kt_name, seed)
@@ -77,16 +76,16 @@ class OptunaStrategy:
     - Numeric parameters are encoded as the index into their sorted values (ordinal), so samplers see that
       64 lies between 32 and 128; `encoding="categorical"` gives every parameter a categorical distribution.
     - A suggestion that breaks a restriction, or repeats a measured config, costs no benchmark: Optuna is
-      told a penalty (or the known value) at once. After `max_stall` such suggestions in a row, the next
-      trial is a random unmeasured valid config, so the search never stalls.
+      told a penalty (or the known value) at once, and the next trial is the unmeasured valid config
+      nearest to the suggestion, so the search never stalls on its own suggestions.
     - Trials live in Optuna storage (SQLite by default), so an interrupted campaign resumes its study.
     """
 
-    def __init__(self, sampler: str, *, seed=None, storage=None, study_name=None, encoding="ordinal", max_stall=50):
+    def __init__(self, sampler: str, *, seed=None, storage=None, study_name=None, encoding="ordinal"):
         if encoding not in ("ordinal", "categorical"):
             raise TunerError(f"unknown encoding '{encoding}' (ordinal or categorical)")
         self.sampler_name, self.seed, self.storage = sampler, seed, storage
-        self.study_name, self.encoding, self.max_stall = study_name, encoding, max_stall
+        self.study_name, self.encoding = study_name, encoding
 
     def _distributions(self, tune_params):
         dists, decode = {}, {}
@@ -116,8 +115,9 @@ class OptunaStrategy:
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             if t.user_attrs.get("measured"):
                 visited[tuple(decode[n](t.params[n]) for n in names)] = t.value
-        unvisited = [tuple(c) for c in searchspace.list if tuple(c) not in visited]
-        rng.shuffle(unvisited)
+        repair = _Repair(searchspace, names, encode, rng)
+        for config in visited:
+            repair.mark(config)
 
         def penalty():
             finite = [c for c in visited.values() if c is not None and c < sys.float_info.max]
@@ -126,35 +126,59 @@ class OptunaStrategy:
             lo, hi = min(finite), max(finite)
             return hi + 0.25 * (hi - lo) + 1e-9 * abs(hi)
 
-        stall = 0
         try:
-            while True:
+            while not repair.exhausted():
                 trial = study.ask(dists)
                 config = tuple(decode[n](trial.params[n]) for n in names)
-                if config in visited:
-                    study.tell(trial, visited[config] if visited[config] < sys.float_info.max else penalty())
-                    stall += 1
-                elif not searchspace.is_param_config_valid(config):
-                    trial.set_user_attr("invalid", True)
-                    study.tell(trial, penalty())
-                    stall += 1
-                else:
-                    try:
-                        cost = cost_func(list(config), check_restrictions=False)
-                    except StopCriterionReached:
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                        raise
-                    visited[config] = cost
-                    trial.set_user_attr("measured", True)
-                    study.tell(trial, cost if cost < sys.float_info.max else penalty())
-                    stall = 0
-                if stall >= self.max_stall:
-                    while unvisited and unvisited[-1] in visited:
-                        unvisited.pop()
-                    if not unvisited:
-                        break  # every valid config has been measured
-                    study.enqueue_trial({n: encode[n](v) for n, v in zip(names, unvisited.pop())})
-                    stall = 0
+                if config in visited or not searchspace.is_param_config_valid(config):
+                    # costs no benchmark: Optuna learns the known value (or a penalty for breaking a
+                    # restriction), and the nearest unmeasured valid config is the next trial
+                    known = visited.get(config)
+                    trial.set_user_attr("invalid" if known is None else "repeat", True)
+                    study.tell(trial, known if known is not None and known < sys.float_info.max else penalty())
+                    study.enqueue_trial(dict(zip(names, (encode[n](v) for n, v in zip(names, repair.nearest(config))))))
+                    continue
+                try:
+                    cost = cost_func(list(config), check_restrictions=False)
+                except StopCriterionReached:
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+                visited[config] = cost
+                repair.mark(config)
+                trial.set_user_attr("measured", True)
+                study.tell(trial, cost if cost < sys.float_info.max else penalty())
         except StopCriterionReached:
             pass
         return cost_func.results
+
+
+class _Repair:
+    """Nearest unmeasured valid configuration to a suggestion, by L1 distance over value indices."""
+
+    def __init__(self, searchspace, names, encode, rng):
+        self.configs = [tuple(c) for c in searchspace.list]
+        self.index = {c: i for i, c in enumerate(self.configs)}
+        self.codes = np.array([[_code(encode[n], v) for n, v in zip(names, c)] for c in self.configs], dtype=float)
+        self.codes += np.array([rng.random() * 1e-3 for _ in self.configs])[:, None]  # random tie-break
+        self.free = np.ones(len(self.configs), dtype=bool)
+        self.names, self.encode = names, encode
+
+    def mark(self, config):
+        i = self.index.get(tuple(config))
+        if i is not None:
+            self.free[i] = False
+
+    def exhausted(self) -> bool:
+        return not self.free.any()
+
+    def nearest(self, config):
+        target = np.array([_code(self.encode[n], v) for n, v in zip(self.names, config)], dtype=float)
+        dist = np.abs(self.codes - target).sum(axis=1)
+        dist[~self.free] = np.inf
+        return self.configs[int(np.argmin(dist))]
+
+
+def _code(encode, value):
+    """Ordinal parameters by their index; categorical ones are 0 (equal) or apart by their hash."""
+    code = encode(value)
+    return code if isinstance(code, (int, np.integer)) else (hash(code) % 997)

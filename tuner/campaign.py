@@ -115,9 +115,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     previous = store.load_evaluations(req.workload, root)
     known = _known_rows(previous, space, common, provenance)
     writer = store.PartWriter(wdir / "evaluations" / f"{campaign_id}.parquet")
-    max_evals = req.max_evals
-    if max_evals is None and req.time_limit is None:
-        max_evals = searchspace.size if req.strategy == "brute_force" else min(100, searchspace.size)
+    max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)
     total = min(max_evals or searchspace.size, searchspace.size)
     progress = CampaignProgress(f"{req.workload} {size_name} {dtype} [{req.strategy}]", total, req.time_limit,
                                 space.objective, space.maximize, quiet=req.quiet)
@@ -230,35 +228,53 @@ def _summarize(results, space, size, dtype, req) -> dict:
     return {"failures": failures, "best": best, "unique": len(unique)}
 
 
-def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
-    """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
-    candidates = sorted(Path(root).glob(f"*/{req.workload}/{store.cache_path(root, 'x', req.workload, size_name, dtype).name}"))
-    if req.gpu:
-        candidates = [c for c in candidates if c.parent.parent.name == gpu_slug(req.gpu)]
+def default_max_evals(strategy: str, space_size: int, time_limit: float | None) -> int | None:
+    """Brute force covers the space; other strategies get 100 evaluations unless a time budget is given."""
+    if time_limit is not None:
+        return None
+    return space_size if strategy == "brute_force" else min(100, space_size)
+
+
+def find_recording(root, workload: str, size_name: str, dtype: str, gpu: str | None = None) -> Path:
+    """The Kernel Tuner cache recorded for this workload, size and dtype (on `gpu`, or the only GPU)."""
+    name = store.cache_path(root, "x", workload, size_name, dtype).name
+    candidates = sorted(Path(root).glob(f"*/{workload}/{name}"))
+    if gpu:
+        candidates = [c for c in candidates if c.parent.parent.name == gpu_slug(gpu)]
     if not candidates:
-        raise TunerError(f"nothing recorded to replay for {req.workload} {size_name} {dtype}"
-                         f"{' on ' + req.gpu if req.gpu else ''}: run `tuner tune` on a GPU first")
+        raise TunerError(f"nothing recorded to replay for {workload} {size_name} {dtype}"
+                         f"{' on ' + gpu if gpu else ''}: run `tuner tune` on a GPU first")
     if len(candidates) > 1:
         raise TunerError("recordings from several GPUs: choose one with --gpu ("
                          + ", ".join(c.parent.parent.name for c in candidates) + ")")
-    cachefile = candidates[0]
+    return candidates[0]
+
+
+def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_evals=None, time_limit=None,
+           seed=None) -> tuple[list, str]:
+    """Run `strategy` in Kernel Tuner's simulation mode on a recording; returns the results in the order
+    the strategy evaluated them (repeats included, None where the budget ran out) and the recorded GPU."""
     kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
-    runner = SimulationRunner(kernel_options.kernel_source, kernel_options,
-                              Options(quiet=True), space.iterations, None)
-    max_evals = req.max_evals
-    if max_evals is None and req.time_limit is None:
-        max_evals = searchspace.size if req.strategy == "brute_force" else min(100, searchspace.size)
-    tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit,
-                                       simulation=True, seed=req.seed)
+    runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
+    tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=time_limit,
+                                       simulation=True, seed=seed)
     try:
         tuning_options["cache"] = util.process_cache(str(cachefile), kernel_options, tuning_options, runner)
     except ValueError as e:
         raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
-    strategy = make_strategy(req.strategy, seed=req.seed, storage=req.storage, study_name=None)
     try:
-        results = strategy.tune(searchspace, runner, tuning_options)
+        results = strategy.tune(kt.searchspace(space), runner, tuning_options)
     except ValueError as e:
         raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
+    return results, runner.dev.name
+
+
+def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
+    """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
+    cachefile = find_recording(root, req.workload, size_name, dtype, req.gpu)
+    strategy = make_strategy(req.strategy, seed=req.seed, storage=req.storage, study_name=None)
+    results, gpu = replay(space, size, dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
+                          max_evals=req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit))
     summary = _summarize(results, space, size, dtype, req)
-    return CampaignResult(req.workload, size_name, dtype, runner.dev.name, req.strategy, evaluated=summary["unique"],
+    return CampaignResult(req.workload, size_name, dtype, gpu, req.strategy, evaluated=summary["unique"],
                           measured=0, failures=summary["failures"], best=summary["best"], simulated=True)

@@ -106,6 +106,44 @@ def _export(args) -> int:
     return 0
 
 
+def _baseline(args) -> int:
+    from tuner.check import take_baseline
+
+    rows = take_baseline(args.workloads, args.size, args.dtype, rounds=args.rounds, backend=args.backend,
+                         device=args.device, root=args.results, log=console.print)
+    console.print(f"{len(rows)} baseline(s) recorded")
+    return 0 if rows else 2
+
+
+def _check(args) -> int:
+    from tuner import check
+
+    plant = dict(_parse_assignment(a) for a in args.plant) if args.plant else None
+    results = check.run_check(args.workloads or None, rounds=args.rounds, threshold=args.threshold,
+                              allow_different=args.allow_different, backend=args.backend, device=args.device,
+                              root=args.results, plant=plant, retune=args.retune,
+                              log=(lambda *a: None) if args.json else console.print)
+    if args.junit:
+        Path(args.junit).write_text(check.junit(results))
+    if args.markdown:
+        Path(args.markdown).write_text(check.markdown(results))
+    if args.json:
+        print(check.as_json(results))
+    else:
+        console.print(check.markdown(results), highlight=False)
+    return check.exit_code(results)
+
+
+def _parse_assignment(text: str):
+    key, _, value = text.partition("=")
+    if not value:
+        raise TunerError(f"expected NAME=VALUE, got '{text}'")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from tuner.export import FORMATS
     from tuner.kt import BACKENDS
@@ -151,6 +189,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype")
     s.add_argument("-o", "--output")
     s.set_defaults(func=_export)
+
+    s = sub.add_parser("baseline", help="record (or refresh) the regression baseline: best configs, re-measured")
+    s.add_argument("workloads", nargs="+")
+    s.add_argument("--size", action="append", help="size(s) to baseline (default: every size stored)")
+    s.add_argument("--dtype", action="append", help="dtype(s) (default: every dtype stored)")
+    s.add_argument("--rounds", type=int, default=30)
+    s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
+    s.add_argument("--device", type=int, default=0)
+    s.set_defaults(func=_baseline)
+
+    s = sub.add_parser("check", help="re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run")
+    s.add_argument("workloads", nargs="*", help="default: every workload with a baseline")
+    s.add_argument("--rounds", type=int, default=20)
+    s.add_argument("--threshold", type=float, default=0.03,
+                   help="smallest slowdown reported, as a fraction (default 0.03: a 5%% slowdown is caught)")
+    s.add_argument("--allow-different", action="store_true",
+                   help="compare even across GPU models or major driver/CUDA versions")
+    s.add_argument("--retune", type=int, default=0, metavar="BUDGET",
+                   help="re-tune a regressed kernel with this many evaluations and print the config found")
+    s.add_argument("--plant", action="append", metavar="NAME=VALUE",
+                   help="measure the baseline config with this parameter changed (validates the check on a runner)")
+    s.add_argument("--junit", help="write a JUnit XML report")
+    s.add_argument("--markdown", help="write a markdown summary")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
+    s.add_argument("--device", type=int, default=0)
+    s.set_defaults(func=_check)
     return p
 
 

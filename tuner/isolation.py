@@ -57,10 +57,13 @@ def worker_main(conn, spec: WorkerSpec):
     conn.send(("ready", setup))
     keys = list(tuning_options.tune_params)
     while True:
-        values = conn.recv()
-        if values is None:
+        msg = conn.recv()
+        if msg is None:
             return
-        row = _evaluate(runner, tuning_options, keys, values)
+        if isinstance(msg, dict):  # {"rounds": R, "config": values}: a regression check's measurement
+            row = _measure_rounds(runner, tuning_options, keys, msg["config"], msg["rounds"], spec)
+        else:
+            row = _evaluate(runner, tuning_options, keys, msg)
         conn.send(("result", row))
         if row["status"] not in WORKER_SURVIVES:
             return
@@ -82,6 +85,7 @@ def _setup(spec: WorkerSpec):
     runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
                               kt.device_options(space, spec.dtype, spec.device), space.iterations, None)
     tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False)
+    spec.args = args  # kept in the worker only, for the references of a regression check
     if spec.cachefile:
         tuning_options["cachefile"] = spec.cachefile
         tuning_options["cache"] = util.process_cache(spec.cachefile, kernel_options, tuning_options, runner)
@@ -127,6 +131,26 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
     for k in ("compile_time", "verification_time", "benchmark_time"):
         row[k] = float(result.get(k, 0.0) or 0.0)
     return row
+
+
+def _measure_rounds(runner, tuning_options, keys, values, rounds, spec) -> dict:
+    """Alternate `rounds` times: one verified Kernel Tuner run of the config (its repeats' median), then
+    the workload's references (their medians), so a throttled or slower card shows in both."""
+    import statistics
+
+    from tuner.workloads import get_workload
+
+    workload = get_workload(spec.workload)
+    tuning_options = dict(tuning_options, cache=None, cachefile=None)  # every round really runs
+    kernel, references = [], {}
+    for _ in range(rounds):
+        row = _evaluate(runner, _Opts(tuning_options), keys, values)
+        if row["status"] != "ok":
+            return row
+        kernel.append(statistics.median(row["times"]))
+        for name, times in workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"])).items():
+            references.setdefault(name, []).append(statistics.median(times))
+    return {**row, "rounds": kernel, "references": references}
 
 
 def record_failure_in_cache(tuning_options, values, params, status):
@@ -230,15 +254,20 @@ class IsolatedRunner(Runner):
             results.append(self._as_kt_result(row, keys, tuning_options))
         return results
 
-    def _measure(self, values, keys) -> dict:
+    def measure_rounds(self, values, keys, rounds: int) -> dict:
+        """A regression check's measurement of one config: see _measure_rounds."""
+        return self._measure(values, keys, request={"config": list(values), "rounds": rounds},
+                             timeout=self.timeout * rounds)
+
+    def _measure(self, values, keys, request=None, timeout=None) -> dict:
         if self._proc is None or not self._proc.is_alive():
             if self._proc is not None:
                 self.restarts += 1
             self._kill()
             self.start()
         params = dict(zip(keys, values))
-        self._conn.send(values)
-        if self._conn.poll(self.timeout):
+        self._conn.send(values if request is None else request)
+        if self._conn.poll(timeout or self.timeout):
             try:
                 kind, row = self._conn.recv()
                 if row["status"] not in WORKER_SURVIVES:
@@ -249,7 +278,7 @@ class IsolatedRunner(Runner):
                 self._proc.join(5)
                 status, error = "runtime", f"the worker process died (exit code {self._proc.exitcode})"
         else:
-            status, error = "timeout", f"no result within {self.timeout:.0f} s; the worker was killed"
+            status, error = "timeout", f"no result within {timeout or self.timeout:.0f} s; the worker was killed"
         self._kill()
         if self.spec.cachefile:
             opts = {"cachefile": self.spec.cachefile, "cache": {}}
@@ -272,7 +301,13 @@ class IsolatedRunner(Runner):
 
 
 class _Opts(dict):
-    __getattr__ = dict.__getitem__
+    """Kernel Tuner reads its options as attributes."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class _DeviceInfo:

@@ -20,6 +20,8 @@ class Workload:
     """Base class; a workload module defines a subclass named `WORKLOAD`."""
 
     name: str = ""
+    # the baseline a regression check divides by, timed in the same round (a name from baselines())
+    check_reference: str = ""
 
     @property
     def space(self) -> Space:

@@ -12,6 +12,7 @@ ACCUMULATOR = {"float32": np.float32, "int32": np.int64}
 
 class Reduction(Workload):
     name = "reduction"
+    check_reference = "copy"  # memory-bound: normalise by the copy bandwidth of the same round
 
     def arguments(self, size, dtype, rng):
         n = size["n"]

@@ -1,0 +1,248 @@
+"""`tuner baseline` and `tuner check`: catch performance regressions of the best configs in CI.
+
+A baseline is the best stored config of a (workload, size, dtype) on this GPU, re-measured over many
+rounds, each round also timing the workload's reference (copy bandwidth, cuBLAS) in the same worker.
+`check` re-measures the same config the same way (verifying its output again), normalises by the
+reference of the same round, and compares distributions (tuner.stats). Exit 0 pass, 1 regression
+(slower, or a wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pandas as pd
+
+from tuner import query, store
+from tuner.errors import TunerError
+from tuner.isolation import IsolatedRunner, WorkerSpec
+from tuner.provenance import gpu_info, gpu_slug, software, source_hash
+from tuner.stats import compare, normalise
+from tuner.workloads import get_workload
+
+BASELINE_FILE = "check/baseline.parquet"
+
+
+@dataclass
+class CheckResult:
+    workload: str
+    size: str
+    dtype: str
+    config: dict
+    verdict: str                      # pass, faster, regression, failed, refused
+    reason: str = ""
+    reference: str = ""
+    baseline_ms: float | None = None
+    now_ms: float | None = None
+    raw: dict = field(default_factory=dict)          # change and confidence interval of raw times
+    normalised: dict = field(default_factory=dict)   # the same, in units of the reference
+    retuned: dict | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "faster": 0, "regression": 1, "failed": 1}.get(self.verdict, 2)
+
+
+def _worker(workload, size, dtype, backend, device, timeout):
+    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, backend, device, None, baseline_repeats=0),
+                            timeout=timeout)
+    return runner, runner.start()["gpu"]
+
+
+def _baseline_path(root, gpu, workload) -> Path:
+    return store.workload_dir(root, gpu, workload) / BASELINE_FILE
+
+
+def load_baselines(root=None, gpu: str | None = None) -> pd.DataFrame:
+    parts = sorted(Path(root or store.results_root()).glob(f"*/*/{BASELINE_FILE}"))
+    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True) if parts else pd.DataFrame()
+    if gpu and not df.empty:
+        df = df[df["gpu"] == gpu]
+    return df
+
+
+def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=30, backend="nvcuda", device=0, timeout=120,
+                  root=None, log=print) -> list[dict]:
+    """Re-measure the best stored config of each (workload, size, dtype) and store it as the baseline."""
+    root = Path(root or store.results_root())
+    rows = []
+    for name in workloads:
+        workload = get_workload(name)
+        space = workload.space
+        evals = store.load_evaluations(name, root)
+        if evals.empty:
+            raise TunerError(f"nothing stored for {name}: tune it before taking a baseline")
+        targets = []
+        for size_text in sizes or sorted(evals["size"].unique()):
+            size_name, size = space.resolve_size(size_text, workload.parse_size)
+            for dtype in dtypes or sorted(evals["dtype"].unique()):
+                targets.append((size_name, size, space.resolve_dtype(dtype)))
+        for size_name, size, dtype in targets:
+            runner, gpu = _worker(name, size, dtype, backend, device, timeout)
+            try:
+                answer = query.best(name, size_name if size_name in space.sizes else
+                                    ",".join(f"{k}={v}" for k, v in size.items()), dtype, gpu=gpu["gpu"], root=root)
+                if answer["fallback"] != "exact":
+                    log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
+                    continue
+                config = answer["config"]
+                row = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
+            finally:
+                runner.shutdown()
+            if row["status"] != "ok":
+                raise TunerError(f"{name} {size_name} {dtype}: the best config fails now ({row['status']}: {row['error'][:300]})")
+            rows.append({"workload": name, "size": size_name, "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype,
+                         "config": json.dumps(config, sort_keys=True), "rounds": row["rounds"],
+                         "references": json.dumps(row["references"]), "reference": workload.check_reference,
+                         **gpu, "backend": backend, "kernel_hash": source_hash(space.source_text), **software(),
+                         "timestamp": datetime.now(timezone.utc).isoformat()})
+            log(f"baseline {name} {size_name} {dtype}: {config} median {pd.Series(row['rounds']).median():.4g} ms "
+                f"over {rounds} rounds")
+    for (gpu, name), group in pd.DataFrame(rows).groupby(["gpu", "workload"]) if rows else []:
+        path = _baseline_path(root, gpu, name)
+        old = pd.read_parquet(path) if path.exists() else pd.DataFrame()
+        if not old.empty:  # refresh: replace the (size, dtype) pairs measured now, keep the others
+            keep = ~old.set_index(["size_vars", "dtype"]).index.isin(group.set_index(["size_vars", "dtype"]).index)
+            group = pd.concat([old[keep], group], ignore_index=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        group.to_parquet(tmp, index=False)
+        tmp.replace(path)
+    return rows
+
+
+def _major(version: str) -> str:
+    return str(version).split(".")[0]
+
+
+def _refusal(base, gpu) -> str | None:
+    if base["gpu"] != gpu["gpu"]:
+        return f"baseline taken on {base['gpu']}, this is {gpu['gpu']}"
+    if _major(base["driver"]) != _major(gpu["driver"]):
+        return f"driver {base['driver']} at baseline, {gpu['driver']} now (major version differs)"
+    if _major(base["cuda"]) != _major(gpu["cuda"]):
+        return f"CUDA {base['cuda']} at baseline, {gpu['cuda']} now (major version differs)"
+    return None
+
+
+def check_one(base: dict, gpu: dict, now: dict, *, threshold=0.03, allow_different=False) -> CheckResult:
+    """The verdict for one baseline row and one fresh measurement (pure: unit-tested without a GPU)."""
+    res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "pass",
+                      reference=base.get("reference") or "")
+    refusal = _refusal(base, gpu)
+    if refusal and not allow_different:
+        res.verdict, res.reason = "refused", refusal + " (use --allow-different to compare anyway)"
+        return res
+    if now["status"] != "ok":
+        res.verdict, res.reason = "failed", f"{now['status']}: {now.get('error', '')[:300]}"
+        return res
+    b_rounds, n_rounds = list(base["rounds"]), list(now["rounds"])
+    res.baseline_ms, res.now_ms = float(pd.Series(b_rounds).median()), float(pd.Series(n_rounds).median())
+    raw = compare(b_rounds, n_rounds, threshold=threshold)
+    res.raw = {"change": raw.change, "ci": [raw.ci_low, raw.ci_high], "verdict": raw.verdict}
+    verdict = raw
+    b_ref = json.loads(base["references"]).get(res.reference)
+    n_ref = now.get("references", {}).get(res.reference)
+    if b_ref and n_ref:
+        norm = compare(normalise(b_rounds, b_ref), normalise(n_rounds, n_ref), threshold=threshold)
+        res.normalised = {"change": norm.change, "ci": [norm.ci_low, norm.ci_high], "verdict": norm.verdict}
+        verdict = norm
+    res.verdict = verdict.verdict
+    if refusal:
+        res.reason = "compared anyway: " + refusal
+    return res
+
+
+def run_check(workloads=None, *, rounds=20, threshold=0.03, allow_different=False, backend="nvcuda", device=0,
+              timeout=120, root=None, plant: dict | None = None, retune: int = 0, log=print) -> list[CheckResult]:
+    root = Path(root or store.results_root())
+    here = gpu_info(device)
+    if here["gpu"] == "unknown":
+        raise TunerError("no CUDA GPU found: a check needs the GPU it compares")
+    df = load_baselines(root)
+    if df.empty:
+        raise TunerError("no baseline stored: record one with `tuner baseline WORKLOAD ...`")
+    if workloads:
+        df = df[df["workload"].isin(workloads)]
+    mine = df[df["gpu"] == here["gpu"]]
+    if mine.empty and not allow_different:
+        raise TunerError(f"no baseline for {here['gpu']} (baselines exist for {', '.join(sorted(df['gpu'].unique()))}); "
+                         "use --allow-different to compare anyway")
+    df = mine if not mine.empty else df
+    results = []
+    for base in df.to_dict("records"):
+        space = get_workload(base["workload"]).space
+        config = {**json.loads(base["config"]), **(plant or {})}
+        t0 = time.monotonic()
+        runner, gpu = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device, timeout)
+        try:
+            now = (runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
+                   if allow_different or not _refusal(base, gpu) else {"status": "refused"})
+        finally:
+            runner.shutdown()
+        res = check_one(base, gpu, now, threshold=threshold, allow_different=allow_different)
+        if plant:
+            res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
+        if res.verdict == "regression" and retune:
+            res.retuned = _retune(base, retune, backend, device, log)
+        log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s) {res.reason}")
+        results.append(res)
+    return results
+
+
+def _retune(base, budget, backend, device, log) -> dict:
+    """A small fresh campaign (nothing served from the store) to see whether another config recovers."""
+    import tempfile
+
+    from tuner.campaign import CampaignRequest, run_campaign
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = run_campaign(CampaignRequest(workload=base["workload"], size=",".join(
+            f"{k}={v}" for k, v in json.loads(base["size_vars"]).items()), dtype=base["dtype"], strategy="tpe",
+            max_evals=budget, backend=backend, device=device, results=Path(tmp), quiet=True))
+    log(f"retuned {base['workload']} {base['size']} {base['dtype']}: {out.best}")
+    return out.best
+
+
+def exit_code(results: list[CheckResult]) -> int:
+    codes = [r.exit_code for r in results]
+    return 1 if 1 in codes else (2 if 2 in codes else 0)
+
+
+def _fmt(d: dict) -> str:
+    if not d:
+        return ""
+    return f"{d['change']:+.1%} [{d['ci'][0]:+.1%}, {d['ci'][1]:+.1%}]"
+
+
+def markdown(results: list[CheckResult]) -> str:
+    lines = ["| kernel | size | dtype | verdict | baseline ms | now ms | raw change [99% CI] | "
+             "normalised change [99% CI] | reference | note |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r.workload} | {r.size} | {r.dtype} | **{r.verdict}** | {r.baseline_ms or '':.6} | "
+                     f"{r.now_ms or '':.6} | {_fmt(r.raw)} | {_fmt(r.normalised)} | {r.reference} | {r.reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def junit(results: list[CheckResult]) -> str:
+    suite = ET.Element("testsuite", name="tuner check", tests=str(len(results)),
+                       failures=str(sum(r.verdict in ("regression", "failed") for r in results)),
+                       errors=str(sum(r.exit_code == 2 for r in results)))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"tuner.{r.workload}", name=f"{r.size}-{r.dtype}")
+        text = f"raw {_fmt(r.raw)}; normalised {_fmt(r.normalised)}; {r.reason}"
+        if r.verdict in ("regression", "failed"):
+            ET.SubElement(case, "failure", message=r.verdict).text = text
+        elif r.exit_code == 2:
+            ET.SubElement(case, "error", message=r.verdict).text = text
+        else:
+            ET.SubElement(case, "system-out").text = text
+    return ET.tostring(suite, encoding="unicode")
+
+
+def as_json(results: list[CheckResult]) -> str:
+    return json.dumps({"exit_code": exit_code(results), "checks": [asdict(r) for r in results]}, indent=2, default=str)

@@ -1,0 +1,50 @@
+"""Statistics of the regression check: is `now` slower than `baseline`, by how much, how sure?
+
+Samples are per-round medians of kernel times, each optionally divided by a reference (copy bandwidth,
+cuBLAS) timed in the same round, so a throttled or slower runner moves both and cancels out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Comparison:
+    change: float          # relative change of the median time: +0.05 = 5% slower
+    ci_low: float          # bootstrap confidence interval of `change`
+    ci_high: float
+    verdict: str           # "regression", "faster" or "pass"
+
+
+def normalise(times, reference) -> np.ndarray:
+    """Kernel time of each round in units of the reference time of the same round."""
+    times, reference = np.asarray(times, float), np.asarray(reference, float)
+    if times.shape != reference.shape:
+        raise ValueError("each round needs one kernel time and one reference time")
+    return times / reference
+
+
+def compare(baseline, now, *, threshold: float = 0.03, confidence: float = 0.99, resamples: int = 4000,
+            seed: int = 0) -> Comparison:
+    """Regression when the whole confidence interval of the slowdown lies above zero (significant) and
+    the estimate exceeds `threshold` (practical). The threshold sits below the 5% that must be caught,
+    so a true 5% slowdown, estimated with noise, is still flagged."""
+    b, n = np.asarray(baseline, float), np.asarray(now, float)
+    if len(b) < 3 or len(n) < 3:
+        raise ValueError("need at least 3 rounds on each side")
+    change = float(np.median(n) / np.median(b) - 1)
+    rng = np.random.default_rng(seed)
+    bs = np.median(rng.choice(b, (resamples, len(b))), axis=1)
+    ns = np.median(rng.choice(n, (resamples, len(n))), axis=1)
+    boot = ns / bs - 1
+    alpha = 1 - confidence
+    lo, hi = (float(x) for x in np.quantile(boot, [alpha / 2, 1 - alpha / 2]))
+    if lo > 0 and change > threshold:
+        verdict = "regression"
+    elif hi < 0 and change < -threshold:
+        verdict = "faster"
+    else:
+        verdict = "pass"
+    return Comparison(change, lo, hi, verdict)

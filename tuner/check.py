@@ -25,6 +25,7 @@ from tuner.stats import compare, normalise
 from tuner.workloads import get_workload
 
 BASELINE_FILE = "check/baseline.parquet"
+CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
 
 
 @dataclass
@@ -48,8 +49,8 @@ class CheckResult:
 
 
 def _worker(workload, size, dtype, backend, device, timeout):
-    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, backend, device, None, baseline_repeats=0),
-                            timeout=timeout)
+    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, backend, device, None, baseline_repeats=0,
+                                       iterations=CHECK_ITERATIONS), timeout=timeout)
     return runner, runner.start()["gpu"]
 
 

@@ -216,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
     s.set_defaults(func=_check)
+    from tuner import compare; compare.register(sub)
     return p
 
 

@@ -36,6 +36,7 @@ class WorkerSpec:
     cachefile: str | None
     data_seed: int = 1234
     baseline_repeats: int = 50
+    iterations: int | None = None  # timed launches per evaluation (default: the space's)
     env: dict = field(default_factory=dict)
 
 
@@ -83,7 +84,7 @@ def _setup(spec: WorkerSpec):
     answer = workload.answer(args, spec.size, spec.dtype)
     kernel_options = kt.kernel_options(space, spec.size, spec.dtype, args, spec.backend)
     runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
-                              kt.device_options(space, spec.dtype, spec.device), space.iterations, None)
+                              kt.device_options(space, spec.dtype, spec.device), spec.iterations or space.iterations, None)
     tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False)
     spec.args = args  # kept in the worker only, for the references of a regression check
     if spec.cachefile:
@@ -133,9 +134,10 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
     return row
 
 
-def _measure_rounds(runner, tuning_options, keys, values, rounds, spec) -> dict:
+def _measure_rounds(runner, tuning_options, keys, values, rounds, spec, warmup=3) -> dict:
     """Alternate `rounds` times: one verified Kernel Tuner run of the config (its repeats' median), then
-    the workload's references (their medians), so a throttled or slower card shows in both."""
+    the workload's references (their medians), so a throttled or slower card shows in both. The first
+    `warmup` rounds are not kept: the clocks of an idle card take a moment to rise."""
     import statistics
 
     from tuner.workloads import get_workload
@@ -143,12 +145,15 @@ def _measure_rounds(runner, tuning_options, keys, values, rounds, spec) -> dict:
     workload = get_workload(spec.workload)
     tuning_options = dict(tuning_options, cache=None, cachefile=None)  # every round really runs
     kernel, references = [], {}
-    for _ in range(rounds):
+    for i in range(warmup + rounds):
         row = _evaluate(runner, _Opts(tuning_options), keys, values)
         if row["status"] != "ok":
             return row
+        refs = workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"]))
+        if i < warmup:
+            continue
         kernel.append(statistics.median(row["times"]))
-        for name, times in workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"])).items():
+        for name, times in refs.items():
             references.setdefault(name, []).append(statistics.median(times))
     return {**row, "rounds": kernel, "references": references}
 

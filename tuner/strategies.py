@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import optuna
-from kernel_tuner.interface import strategy_map
+from kernel_tuner.interface import Options, strategy_map
 from kernel_tuner.strategies.common import CostFunc
 from kernel_tuner.util import StopCriterionReached
 
@@ -44,6 +44,13 @@ class KernelTunerStrategy:
         if self.seed is not None:
             np.random.seed(self.seed)
             random.seed(self.seed)
+        max_fevals = tuning_options.budget.max_fevals
+        if max_fevals is not None and self.name != "brute_force":  # brute_force refuses the option
+            # Kernel Tuner's tune_kernel() tells the strategies the budget this way; without it random_sample
+            # stops at 10% of the space and greedy_ils at 100 evaluations, whatever the budget
+            tuning_options = Options({**tuning_options, "max_fevals": max_fevals,
+                                      "strategy_options": Options({**tuning_options.strategy_options,
+                                                                   "max_fevals": max_fevals})})
         return strategy_map[self.name].tune(searchspace, runner, tuning_options)
 
 

@@ -335,8 +335,12 @@ def plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("best found / optimum")
     ax.set_title(f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']} "
                  f"(mean, band: 10th-90th percentile of {doc['repeats']} repeats)", fontsize=10)
+    # the differences that matter are within a few percent of the optimum, after the first few evaluations
+    k = min(10, doc["budget"])
+    low = min(e["curve"]["p10"][k - 1] for e in doc["strategies"].values())
+    ax.set_ylim(max(0.0, math.floor((low - 0.01) * 20) / 20), 1.005)
+    ax.set_xscale("log")
     ax.set_xlim(1, doc["budget"])
-    ax.set_ylim(top=1.005)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()

@@ -373,7 +373,7 @@ def _command(args) -> int:
     header, rows = _rows(doc)
     table = Table(title=_caption(doc), title_justify="left")
     for i, h in enumerate(header):
-        table.add_column(h, justify="left" if i == 0 else "right")
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for r in rows:
         table.add_row(*r)
     console = Console()

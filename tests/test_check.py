@@ -1,0 +1,130 @@
+"""The regression check's statistics and verdicts on synthetic distributions (no GPU): A/A stays quiet,
+planted slowdowns are caught, a throttled runner is not a regression, other GPUs/drivers are refused."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from tuner.check import CheckResult, check_one, exit_code, junit, markdown, session_noise
+from tuner.stats import compare, normalise
+
+GPU = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "cuda": "13.3"}
+
+
+def rounds(rng, k, scale=1.0, sigma=0.01):
+    return list(scale * np.exp(rng.normal(0, sigma, k)))
+
+
+def baseline(rng, sessions=3, per=10, sigma=0.01, session_sigma=0.0, ms=0.35, ref_ms=0.73):
+    kern, ref = [], []
+    for _ in range(sessions):
+        shift = np.exp(rng.normal(0, session_sigma))
+        kern += rounds(rng, per, ms * shift, sigma)
+        ref += rounds(rng, per, ref_ms, sigma)
+    return {"workload": "reduction", "size": "large", "dtype": "float32", "config": json.dumps({"variant": 7}),
+            "rounds": kern, "references": json.dumps({"copy": ref}), "reference": "copy", "sessions": sessions, **GPU}
+
+
+def now(rng, slow=0.0, throttle=1.0, sigma=0.01, ms=0.35, ref_ms=0.73, k=20):
+    return {"status": "ok", "rounds": rounds(rng, k, ms * (1 + slow) * throttle, sigma),
+            "references": {"copy": rounds(rng, k, ref_ms * throttle, sigma)}}
+
+
+def verdicts(slow, trials=200, sigma=0.01, throttle=1.0):
+    rng = np.random.default_rng(7)
+    return [check_one(baseline(rng, sigma=sigma), GPU, now(rng, slow, throttle, sigma)).verdict for _ in range(trials)]
+
+
+def test_aa_flags_almost_nothing():
+    v = verdicts(0.0)
+    assert v.count("regression") / len(v) <= 0.01
+
+
+def test_ab_catches_5_percent_mostly_and_10_percent_always():
+    assert verdicts(0.05).count("regression") / 200 >= 0.95
+    assert verdicts(0.10).count("regression") == 200
+
+
+def test_throttled_runner_is_not_a_regression_after_normalisation():
+    rng = np.random.default_rng(3)
+    res = check_one(baseline(rng), GPU, now(rng, slow=0.0, throttle=1.25))
+    assert res.raw["change"] > 0.2 and res.raw["verdict"] == "regression"
+    assert abs(res.normalised["change"]) < 0.02 and res.verdict == "pass"
+
+
+def test_real_slowdown_on_a_throttled_runner_is_still_caught():
+    rng = np.random.default_rng(4)
+    res = check_one(baseline(rng), GPU, now(rng, slow=0.08, throttle=1.25))
+    assert res.verdict == "regression" and res.normalised["change"] == pytest.approx(0.08, abs=0.02)
+
+
+def test_faster_is_not_a_failure():
+    rng = np.random.default_rng(5)
+    res = check_one(baseline(rng), GPU, now(rng, slow=-0.10))
+    assert res.verdict == "faster" and res.exit_code == 0
+
+
+def test_session_spread_raises_the_noise_floor():
+    rng = np.random.default_rng(6)
+    noisy = baseline(rng, session_sigma=0.06)
+    assert session_noise(noisy["rounds"], 3) > 0.05
+    assert session_noise(noisy["rounds"], 1) == 0.0
+    # a 6% change on a kernel whose sessions wobble by ~6% is not flagged
+    res = check_one(noisy, GPU, now(rng, slow=0.06))
+    assert res.noise_floor > 0.05
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("gpu", "NVIDIA A100-SXM4-80GB", "baseline taken on NVIDIA H100"),
+    ("driver", "575.10", "driver 580.159.04 at baseline, 575.10 now"),
+    ("cuda", "12.8", "CUDA 13.3 at baseline, 12.8 now"),
+])
+def test_refuses_other_gpu_or_major_versions(field, value, words):
+    rng = np.random.default_rng(8)
+    gpu = {**GPU, field: value}
+    res = check_one(baseline(rng), gpu, now(rng))
+    assert res.verdict == "refused" and words in res.reason and res.exit_code == 2
+    forced = check_one(baseline(rng), gpu, now(rng), allow_different=True)
+    assert forced.verdict == "pass" and "compared anyway" in forced.reason
+
+
+def test_minor_driver_update_is_compared():
+    rng = np.random.default_rng(9)
+    assert check_one(baseline(rng), {**GPU, "driver": "580.200.01"}, now(rng)).verdict == "pass"
+
+
+def test_wrong_answer_fails_the_check():
+    rng = np.random.default_rng(10)
+    res = check_one(baseline(rng), GPU, {"status": "wrong_answer", "error": "verification failed"})
+    assert res.verdict == "failed" and res.exit_code == 1
+
+
+def test_exit_codes_and_reports():
+    results = [CheckResult("reduction", "large", "float32", {}, "pass"),
+               CheckResult("reduction", "seed", "int32", {}, "regression", raw={"change": 0.1, "ci": [0.05, 0.15]}),
+               CheckResult("gemm", "4096", "float32", {}, "refused", reason="other GPU")]
+    assert exit_code(results) == 1
+    assert exit_code(results[:1]) == 0 and exit_code([results[0], results[2]]) == 2
+    suite = ET.fromstring(junit(results))
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    assert suite.find("testcase[@name='seed-int32']/failure") is not None
+    md = markdown(results)
+    assert "**regression**" in md and "+10.0% [+5.0%, +15.0%]" in md
+
+
+def test_compare_needs_enough_rounds_and_matching_references():
+    with pytest.raises(ValueError):
+        compare([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError):
+        normalise([1, 2, 3], [1, 2])
+
+
+def test_cli_check_without_gpu_cannot_run(monkeypatch, capsys):
+    import tuner.check
+    from tuner.cli import main
+
+    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "unknown"})
+    assert main(["check"]) == 2
+    assert "no CUDA GPU found" in capsys.readouterr().err

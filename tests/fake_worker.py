@@ -4,6 +4,7 @@ Its 'measurements' are a fixed function of the config; some configs misbehave on
 
 import math
 import os
+import random
 import time
 
 
@@ -29,10 +30,17 @@ def fake_worker_main(conn, spec):
     conn.send(("ready", {"gpu": {"gpu": "Fake GPU 9000", "compute_capability": "9.0", "driver": "580.0", "cuda": "13.0"},
                          "baselines": {"copy": [0.5, 0.51, 0.49]}}))
     keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
+    rng = random.Random(os.getpid())
     while True:
         values = conn.recv()
         if values is None:
             return
+        if isinstance(values, dict):  # a regression check's rounds; FAKE_SLOWDOWN plants a slowdown
+            t = synthetic_time_ms(dict(zip(keys, values["config"]))) * (1 + float(os.environ.get("FAKE_SLOWDOWN", "0")))
+            noisy = lambda x: x * math.exp(rng.gauss(0, 0.01))
+            conn.send(("result", {"status": "ok", "error": "", "rounds": [noisy(t) for _ in range(values["rounds"])],
+                                  "references": {"copy": [noisy(0.5) for _ in range(values["rounds"])]}}))
+            continue
         cfg = dict(zip(keys, values))
         time.sleep(delay)
         bad = misbehaviour(cfg)

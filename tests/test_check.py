@@ -128,3 +128,25 @@ def test_cli_check_without_gpu_cannot_run(monkeypatch, capsys):
     monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "unknown"})
     assert main(["check"]) == 2
     assert "no CUDA GPU found" in capsys.readouterr().err
+
+
+def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatch, tmp_path):
+    """tuner baseline stores each kernel at once; tuner check passes, then flags a planted 10% slowdown."""
+    import tuner.check
+    from tests.fake_worker import fake_worker_main
+    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.cli import main
+
+    run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                 max_evals=30, timeout=3.0, quiet=True, worker_target=fake_worker_main))
+    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
+    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
+    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
+    stored = tuner.check.load_baselines()
+    assert len(stored) == 1 and stored.iloc[0]["sessions"] == 2 and len(stored.iloc[0]["rounds"]) == 20
+    report = tmp_path / "r.xml"
+    assert main(["check", "--junit", str(report)]) == 0
+    monkeypatch.setenv("FAKE_SLOWDOWN", "0.10")
+    assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 1
+    assert "**regression**" in (tmp_path / "r.md").read_text()
+    assert ET.parse(report).getroot().get("failures") == "0"

@@ -27,6 +27,7 @@ from tuner.workloads import get_workload
 
 BASELINE_FILE = "check/baseline.parquet"
 CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
+worker_target = None  # the worker process's main function (None: the real one); tests substitute a GPU-free one
 
 
 @dataclass
@@ -52,7 +53,8 @@ class CheckResult:
 
 def _worker(workload, size, dtype, backend, device, timeout):
     runner = IsolatedRunner(WorkerSpec(workload, size, dtype, backend, device, None, baseline_repeats=0,
-                                       iterations=CHECK_ITERATIONS), timeout=timeout)
+                                       iterations=CHECK_ITERATIONS), timeout=timeout,
+                            **({"target": worker_target} if worker_target else {}))
     return runner, runner.start()["gpu"]
 
 
@@ -114,18 +116,9 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
                          "reference": workload.check_reference,
                          **gpu, "backend": backend, "kernel_hash": source_hash(space.source_text), **software(),
                          "timestamp": datetime.now(timezone.utc).isoformat()})
+            _save_baseline(root, rows[-1])  # at once: an interrupted `tuner baseline` keeps what it measured
             log(f"baseline {name} {size_name} {dtype}: {config} median {pd.Series(rows[-1]['rounds']).median():.4g} ms "
                 f"over {len(sessions)} sessions of {rounds} rounds")
-    for (gpu, name), group in pd.DataFrame(rows).groupby(["gpu", "workload"]) if rows else []:
-        path = _baseline_path(root, gpu, name)
-        old = pd.read_parquet(path) if path.exists() else pd.DataFrame()
-        if not old.empty:  # refresh: replace the (size, dtype) pairs measured now, keep the others
-            keep = ~old.set_index(["size_vars", "dtype"]).index.isin(group.set_index(["size_vars", "dtype"]).index)
-            group = pd.concat([old[keep], group], ignore_index=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        group.to_parquet(tmp, index=False)
-        tmp.replace(path)
     return rows
 
 
@@ -136,6 +129,18 @@ def session_noise(rounds, sessions: int, k: float = 3.0) -> float:
         return 0.0
     medians = [float(np.median(part)) for part in np.array_split(np.asarray(rounds, float), sessions)]
     return k * float(np.std(medians, ddof=1) / np.median(medians))
+
+
+def _save_baseline(root, row: dict) -> None:
+    """Add (or replace) one (size, dtype) baseline in its workload's file, atomically."""
+    path = _baseline_path(root, row["gpu"], row["workload"])
+    old = pd.read_parquet(path) if path.exists() else pd.DataFrame()
+    if not old.empty:
+        old = old[~((old["size_vars"] == row["size_vars"]) & (old["dtype"] == row["dtype"]))]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    pd.concat([old, pd.DataFrame([row])], ignore_index=True).to_parquet(tmp, index=False)
+    tmp.replace(path)
 
 
 def _major(version: str) -> str:

@@ -52,8 +52,9 @@ def _tune(args) -> int:
     if args.json:
         print(json.dumps(result.__dict__, indent=2, default=str))
         return 0
+    resumed = result.evaluated - result.measured
     done = ("replayed from the recording (simulation, no GPU)" if result.simulated
-            else f"{result.measured} newly measured, the rest resumed from the store")
+            else f"{result.measured} newly measured" + (f", {resumed} resumed from the store" if resumed > 0 else ""))
     console.print(f"[bold]{result.workload}[/] {result.size} {result.dtype} on {result.gpu} with {result.strategy}: "
                   f"{result.evaluated} configs evaluated; {done}")
     if result.failures:

@@ -103,6 +103,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     wdir = store.workload_dir(root, gpu["gpu"], req.workload)
     wdir.mkdir(parents=True, exist_ok=True)
     runner.spec.cachefile = str(store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype))
+    runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
     runner.shutdown()  # restarted lazily with the cache file set
 
     campaign_id = store.new_campaign_id()

@@ -286,18 +286,19 @@ def compare(workload: str, size: str | None = None, dtype: str | None = None, *,
 
 # ---- output --------------------------------------------------------------------------------------------
 
-def _rows(doc: dict) -> tuple[list[str], list[list[str]]]:
-    header = ["strategy", "score (± error)"] + [f"@{c}" for c in doc["checkpoints"]]
+def _rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the table; `sep` joins a figure and its spread (a newline stacks them on screen)."""
+    header = ["strategy", "score"] + [f"@{c}" for c in doc["checkpoints"]]
     header += [f"evals to {100 * (1 - w):g}%" for w in WITHIN] + ["evals used"]
     rows = []
     for name, e in doc["strategies"].items():
         m = e["methodology"]
-        row = [name, "n/a" if math.isnan(m["score"]) else f"{m['score']:.3f} ± {m['error']:.3f}"]
-        row += [f"{e['fraction'][str(c)]['mean']:.3f} ± {e['fraction'][str(c)]['std']:.3f}" for c in doc["checkpoints"]]
+        row = [name, "n/a" if math.isnan(m["score"]) else f"{m['score']:.3f}{sep}± {m['error']:.3f}"]
+        row += [f"{e['fraction'][str(c)]['mean']:.3f}{sep}± {e['fraction'][str(c)]['std']:.3f}" for c in doc["checkpoints"]]
         for w in WITHIN:
             t = e["evaluations_to"][f"{w:g}"]
             median = f"> {doc['budget']}" if t["median"] is None else f"{t['median']:g}"
-            row.append(median + (f" ({t['never']}/{doc['repeats']} never)" if t["never"] else ""))
+            row.append(median + (f"{sep}({t['never']}/{doc['repeats']} never)" if t["never"] else ""))
         row.append(f"{e['unique_evaluations']:.0f}")
         rows.append(row)
     return header, rows
@@ -309,7 +310,8 @@ def _caption(doc: dict) -> str:
             f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats, budget {doc['budget']} "
             f"unique evaluations. @k: best found after k unique evaluations as a fraction of the optimum "
             f"(mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
-            f"1 = optimum at once) over evaluations {first[0]}-{first[1]}.")
+            f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
+            f"(± its std over those evaluations).")
 
 
 def markdown(doc: dict) -> str:
@@ -370,7 +372,7 @@ def _command(args) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    header, rows = _rows(doc)
+    header, rows = _rows(doc, sep="\n")
     table = Table(title=_caption(doc), title_justify="left")
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)

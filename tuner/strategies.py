@@ -93,7 +93,6 @@ class OptunaStrategy:
             raise TunerError(f"unknown encoding '{encoding}' (ordinal or categorical)")
         self.sampler_name, self.seed, self.storage = sampler, seed, storage
         self.study_name, self.encoding = study_name, encoding
-        self.startup = 0
 
     def _distributions(self, tune_params):
         dists, decode = {}, {}
@@ -136,8 +135,6 @@ class OptunaStrategy:
 
         try:
             while not repair.exhausted():
-                if len(visited) < self.startup:  # initial design: uniform over the unmeasured valid configs
-                    study.enqueue_trial(dict(zip(names, (encode[n](v) for n, v in zip(names, repair.random())))))
                 trial = study.ask(dists)
                 config = tuple(decode[n](trial.params[n]) for n in names)
                 if config in visited or not searchspace.is_param_config_valid(config):
@@ -172,15 +169,11 @@ class _Repair:
         self.codes += np.array([rng.random() * 1e-3 for _ in self.configs])[:, None]  # random tie-break
         self.free = np.ones(len(self.configs), dtype=bool)
         self.names, self.encode = names, encode
-        self.rng = np.random.default_rng(rng.getrandbits(64))
 
     def mark(self, config):
         i = self.index.get(tuple(config))
         if i is not None:
             self.free[i] = False
-
-    def random(self):
-        return self.configs[int(self.rng.choice(np.flatnonzero(self.free)))]
 
     def exhausted(self) -> bool:
         return not self.free.any()

@@ -63,8 +63,7 @@ def _baseline_path(root, gpu, workload) -> Path:
 
 
 def load_baselines(root=None, gpu: str | None = None) -> pd.DataFrame:
-    parts = sorted(Path(root or store.results_root()).glob(f"*/*/{BASELINE_FILE}"))
-    df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True) if parts else pd.DataFrame()
+    df = store.read_parts(f"*/*/{BASELINE_FILE}", root or store.results_root())
     if gpu and not df.empty:
         df = df[df["gpu"] == gpu]
     return df

@@ -8,6 +8,7 @@ writers never clobber each other. Readers merge all parts. Kernel Tuner's JSON c
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -70,16 +71,17 @@ class PartWriter:
         self._last = time.monotonic()
 
 
-def _read_parts(pattern: str, root: Path) -> pd.DataFrame:
+def read_parts(pattern: str, root: Path) -> pd.DataFrame:
     parts = sorted(Path(root).glob(pattern))
-    frames = [pd.read_parquet(p) for p in parts]
+    # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
+    frames = [pd.read_parquet(io.BytesIO(p.read_bytes())) for p in parts]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
-    return _read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
+    return read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
 
 
 def load_baselines(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
-    return _read_parts(f"*/{workload or '*'}/baselines/*.parquet", root or results_root())
+    return read_parts(f"*/{workload or '*'}/baselines/*.parquet", root or results_root())

@@ -25,7 +25,7 @@ def ladder(size="seed", dtype="float32"):
     seedlike = rows[cfg.map(lambda c: c["vector"] == 1 and c["shuffle"] == 0)]
     print(f"| version | G80, 2^22 int (seed) | step | H100, 2^22 {dtype}: best config | GB/s | ms | step | cumulative |")
     print("|---|---|---|---|---|---|---|---|")
-    prev_seed, prev, first = None, None, None
+    prev, first, ms_prev = None, None, None
     for v in range(1, 8):
         r = seedlike[seedlike.config.map(lambda c: json.loads(c)["variant"] == v)]
         top = r.loc[r.objective_value.idxmax()]
@@ -33,11 +33,11 @@ def ladder(size="seed", dtype="float32"):
         ms, gbs = SEED_G80[v]
         first = first or top.objective_value
         step = f"{top.objective_value / prev:.2f}x" if prev else ""
-        seed_step = f"{ms_prev / ms:.2f}x" if prev_seed else ""
+        seed_step = f"{ms_prev / ms:.2f}x" if ms_prev else ""
         print(f"| {v}: {NAMES[v]} | {gbs} GB/s ({ms} ms) | {seed_step} | {c['block_size_x']} threads, "
               f"{c['items_per_thread']} items, finish {'atomic' if c['finish'] else 'last block'} | "
               f"{top.objective_value:.0f} | {top.time_ms:.4f} | {step} | {top.objective_value / first:.1f}x |")
-        prev, prev_seed, ms_prev = top.objective_value, True, ms
+        prev, ms_prev = top.objective_value, ms
     b = best("reduction", size, dtype, gpu=GPU)
     c = b["config"]
     print(f"| tuned best (variant {c['variant']}, vector {c['vector']}, shuffle {c['shuffle']}) | | | "

@@ -9,10 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from tests.fake_worker import fake_worker_main, synthetic_time_ms
+from tests.fake_worker import fake_worker_main
 from tuner.campaign import CampaignRequest, parse_budget, run_campaign
 from tuner.errors import TunerError
 from tuner.store import load_baselines, load_evaluations

@@ -1,6 +1,5 @@
 """YAML spaces: the real ones load; every kind of mistake names the file, the key path and what was expected."""
 
-import textwrap
 
 import pytest
 import yaml

@@ -38,6 +38,4 @@ def copy_bandwidth(nbytes: int, repeats: int = 50) -> list[float]:
 
     src = cupy.ones(nbytes // 4 or 1, dtype=cupy.float32)
     dst = cupy.empty_like(src)
-    times = time_with_events(lambda: dst.__setitem__(Ellipsis, src), repeats)
-    del src, dst
-    return times
+    return time_with_events(lambda: dst.__setitem__(Ellipsis, src), repeats)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path

@@ -21,7 +21,7 @@ import pandas as pd
 from tuner import query, store
 from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec
-from tuner.provenance import gpu_info, gpu_slug, software, source_hash
+from tuner.provenance import gpu_info, software, source_hash
 from tuner.stats import compare, normalise
 from tuner.workloads import get_workload
 

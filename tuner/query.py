@@ -9,7 +9,7 @@ import pandas as pd
 
 from tuner import store
 from tuner.errors import TunerError
-from tuner.provenance import gpu_info, gpu_slug
+from tuner.provenance import gpu_info
 from tuner.workloads import get_workload
 
 PROVENANCE = ("gpu", "compute_capability", "driver", "cuda", "backend", "compiler_options", "kernel_hash",
@@ -129,4 +129,4 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
     return out
 
 
-__all__ = ["best", "best_per_gpu_and_size", "gpu_slug"]
+__all__ = ["best", "best_per_gpu_and_size"]

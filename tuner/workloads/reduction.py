@@ -44,7 +44,6 @@ class Reduction(Workload):
             cub = time_with_events(lambda: x.sum(), repeats)
         finally:
             _accelerator.set_routine_accelerators(saved)
-        del x
         return {"cub": cub, "copy": copy_bandwidth(args[0].nbytes, repeats)}
 
     def baseline_metrics(self, name, time_ms, size, dtype):

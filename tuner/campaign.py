@@ -90,7 +90,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     if searchspace.size == 0:
         raise TunerError(f"{space.path}: the restrictions leave no valid configuration")
     if req.simulate:
-        return _simulate(req, workload, space, size_name, size, dtype, root, searchspace)
+        return _simulate(req, space, size_name, size, dtype, root, searchspace)
 
     kernel_hash = source_hash(space.source_text)
     compiler_options = space.build_options(dtype)
@@ -139,7 +139,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     finally:
         runner.shutdown()
         writer.flush()
-    summary = _summarize(results, space, size, dtype, req)
+    summary = _summarize(results, space)
     return CampaignResult(req.workload, size_name, dtype, gpu["gpu"], req.strategy, evaluated=summary["unique"],
                           measured=len(writer.rows), failures=progress.failures, best=summary["best"],
                           baselines=_baseline_medians(setup["baselines"]))
@@ -208,7 +208,7 @@ def _baseline_medians(baselines) -> dict:
     return {name: statistics.median(times) for name, times in (baselines or {}).items()}
 
 
-def _summarize(results, space, size, dtype, req) -> dict:
+def _summarize(results, space) -> dict:
     failures, best, best_value = {}, None, None
     for r in results:
         if r is None:
@@ -269,12 +269,12 @@ def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_eval
     return results, runner.dev.name
 
 
-def _simulate(req, workload, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
+def _simulate(req, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
     cachefile = find_recording(root, req.workload, size_name, dtype, req.gpu)
     strategy = make_strategy(req.strategy, seed=req.seed, storage=req.storage, study_name=None)
     results, gpu = replay(space, size, dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
                           max_evals=req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit))
-    summary = _summarize(results, space, size, dtype, req)
+    summary = _summarize(results, space)
     return CampaignResult(req.workload, size_name, dtype, gpu, req.strategy, evaluated=summary["unique"],
                           measured=0, failures=summary["failures"], best=summary["best"], simulated=True)

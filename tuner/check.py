@@ -22,6 +22,7 @@ from tuner import query, store
 from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.provenance import gpu_info, software, source_hash
+from tuner.space import format_size
 from tuner.stats import compare, normalise
 from tuner.workloads import get_workload
 
@@ -93,8 +94,8 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
                 runner, gpu = _worker(name, size, dtype, backend, device, timeout)
                 try:
                     if not sessions:
-                        answer = query.best(name, size_name if size_name in space.sizes else
-                                            ",".join(f"{k}={v}" for k, v in size.items()), dtype, gpu=gpu["gpu"], root=root)
+                        # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
+                        answer = query.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
                         if answer["fallback"] != "exact":
                             break
                         config = answer["config"]
@@ -230,8 +231,8 @@ def _retune(base, budget, backend, device, log) -> dict:
     from tuner.campaign import CampaignRequest, run_campaign
 
     with tempfile.TemporaryDirectory() as tmp:
-        out = run_campaign(CampaignRequest(workload=base["workload"], size=",".join(
-            f"{k}={v}" for k, v in json.loads(base["size_vars"]).items()), dtype=base["dtype"], strategy="tpe",
+        out = run_campaign(CampaignRequest(workload=base["workload"], size=format_size(json.loads(base["size_vars"])),
+            dtype=base["dtype"], strategy="tpe",
             max_evals=budget, backend=backend, device=device, results=Path(tmp), quiet=True))
     log(f"retuned {base['workload']} {base['size']} {base['dtype']}: {out.best}")
     return out.best

@@ -147,6 +147,7 @@ def _parse_assignment(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tuner import compare
     from tuner.export import FORMATS
     from tuner.kt import BACKENDS
     from tuner.strategies import DEFAULT_STRATEGY
@@ -219,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
     s.set_defaults(func=_check)
-    from tuner import compare; compare.register(sub)
+
+    compare.register(sub)
     return p
 
 

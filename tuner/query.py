@@ -10,6 +10,7 @@ import pandas as pd
 from tuner import store
 from tuner.errors import TunerError
 from tuner.provenance import gpu_info
+from tuner.space import format_size
 from tuner.workloads import get_workload
 
 PROVENANCE = ("gpu", "compute_capability", "driver", "cuda", "backend", "compiler_options", "kernel_hash",
@@ -72,7 +73,7 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
         nearest = min(measured, key=lambda k: _size_distance(measured[k], size))
         fallback.append("nearest-size")
         notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured: "
-                     + ",".join(f"{k}={v}" for k, v in measured[nearest].items()))
+                     + format_size(measured[nearest]))
         df = df[df["size_vars"] == nearest]
 
     row = _best_of(df, space.maximize)
@@ -124,8 +125,7 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
     for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
         if dt not in dtypes:
             continue
-        size_text = ",".join(f"{k}={v}" for k, v in json.loads(size_vars).items())
-        out.append(best(workload_name, size_text, dt, gpu=gpu, evaluations=df, baselines=base))
+        out.append(best(workload_name, format_size(json.loads(size_vars)), dt, gpu=gpu, evaluations=df, baselines=base))
     return out
 
 

@@ -137,7 +137,7 @@ class Space:
         for name, named in self.sizes.items():
             if named == values:
                 return name, values
-        return ",".join(f"{k}={v}" for k, v in values.items()), values
+        return format_size(values), values
 
     def resolve_dtype(self, dtype: str | None) -> str:
         dtype = dtype or next(iter(self.dtypes))
@@ -148,6 +148,11 @@ class Space:
     @property
     def source_text(self) -> str:
         return self.kernel_source.read_text()
+
+
+def format_size(values: dict) -> str:
+    """The `k=v,...` spelling of a problem size, as `--size` reads it and as ad-hoc sizes are named."""
+    return ",".join(f"{k}={v}" for k, v in values.items())
 
 
 def _metric_var(name: str) -> str:

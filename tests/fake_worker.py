@@ -35,6 +35,9 @@ def fake_worker_main(conn, spec):
         values = conn.recv()
         if values is None:
             return
+        if isinstance(values, dict) and "cachefile" in values:
+            conn.send(("cache", None))
+            continue
         if isinstance(values, dict):  # a regression check's rounds; FAKE_SLOWDOWN plants a slowdown
             t = synthetic_time_ms(dict(zip(keys, values["config"]))) * (1 + float(os.environ.get("FAKE_SLOWDOWN", "0")))
             noisy = lambda x: x * math.exp(rng.gauss(0, 0.01))

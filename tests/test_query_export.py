@@ -115,3 +115,21 @@ def test_export_header_compiles_and_selects_per_gpu_and_size(filled, tmp_path):
         exe = tmp_path / "probe"
         subprocess.run(["gcc", *defines, "-I", str(tmp_path), str(probe), "-o", str(exe)], check=True)
         assert subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip() == want
+
+
+def test_run_config_takes_the_best_or_checks_the_given_one(filled):
+    from tuner.workloads import get_workload
+
+    w = get_workload("reduction")
+    notes = []
+    chosen = w.run_config({"n": 4194304}, "float32", gpu=GPU, log=notes.append)
+    assert chosen == best("reduction", "seed", "float32", gpu=GPU)["config"] and notes == []
+    assert w.run_config({"n": 5000000}, "float32", gpu=GPU, log=notes.append) and "nearest" in notes[0]
+    given = dict(chosen)
+    assert w.run_config({"n": 8}, "float32", given) == given
+    with pytest.raises(TunerError, match="missing finish"):
+        w.run_config({"n": 8}, "float32", {k: v for k, v in given.items() if k != "finish"})
+    with pytest.raises(TunerError, match="outside the space: block_size_x=48"):
+        w.run_config({"n": 8}, "float32", {**given, "block_size_x": 48})
+    with pytest.raises(TunerError, match="breaks a restriction"):
+        w.run_config({"n": 8}, "float32", {**given, "variant": 1, "items_per_thread": 4})

@@ -92,29 +92,11 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     if req.simulate:
         return _simulate(req, space, size_name, size, dtype, root, searchspace)
 
-    kernel_hash = source_hash(space.source_text)
-    compiler_options = space.build_options(dtype)
-    spec = WorkerSpec(workload=req.workload, size=size, dtype=dtype, backend=req.backend, device=req.device,
-                      cachefile=None)
-    runner = IsolatedRunner(spec, timeout=req.timeout, **({"target": req.worker_target} if req.worker_target else {}))
-    setup = runner.start()  # tells us which GPU we are on, before anything is written
-    gpu = setup["gpu"]
-    wdir = store.workload_dir(root, gpu["gpu"], req.workload)
-    wdir.mkdir(parents=True, exist_ok=True)
-    runner.spec.cachefile = str(store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype))
-    runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
-    runner.shutdown()  # restarted lazily with the cache file set
-
-    campaign_id = store.new_campaign_id()
-    provenance = {**gpu, "backend": req.backend, "compiler_options": json.dumps(compiler_options),
-                  "kernel_hash": kernel_hash, **software()}
-    common = {"campaign_id": campaign_id, "workload": req.workload, "kernel": space.kernel_name, "size": size_name,
-              "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype}
-    _store_baselines(workload, setup["baselines"], size, dtype, wdir, common, provenance)
-
-    previous = store.load_evaluations(req.workload, root)
-    known = _known_rows(previous, space, common, provenance)
-    writer = store.PartWriter(wdir / "evaluations" / f"{campaign_id}.parquet")
+    session = open_session(req, workload, size_name, size, dtype, root, store.new_campaign_id())
+    runner, gpu, common, provenance, writer = (session.runner, session.gpu, session.common, session.provenance,
+                                               session.writer)
+    kernel_hash, wdir = provenance["kernel_hash"], session.wdir
+    known = _known_rows(store.load_evaluations(req.workload, root), space, common, provenance)
     max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)
     total = min(max_evals or searchspace.size, searchspace.size)
     progress = CampaignProgress(f"{req.workload} {size_name} {dtype} [{req.strategy}]", total, req.time_limit,
@@ -142,7 +124,50 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     summary = _summarize(results, space)
     return CampaignResult(req.workload, size_name, dtype, gpu["gpu"], req.strategy, evaluated=summary["unique"],
                           measured=len(writer.rows), failures=progress.failures, best=summary["best"],
-                          baselines=_baseline_medians(setup["baselines"]))
+                          baselines=_baseline_medians(session.baselines))
+
+
+@dataclass
+class Session:
+    """A worker process started on one GPU, and where the rows it measures go."""
+    runner: IsolatedRunner
+    gpu: dict
+    wdir: Path
+    common: dict  # the campaign's columns of every row
+    provenance: dict
+    writer: store.PartWriter
+    baselines: dict
+
+
+def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dtype: str, root: Path, campaign_id: str, *,
+                 part: str | None = None, cachefile: Path | None = None, check_gpu=None, env: dict | None = None) -> Session:
+    """Start the worker process, learn its GPU, store the baselines it measured, and open the Parquet part
+    (evaluations/<part or campaign_id>.parquet) and Kernel Tuner's cache file (default: the shared one of
+    this GPU, size and dtype). `check_gpu(gpu)` may refuse the GPU before anything is written."""
+    space = workload.space
+    spec = WorkerSpec(workload=req.workload, size=size, dtype=dtype, backend=req.backend, device=req.device,
+                      cachefile=None, env=dict(env or {}))
+    runner = IsolatedRunner(spec, timeout=req.timeout, **({"target": req.worker_target} if req.worker_target else {}))
+    setup = runner.start()  # tells us which GPU we are on, before anything is written
+    gpu = setup["gpu"]
+    if check_gpu is not None:
+        try:
+            check_gpu(gpu)
+        except BaseException:
+            runner.shutdown()
+            raise
+    wdir = store.workload_dir(root, gpu["gpu"], req.workload)
+    wdir.mkdir(parents=True, exist_ok=True)
+    runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
+    runner.use_cachefile(str(cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)))
+    provenance = {**gpu, "backend": kt.effective_backend(space, req.backend),
+                  "compiler_options": json.dumps(space.build_options(dtype)),
+                  "kernel_hash": source_hash(space.source_text), **software()}
+    common = {"campaign_id": campaign_id, "workload": req.workload, "kernel": space.kernel_name, "size": size_name,
+              "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype}
+    _store_baselines(workload, setup["baselines"], size, dtype, wdir, common, provenance, part=part)
+    writer = store.PartWriter(wdir / "evaluations" / f"{part or campaign_id}.parquet")
+    return Session(runner, gpu, wdir, common, provenance, writer, setup["baselines"])
 
 
 def _known_rows(previous, space, common, provenance) -> dict:
@@ -192,10 +217,10 @@ def _store_row(row, space, size, dtype, common, provenance, req) -> dict:
     }
 
 
-def _store_baselines(workload, baselines, size, dtype, wdir, common, provenance):
+def _store_baselines(workload, baselines, size, dtype, wdir, common, provenance, part=None):
     if not baselines:
         return
-    writer = store.PartWriter(wdir / "baselines" / f"{common['campaign_id']}.parquet")
+    writer = store.PartWriter(wdir / "baselines" / f"{part or common['campaign_id']}.parquet")
     for name, times in baselines.items():
         median = statistics.median(times)
         writer.rows.append({**common, "baseline": name, "times": list(times), "time_ms": median,

@@ -18,7 +18,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pandas as pd
 
-from tuner import query, store
+from tuner import kt, query, store
 from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.provenance import gpu_info, software, source_hash
@@ -114,7 +114,8 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
                          "config": json.dumps(config, sort_keys=True), "rounds": [x for r in sessions for x in r["rounds"]],
                          "sessions": len(sessions), "references": json.dumps(references),
                          "reference": workload.check_reference,
-                         **gpu, "backend": backend, "kernel_hash": source_hash(space.source_text), **software(),
+                         **gpu, "backend": kt.effective_backend(space, backend),
+                         "kernel_hash": source_hash(space.source_text), **software(),
                          "timestamp": datetime.now(timezone.utc).isoformat()})
             _save_baseline(root, rows[-1])  # at once: an interrupted `tuner baseline` keeps what it measured
             log(f"baseline {name} {size_name} {dtype}: {config} median {pd.Series(rows[-1]['rounds']).median():.4g} ms "

@@ -136,6 +136,13 @@ def _check(args) -> int:
     return check.exit_code(results)
 
 
+def _run(args) -> int:
+    from tuner.workloads import get_workload
+
+    args.config = dict(_parse_assignment(a) for a in args.config) if args.config else None
+    return get_workload(args.workload).run(args)
+
+
 def _parse_assignment(text: str):
     key, _, value = text.partition("=")
     if not value:
@@ -220,6 +227,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
     s.set_defaults(func=_check)
+
+    s = sub.add_parser("run", help="run a workload's program with the best stored config (or --config)")
+    programs = s.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    from tuner.workloads import all_workloads
+
+    for w in all_workloads():
+        if w.run_help:
+            prog = programs.add_parser(w.name, help=w.run_help, description=w.run_help)
+            w.add_run_arguments(prog)
+            prog.add_argument("--config", nargs="+", metavar="NAME=VALUE", help="run this config instead of the best stored")
+            prog.add_argument("--dtype", help="element type (default: the space's first)")
+            prog.add_argument("--gpu", help="take the best config stored for this GPU (default: this machine's)")
+            prog.set_defaults(func=_run)
 
     compare.register(sub)
     return p

@@ -61,6 +61,11 @@ def worker_main(conn, spec: WorkerSpec):
         msg = conn.recv()
         if msg is None:
             return
+        if isinstance(msg, dict) and "cachefile" in msg:  # the campaign knows the GPU now, hence where its cache goes
+            spec.cachefile = msg["cachefile"]
+            _open_cache(spec, runner, tuning_options)
+            conn.send(("cache", None))
+            continue
         if isinstance(msg, dict):  # {"rounds": R, "config": values}: a regression check's measurement
             row = _measure_rounds(runner, tuning_options, keys, msg["config"], msg["rounds"], spec)
         else:
@@ -85,17 +90,23 @@ def _setup(spec: WorkerSpec):
     kernel_options = kt.kernel_options(space, spec.size, spec.dtype, args, spec.backend)
     runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
                               kt.device_options(space, spec.dtype, spec.device), spec.iterations or space.iterations, None)
-    tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False)
+    tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False,
+                                       tolerances=workload.tolerances(spec.size, spec.dtype))
     spec.args = args  # kept in the worker only, for the references of a regression check
-    if spec.cachefile:
-        tuning_options["cachefile"] = spec.cachefile
-        tuning_options["cache"] = util.process_cache(spec.cachefile, kernel_options, tuning_options, runner)
+    spec.kernel_options = kernel_options
+    _open_cache(spec, runner, tuning_options)
     # stage markers tell a compile error from a wrong answer from a crash in a benchmark
     dev = runner.dev
     for method, stage in (("compile_kernel", "compile"), ("check_kernel_output", "verify"), ("benchmark", "benchmark")):
         setattr(dev, method, _staged(getattr(dev, method), stage, dev))
     baselines = workload.baselines(args, spec.size, spec.dtype, spec.baseline_repeats) if spec.baseline_repeats else {}
     return runner, tuning_options, {"gpu": gpu_info(spec.device), "baselines": baselines}
+
+
+def _open_cache(spec, runner, tuning_options):
+    if spec.cachefile:
+        tuning_options["cachefile"] = spec.cachefile
+        tuning_options["cache"] = util.process_cache(spec.cachefile, spec.kernel_options, tuning_options, runner)
 
 
 def _staged(fn, stage, holder):
@@ -114,6 +125,8 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
     except Exception as e:
         stage = runner.dev._tuner_stage
         message = f"{type(e).__name__}: {e}".strip()
+        if getattr(e, "stderr", None):  # nvcc run by Kernel Tuner's C backend: its diagnostics, not just the exit code
+            message += "\n" + str(e.stderr)
         if stage == "compile":
             status = "compile"
         elif stage == "verify" and "verification failed" in message.lower():
@@ -127,6 +140,8 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
     err = result.get("__error__")
     if err is not None:
         row.update(status=_KT_ERRORS.get(type(err).__name__, "runtime"), error=str(err))
+    elif any(t < 0 for t in result.get("times", [])):  # a host pipeline's way of saying a CUDA call failed
+        row.update(status="runtime", error="the host pipeline reported a CUDA error (negative time); see its stderr")
     else:
         row.update(status="ok", error="", times=list(map(float, result.get("times", []))))
     for k in ("compile_time", "verification_time", "benchmark_time"):
@@ -258,6 +273,15 @@ class IsolatedRunner(Runner):
             self.on_row(row, fresh)
             results.append(self._as_kt_result(row, keys, tuning_options))
         return results
+
+    def use_cachefile(self, path: str):
+        """Point the running worker (and any restarted one) at Kernel Tuner's cache file."""
+        self.spec.cachefile = path
+        if self._proc is not None and self._proc.is_alive():
+            self._conn.send({"cachefile": path})
+            if not self._conn.poll(self.setup_timeout):
+                raise TunerError("the worker did not open the cache file")
+            self._conn.recv()
 
     def measure_rounds(self, values, keys, rounds: int) -> dict:
         """A regression check's measurement of one config: see _measure_rounds."""

@@ -12,11 +12,20 @@ from kernel_tuner.searchspace import Searchspace
 from tuner.space import Space
 
 BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
+HOST_BACKEND = "host-nvcc"  # a 'host' space: nvcc builds a shared library, Kernel Tuner's C backend calls it
 MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi
 
 
 def kt_lang(backend: str) -> str:
-    return BACKENDS[backend]
+    return "C" if backend == HOST_BACKEND else BACKENDS[backend]
+
+
+def effective_backend(space: Space, backend: str) -> str:
+    """What really runs the space's code: the chosen CUDA backend, or nvcc + the C backend for host code.
+
+    A host function (Kernel Tuner's host-code tuning) runs a whole multi-kernel pipeline and returns its
+    time in ms, measured with CUDA events inside; a negative return means a CUDA error (see isolation)."""
+    return HOST_BACKEND if space.lang == "host" else backend
 
 
 def tune_params(space: Space) -> dict:
@@ -46,11 +55,13 @@ def verify_function(rtol: float):
 
 
 def kernel_options(space: Space, size: dict, dtype: str, arguments: list, backend: str) -> Options:
-    block_names = list(space.block_names) + ["block_size_y", "block_size_z"][len(space.block_names) - 1:]
+    default_names = ["block_size_x", "block_size_y", "block_size_z"]
+    block_names = (list(space.block_names) + default_names[len(space.block_names):]) if space.block_names else default_names
+    lang = kt_lang(effective_backend(space, backend))
     return Options(
         kernel_name=space.kernel_name,
-        kernel_source=KernelSource(space.kernel_name, space.source_for(dtype), kt_lang(backend)),
-        lang=kt_lang(backend),
+        kernel_source=KernelSource(space.kernel_name, space.source_for(dtype), lang),
+        lang=lang,
         problem_size=lambda config: space.grid_dims(config, size),  # grid = problem size, divisors of 1
         arguments=arguments,
         grid_div_x=[], grid_div_y=[], grid_div_z=[],
@@ -61,20 +72,23 @@ def kernel_options(space: Space, size: dict, dtype: str, arguments: list, backen
 
 
 def device_options(space: Space, dtype: str, device: int) -> Options:
-    return Options(device=device, platform=0, quiet=True, compiler=None,
+    return Options(device=device, platform=0, quiet=True, compiler="nvcc" if space.lang == "host" else None,
                    compiler_options=list(space.compiler_options))
 
 
 def tuning_options(space: Space, size: dict, dtype: str, *, answer=None, strategy_options=None,
-                   max_fevals=None, time_limit=None, simulation=False, seed=None, metrics=True) -> Options:
+                   max_fevals=None, time_limit=None, simulation=False, seed=None, metrics=True,
+                   tolerances: tuple | None = None) -> Options:
+    """`tolerances` (atol, rtol) overrides the space's verify block (a workload may fit them to the size)."""
     objective = space.objective
+    atol, rtol = tolerances or (space.atol, space.rtol)
     return Options(
         tune_params=tune_params(space),
         restrictions=list(space.restrictions),
         restrictions_unmodified=list(space.restrictions),
         answer=answer,
-        atol=space.atol,
-        verify=util.normalize_verify_function(verify_function(space.rtol)) if answer is not None else None,
+        atol=atol,
+        verify=util.normalize_verify_function(verify_function(rtol)) if answer is not None else None,
         strategy=None,
         strategy_options=Options(strategy_options or {}),
         iterations=space.iterations,

@@ -41,6 +41,7 @@ class Space:
     description: str
     kernel_source: Path
     kernel_name: str
+    lang: str  # "cuda": one kernel Kernel Tuner launches; "host": a host function that runs a pipeline
     compiler_options: list
     params: dict
     restrictions: list
@@ -200,10 +201,16 @@ def load_space(path: str | Path) -> Space:
     restrictions = doc.get("restrictions", [])
     for i, r in enumerate(restrictions):
         expr(r, ["restrictions", i], params)
-    for i, b in enumerate(doc["launch"]["block"]):
+    lang = doc["kernel"].get("lang", "cuda")
+    if lang == "cuda" and "launch" not in doc:
+        raise SpaceError(path, [], "missing key 'launch' (block and grid of the kernel; only a 'host' kernel has none)")
+    if lang == "host" and "launch" in doc:
+        raise SpaceError(path, ["launch"], "a 'host' kernel launches its own kernels: remove 'launch'")
+    launch = doc.get("launch", {"block": [], "grid": []})
+    for i, b in enumerate(launch["block"]):
         if b not in params:
             raise SpaceError(path, ["launch", "block", i], f"'{b}' is not a parameter; expected one of {', '.join(params)}")
-    grid = [expr(str(g), ["launch", "grid", i], set(params) | size_vars) for i, g in enumerate(doc["launch"]["grid"])]
+    grid = [expr(str(g), ["launch", "grid", i], set(params) | size_vars) for i, g in enumerate(launch["grid"])]
 
     metrics, known = {}, set(params) | size_vars | set(METRIC_INPUTS)
     for name, text in doc["metrics"].items():
@@ -228,10 +235,11 @@ def load_space(path: str | Path) -> Space:
         description=doc.get("description", ""),
         kernel_source=source,
         kernel_name=doc["kernel"]["name"],
+        lang=lang,
         compiler_options=doc["kernel"].get("compiler_options", []),
         params=params,
         restrictions=restrictions,
-        block_names=doc["launch"]["block"],
+        block_names=launch["block"],
         grid=grid,
         sizes=doc["sizes"],
         default_size=default_size,

@@ -22,6 +22,8 @@ class Workload:
     name: str = ""
     # the baseline a regression check divides by, timed in the same round (a name from baselines())
     check_reference: str = ""
+    # one line, set by workloads with a program users run: `tuner run <name> ...` (see add_run_arguments, run)
+    run_help: str = ""
 
     @property
     def space(self) -> Space:
@@ -39,12 +41,49 @@ class Workload:
         """The numpy reference: one entry per argument, None where the output is not checked."""
         raise NotImplementedError
 
+    def tolerances(self, size: dict, dtype: str) -> tuple[float, float]:
+        """(atol, rtol) of the check against the reference; override to fit them to the size (e.g. to K)."""
+        return self.space.atol, self.space.rtol
+
     def baselines(self, args: list, size: dict, dtype: str, repeats: int) -> dict:
         """Vendor references timed on the GPU: {name: {"times": [ms, ...], "bytes"/"flops": ...}}."""
         return {}
 
     def baseline_metrics(self, name: str, times_median_ms: float, size: dict, dtype: str) -> dict:
         return {}
+
+    # ---- `tuner run <workload>`: the program users run, on the best stored config ------------------
+    def add_run_arguments(self, parser) -> None:
+        """Arguments of `tuner run <name>` besides --config, --dtype and --gpu (which every program gets)."""
+
+    def run(self, args) -> int:
+        raise NotImplementedError
+
+    def run_config(self, size: dict, dtype: str, given: dict | None = None, gpu: str | None = None, log=print) -> dict:
+        """The config a program runs with: the one given (complete and valid), else the best stored for this
+        GPU and size, with its fallback (nearest size, other GPU) said through `log`."""
+        from tuner.query import best
+        from tuner.space import format_size
+
+        space = self.space
+        if given:
+            missing = set(space.params) - set(given)
+            unknown = set(given) - set(space.params)
+            if missing or unknown:
+                raise TunerError(f"--config must set exactly the parameters of {self.name}: "
+                                 + (f"missing {', '.join(sorted(missing))} " if missing else "")
+                                 + (f"unknown {', '.join(sorted(unknown))}" if unknown else ""))
+            bad = {k: v for k, v in given.items() if v not in space.params[k]}
+            if bad:
+                raise TunerError("values outside the space: "
+                                 + ", ".join(f"{k}={v} (allowed {space.params[k]})" for k, v in bad.items()))
+            if not space.is_valid(given):
+                raise TunerError(f"the config breaks a restriction of the space: {given}")
+            return dict(given)
+        answer = best(self.name, format_size(size), dtype, gpu=gpu)
+        for note in answer["notes"]:
+            log(f"note: {note}")
+        return answer["config"]
 
 
 @lru_cache(maxsize=None)

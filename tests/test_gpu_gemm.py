@@ -1,0 +1,57 @@
+"""On the GPU: the seeds' versions and a sample of the register-tiled variant, through the same isolated
+worker as a campaign, verified against numpy at awkward shapes (not multiples of any tile, unaligned
+rows, K smaller than a tile, 1x1x1) for float32 and int32. Skipped where no CUDA GPU is found."""
+
+import random
+
+import pytest
+
+from tuner import kt
+from tuner.isolation import IsolatedRunner, WorkerSpec
+from tuner.workloads import get_workload
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(1000, 1000, 1000), (777, 1025, 333), (1, 1, 1), (300, 260, 3)]
+
+
+def sample_configs(space, seed=0):
+    """8 configs of variants 1-2, 6 of variant 3, 12 of variant 4 (4 with scalar loads or one stage)."""
+    configs = [tuple(c) for c in kt.searchspace(space).list]
+    names = list(space.params)
+    by_variant = {v: [c for c in configs if dict(zip(names, c))["variant"] == v] for v in (1, 2, 3, 4)}
+    rnd = random.Random(seed)
+    v4 = by_variant[4]
+    edges = [c for c in v4 if dict(zip(names, c))["vector"] == 1 or dict(zip(names, c))["double_buffer"] == 0]
+    return (rnd.sample(by_variant[1] + by_variant[2], 8) + rnd.sample(by_variant[3], 6)
+            + rnd.sample(v4, 8) + rnd.sample(edges, 4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_sampled_configs_match_numpy(m, n, k, dtype):
+    space = get_workload("gemm").space
+    size = {"m": m, "n": n, "k": k}
+    configs = sample_configs(space)
+    runner = IsolatedRunner(WorkerSpec("gemm", size, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=60)
+    rows = []
+    runner.on_row = lambda row, fresh: rows.append(row)
+    runner.start()
+    try:
+        runner.run(configs, kt.tuning_options(space, size, dtype))
+    finally:
+        runner.shutdown()
+    bad = [(r["status"], {k: r[k] for k in space.params}, r.get("error", "")[:200]) for r in rows if r["status"] != "ok"]
+    assert not bad, f"{len(bad)} of {len(rows)} configs failed at {m}x{n}x{k} {dtype}: {bad[:5]}"
+    assert len(rows) == len(configs)
+
+
+def test_cublas_baseline_is_fp32_and_verified():
+    """The baseline checks cuBLAS's product against the float64 reference (TF32 would fail it)."""
+    workload = get_workload("gemm")
+    size = {"m": 512, "n": 256, "k": 1024}
+    import numpy as np
+
+    args = workload.arguments(size, "float32", np.random.default_rng(0))
+    out = workload.baselines(args, size, "float32", repeats=3)
+    assert len(out["cublas"]) == 3 and all(t > 0 for t in out["cublas"])

@@ -1,0 +1,83 @@
+"""Dense matrix multiplication (seeds 002 and 004): inputs, the float64 numpy reference, the K-fitted
+float32 tolerance, the MxNxK size notation, and cuBLAS SGEMM (through cupy, TF32 off) as the baseline."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from tuner.baselines import cupy_or_none, time_with_events
+from tuner.errors import TunerError
+from tuner.workloads import Workload
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+_SIZE = re.compile(r"\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*")
+
+
+def float32_tolerance(k: int) -> float:
+    """Absolute tolerance of a float32 product of K terms against the float64 one.
+
+    Inputs are uniform in [-1, 1): an entry of C is a sum of K products with mean |a*b| = 1/4, so its scale
+    is about sqrt(K)/3, and a float32 accumulation in any order is off by at most about eps * K * that scale
+    in practice (each of the K additions rounds to eps/2 of a partial sum). A dropped or doubled term moves
+    an entry by |a*b|, 1/4 on average: far above this for every K the space allows."""
+    return FLOAT32_EPS * k * (np.sqrt(k) / 3.0) * 0.75 + 1e-6
+
+
+class Gemm(Workload):
+    name = "gemm"
+    check_reference = "cublas"  # compute-bound: normalise by cuBLAS timed in the same round
+
+    def parse_size(self, text):
+        match = _SIZE.fullmatch(text)
+        if match is None:
+            return None
+        m, n, k = (int(g) for g in match.groups())
+        return {"m": m, "n": n, "k": k}
+
+    def arguments(self, size, dtype, rng):
+        m, n, k = size["m"], size["n"], size["k"]
+        if dtype == "int32":  # small integers: every sum is exact in int32 (|C| <= 64 K)
+            a = rng.integers(-8, 9, (m, k), dtype=np.int32)
+            b = rng.integers(-8, 9, (k, n), dtype=np.int32)
+        else:
+            a = rng.uniform(-1.0, 1.0, (m, k)).astype(dtype)
+            b = rng.uniform(-1.0, 1.0, (k, n)).astype(dtype)
+        c = np.zeros((m, n), dtype=dtype)
+        return [a, b, c, np.int32(m), np.int32(n), np.int32(k)]
+
+    def answer(self, args, size, dtype):
+        # float64 BLAS: exact for the int32 inputs (|C| < 2^53), the reference for float32
+        exact = args[0].astype(np.float64) @ args[1].astype(np.float64)
+        return [None, None, exact.astype(np.int32) if dtype == "int32" else exact, None, None, None]
+
+    def tolerances(self, size, dtype):
+        if dtype == "int32":
+            return 0.0, 0.0
+        return float32_tolerance(size["k"]), 0.0
+
+    def baselines(self, args, size, dtype, repeats=50):
+        if dtype != "float32":
+            return {}  # cuBLAS has no int32 GEMM with int32 output
+        # cupy asks cuBLAS for TF32 only when CUPY_TF32 > 0; NVIDIA_TF32_OVERRIDE=0 forbids it library-wide
+        os.environ["CUPY_TF32"] = "0"
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+        cp = cupy_or_none()
+        if cp is None:
+            return {}
+        a, b = cp.asarray(args[0]), cp.asarray(args[1])
+        c = cp.matmul(a, b)
+        atol = self.tolerances(size, dtype)[0]
+        expected = self.answer(args, size, dtype)[2]
+        if not np.allclose(cp.asnumpy(c), expected, rtol=0, atol=atol):
+            raise TunerError("the cuBLAS baseline is not within the float32 tolerance (TF32 on?)")
+        out = cp.empty_like(c)
+        return {"cublas": time_with_events(lambda: cp.matmul(a, b, out=out), repeats)}
+
+    def baseline_metrics(self, name, time_ms, size, dtype):
+        return {"GFLOP/s": 2.0 * size["m"] * size["n"] * size["k"] / (time_ms / 1e3) / 1e9}
+
+
+WORKLOAD = Gemm()

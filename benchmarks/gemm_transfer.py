@@ -3,7 +3,7 @@ given as JSON) at each target size in a regular campaign (rows, cuBLAS baseline 
 then optionally go on with a TPE campaign over the whole space (the transferred rows are served free).
 
   python benchmarks/gemm_transfer.py --source 2048x2048x2048 --top 8 --size 1024x1024x1024 --tpe 40
-  python benchmarks/gemm_transfer.py --configs '[{"variant": 4, ...}]' --size 4096x4096x4096
+  python benchmarks/gemm_transfer.py --configs @benchmarks/gemm_recipes.json --size 4096x4096x4096
   python benchmarks/gemm_transfer.py --source 2048x2048x2048 --top 4 --grid      # the seeds' 64 shapes
 """
 
@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import time
+from pathlib import Path
 
 from tuner import store
 from tuner.campaign import CampaignRequest, run_campaign
@@ -70,13 +71,15 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", help="stored size whose best configs are transferred")
     p.add_argument("--top", type=int, default=8)
-    p.add_argument("--configs", help="JSON list of configs to measure (instead of --source)")
+    p.add_argument("--configs", help="JSON list of configs to measure (instead of --source), or @file")
     p.add_argument("--size", action="append", default=[], help="target size (repeatable)")
     p.add_argument("--grid", action="store_true", help="every size of the seeds' 4x4x4 grid")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--tpe", type=int, default=0, help="then a TPE campaign of this many evaluations per size")
     p.add_argument("--timeout", type=float, default=30)
     args = p.parse_args()
+    if args.configs and args.configs.startswith("@"):
+        args.configs = Path(args.configs[1:]).read_text()
     configs = json.loads(args.configs) if args.configs else top_configs(args.source, args.dtype, args.top)
     sizes = list(args.size)
     if args.grid:

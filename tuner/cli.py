@@ -44,7 +44,7 @@ def _tune(args) -> int:
     from tuner.campaign import CampaignRequest, parse_budget, run_campaign
 
     max_evals, time_limit = parse_budget(args.budget)
-    req = CampaignRequest(workload=args.workload, size=args.size, dtype=args.dtype, strategy=args.strategy,
+    req = CampaignRequest(workload=args.workload, size=_size_text(args), dtype=args.dtype, strategy=args.strategy,
                           max_evals=max_evals, time_limit=time_limit, backend=args.backend, device=args.device,
                           seed=args.seed, timeout=args.timeout, storage=args.storage, results=args.results,
                           simulate=args.simulate, gpu=args.gpu, quiet=args.quiet)
@@ -70,10 +70,19 @@ def _tune(args) -> int:
     return 0
 
 
+def _size_text(args) -> str | None:
+    """--matrix FILE (spmv) is the size `mtx:FILE`: the workload reads the Matrix Market file."""
+    if not getattr(args, "matrix", None):
+        return args.size
+    if args.workload != "spmv" or args.size:
+        raise TunerError("--matrix is for the spmv workload, instead of --size")
+    return f"mtx:{args.matrix}"
+
+
 def _best(args) -> int:
     from tuner.query import best
 
-    answer = best(args.workload, args.size, args.dtype, gpu=args.gpu, root=args.results)
+    answer = best(args.workload, _size_text(args), args.dtype, gpu=args.gpu, root=args.results)
     if args.json:
         print(json.dumps(answer, indent=2, default=str))
         return 0
@@ -170,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tune", help="run a tuning campaign (or replay one with --simulate)")
     s.add_argument("workload")
     s.add_argument("--size", help="a named size of the space, or k=v,... (default: the space's default size)")
+    s.add_argument("--matrix", help="spmv: a Matrix Market file (.mtx) as the problem")
     s.add_argument("--dtype", help="element type (default: the space's first)")
     s.add_argument("--strategy", default=DEFAULT_STRATEGY,
                    help="tpe (default), cmaes, gp, random, qmc, brute_force, or kt:<Kernel Tuner strategy>")
@@ -188,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("best", help="best stored config for a GPU, size and dtype")
     s.add_argument("workload")
     s.add_argument("--size")
+    s.add_argument("--matrix", help="spmv: a Matrix Market file; never tuned, it gets the config of the nearest matrix by features")
     s.add_argument("--dtype")
     s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
     s.add_argument("--json", action="store_true")

@@ -26,6 +26,17 @@ def _size_distance(a: dict, b: dict) -> float:
     return math.sqrt(sum(math.log2(max(a[k], 1) / max(b[k], 1)) ** 2 for k in a))
 
 
+def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
+    """The measured size closest to `size`: by the workload's own features where it has them (spmv: a
+    matrix's rows and nonzeros per row), else by log-distance of the size variables."""
+    by_features = getattr(workload, "nearest_size", None)
+    if by_features is not None:
+        key = by_features(size, measured)
+        if key is not None:
+            return key, " by features"
+    return min(measured, key=lambda k: _size_distance(measured[k], size)), ""
+
+
 def _best_of(rows: pd.DataFrame, maximize: bool) -> pd.Series:
     """Configs measured several times count by the median of their objective values."""
     per_config = rows.groupby("config")["objective_value"].median()
@@ -70,9 +81,9 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
         df = df[df["size_vars"] == key]
     else:
         measured = {k: json.loads(k) for k in df["size_vars"].unique()}
-        nearest = min(measured, key=lambda k: _size_distance(measured[k], size))
+        nearest, how = _nearest_size(workload, size, measured)
         fallback.append("nearest-size")
-        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured: "
+        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
                      + format_size(measured[nearest]))
         df = df[df["size_vars"] == nearest]
 

@@ -13,6 +13,7 @@ from tuner.space import SPACES_DIR, Space, load_space
 
 WORKLOADS = {
     "reduction": "tuner.workloads.reduction",
+    "spmv": "tuner.workloads.spmv",
     "gemm": "tuner.workloads.gemm",
 }
 

@@ -18,17 +18,35 @@ from pathlib import Path
 from tuner import store
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.workloads import get_workload
+from tuner.workloads.gemm import SEED_VERSIONS
 
 WORKLOAD = "gemm"
 
 
-def top_configs(size_text: str, dtype: str, k: int) -> list[dict]:
+def top_configs(size_text: str, dtype: str, k: int, diverse: bool = False) -> list[dict]:
+    """The k best stored configs at a size; `diverse`: the best of each block tile (BM x BN) first, so that
+    small shapes get small tiles to choose from."""
     workload = get_workload(WORKLOAD)
     _, size = workload.space.resolve_size(size_text, workload.parse_size)
     df = store.load_evaluations(WORKLOAD)
     df = df[(df["size_vars"] == json.dumps(size, sort_keys=True)) & (df["dtype"] == dtype) & (df["status"] == "ok")]
-    ranked = df.groupby("config")["objective_value"].median().sort_values(ascending=False)
-    return [json.loads(c) for c in ranked.index[:k]]
+    ranked = [json.loads(c) for c in df.groupby("config")["objective_value"].median().sort_values(ascending=False).index]
+    if diverse:
+        tiles, firsts = set(), []
+        for c in ranked:
+            tile = (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"])
+            if tile not in tiles:
+                tiles.add(tile)
+                firsts.append(c)
+        ranked = firsts + [c for c in ranked if c not in firsts]
+    return ranked[:k]
+
+
+def stored_configs(size_text: str, dtype: str) -> set:
+    workload = get_workload(WORKLOAD)
+    _, size = workload.space.resolve_size(size_text, workload.parse_size)
+    df = store.load_evaluations(WORKLOAD)
+    return set(df[(df["size_vars"] == json.dumps(size, sort_keys=True)) & (df["dtype"] == dtype)]["config"])
 
 
 def only(configs: list[dict]):
@@ -42,7 +60,10 @@ def only(configs: list[dict]):
 def transfer(configs, sizes, dtype, tpe_budget, timeout):
     workload_class = type(get_workload(WORKLOAD))
     full, restricted = workload_class.space, only(configs)
+    wanted = {store.canonical_config(c) for c in configs}
     for size in sizes:
+        if not tpe_budget and wanted <= stored_configs(size, dtype):
+            continue  # measured before (a resumed batch)
         started = time.time()
         workload_class.space = property(lambda self: restricted)
         try:
@@ -70,7 +91,10 @@ def _flops(size_text):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", help="stored size whose best configs are transferred")
+    p.add_argument("--source-dtype", default="float32")
     p.add_argument("--top", type=int, default=8)
+    p.add_argument("--diverse", action="store_true", help="the best of each block tile first")
+    p.add_argument("--seeds", action="store_true", help="also the seeds' versions (SEED_VERSIONS)")
     p.add_argument("--configs", help="JSON list of configs to measure (instead of --source), or @file")
     p.add_argument("--size", action="append", default=[], help="target size (repeatable)")
     p.add_argument("--grid", action="store_true", help="every size of the seeds' 4x4x4 grid")
@@ -80,7 +104,11 @@ def main():
     args = p.parse_args()
     if args.configs and args.configs.startswith("@"):
         args.configs = Path(args.configs[1:]).read_text()
-    configs = json.loads(args.configs) if args.configs else top_configs(args.source, args.dtype, args.top)
+    configs = json.loads(args.configs) if args.configs else []
+    if args.source:
+        configs += top_configs(args.source, args.source_dtype, args.top, args.diverse)
+    if args.seeds:
+        configs += list(SEED_VERSIONS.values())
     sizes = list(args.size)
     if args.grid:
         seed_dims = {"256", "512", "1024", "2048"}

@@ -13,6 +13,15 @@ from tuner.errors import TunerError
 from tuner.workloads import Workload
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
+_UNUSED = {"tile_n": 1, "warp_x": 8, "double_buffer": 0, "pad_a": 0, "vector": 1, "unroll": 0}
+# The seeds' versions as points of the space, each with the tile its report found best at 2048^3
+# (seed 002 on a K40: naive 32x32, coalesced 16x16, shared 32x32; seed 004: 32x32 tiles, 16 merged threads).
+SEED_VERSIONS = {
+    "naive": {"variant": 1, "block_size_x": 32, "block_size_y": 32, "tile_m": 1, "tile_k": 32, **_UNUSED},
+    "coalesced A": {"variant": 2, "block_size_x": 16, "block_size_y": 16, "tile_m": 1, "tile_k": 16, **_UNUSED},
+    "shared A and B": {"variant": 3, "block_size_x": 32, "block_size_y": 32, "tile_m": 1, "tile_k": 32, **_UNUSED},
+    "merged x16": {"variant": 3, "block_size_x": 32, "block_size_y": 2, "tile_m": 16, "tile_k": 32, **_UNUSED},
+}
 _SIZE = re.compile(r"\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*")
 
 

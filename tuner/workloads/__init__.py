@@ -15,6 +15,7 @@ WORKLOADS = {
     "reduction": "tuner.workloads.reduction",
     "spmv": "tuner.workloads.spmv",
     "gemm": "tuner.workloads.gemm",
+    "floyd-warshall": "tuner.workloads.floyd_warshall",
 }
 
 

@@ -1,7 +1,7 @@
 """Tuning campaigns over the spmv benchmark matrices, on the GPU machine: for each matrix, multivariate TPE
-whose first evaluations are the seed's two kernels (variant 0 and 1 as the seed wrote them, at every block
-size), so every matrix has the seed's figures and the tuned best from the same campaign, with cuSPARSE timed
-in it. Campaigns stop being started when the deadline (seconds from start) draws near.
+whose first evaluations are the seed's two kernels (variant 0 and 1 as the seed wrote them, at three block
+sizes) and four hand-picked recipes (below), so every matrix has the seed's figures and the tuned best from
+the same campaign, with cuSPARSE timed in it. Campaigns stop being started when the deadline (seconds from start) draws near.
 Usage: python benchmarks/spmv_campaigns.py --dtype float32 --budget 35 --deadline 250 [size ...]"""
 
 import argparse
@@ -17,6 +17,16 @@ from tuner.workloads import get_workload
 from tuner.workloads.spmv import SEED_CONFIGS
 
 
+def recipes(mean: int) -> list[dict]:
+    """Configs worth measuring first: the CSR-stream split with two chunk shapes, the direct split, and vector
+    CSR with about half a row's nonzeros per lane."""
+    lanes = min(32, max(2, 1 << max(0, (mean // 2).bit_length() - 1)))
+    return [{"variant": 4, "block_size_x": 256, "threads_per_row": 4, "row_iters": 8, "unroll": 1, "ldg": 1, "stream": 1},
+            {"variant": 4, "block_size_x": 512, "threads_per_row": 8, "row_iters": 4, "unroll": 1, "ldg": 0, "stream": 0},
+            {"variant": 3, "block_size_x": 256, "threads_per_row": 4, "row_iters": 2, "unroll": 4, "ldg": 0, "stream": 0},
+            {"variant": 2, "block_size_x": 256, "threads_per_row": lanes, "row_iters": 1, "unroll": 2, "ldg": 1, "stream": 0}]
+
+
 class SeededTPE(OptunaStrategy):
     """TPE whose study is given the seed's kernels to evaluate first (Optuna's enqueue_trial)."""
 
@@ -27,14 +37,18 @@ class SeededTPE(OptunaStrategy):
         study = optuna.create_study(storage=self.storage, study_name=self.study_name, load_if_exists=True,
                                     direction="minimize", sampler=_sampler("tpe", self.seed))
         if not study.trials:
-            for config in SEED_CONFIGS:
+            for config in SEED_CONFIGS + recipes(self.mean):
                 study.enqueue_trial({n: sorted(searchspace.tune_params[n]).index(v) for n, v in config.items()})
         return super().tune(searchspace, runner, tuning_options)
 
 
-def seeded_make_strategy(name, **kw):
-    kw.pop("encoding", None)
-    return SeededTPE(**kw)
+def seeded_make_strategy(mean):
+    def make(name, **kw):
+        kw.pop("encoding", None)
+        strategy = SeededTPE(**kw)
+        strategy.mean = mean
+        return strategy
+    return make
 
 
 def main():
@@ -46,8 +60,9 @@ def main():
     args = p.parse_args()
     start = time.monotonic()
     sizes = args.sizes or list(get_workload("spmv").space.sizes)
-    campaign.make_strategy = seeded_make_strategy  # the campaign's strategy (its rows say "tpe")
+    space = get_workload("spmv").space
     for size in sizes:
+        campaign.make_strategy = seeded_make_strategy(space.sizes[size]["mean"])  # its rows say "tpe"
         left = args.deadline - (time.monotonic() - start)
         if left < 20:
             print(f"deadline: {size} {args.dtype} not started", flush=True)

@@ -10,12 +10,13 @@
 //   val        nnz values of T
 //   x          cols values of T
 //   y          rows values of T: written (never accumulated into), so repeated launches give the same y
-//   carry_val  >= gridDim.x values of T        } variant 3 only: each block's partial sum of the row it
-//   carry_row  >= gridDim.x int32              } does not own (rows / 2 + 1 is enough for every config)
-//   counter    1 unsigned int, 0 before the first launch; variant 3 leaves it at 0 again
+//   carry_val  >= gridDim.x values of T        } variants 3, 4: each block's partial sum of the row it
+//   carry_row  >= gridDim.x int32              } does not own (one per block of the largest grid)
+//   counter    1 unsigned int, 0 before the first launch; variants 3, 4 leave it at 0 again
 //   rows, cols matrix shape
 // Launch: 1-D block of block_size_x threads; 1-D grid of
-//         ceil(rows / (block_size_x / threads_per_row * row_iters)) blocks (every variant).
+//         ceil(rows / (block_size_x / threads_per_row * row_iters)) blocks (variants 0-3), or
+//         max(1, ceil(nnz / (block_size_x * row_iters))) blocks (variant 4).
 //
 // T: value type (float or double), put in front of the source as `#define T ...` (not -DT: CUDA 13's
 // builtin headers use T as a template parameter name). Sums are accumulated in T, as cuSPARSE does.
@@ -30,9 +31,14 @@
 //                      its own (threads_per_row lanes each), the leading piece of a row begun earlier is
 //                      summed by the whole block into carry_*; the last block to finish adds the carries.
 //                      Rows of any length, even one dense row, are spread over many blocks.
+//                    4 nonzero split through shared memory (CSR-stream): block b takes the C = block_size_x *
+//                      row_iters nonzeros [b*C, (b+1)*C) (grid: ceil(nnz / C) blocks), every thread loads
+//                      row_iters products into shared memory (all loads in flight, coalesced), then groups of
+//                      threads_per_row lanes sum the block's rows from there; carries as in variant 3.
 //   block_size_x     threads per block
 //   threads_per_row  lanes per row (power of two, <= 32); 1 for variants 0 and 1
-//   row_iters        rows each thread group handles (variants 0-2); for variant 3 it only sets C
+//   row_iters        rows each thread group handles (variants 0-2); for variant 3 it only sets C;
+//                    for variant 4 the nonzeros each thread loads
 //   unroll           loads in flight per lane in the inner loop (1, 2, 4)
 //   ldg              1: x through the read-only data cache (__ldg)
 //   stream           1: val and col loaded with evict-first hints (__ldcs): they are read once, so x
@@ -63,8 +69,8 @@
 #define stream 0
 #endif
 
-#if variant < 0 || variant > 3
-#error "variant must be 0..3"
+#if variant < 0 || variant > 4
+#error "variant must be 0..4"
 #endif
 #if (variant == 0 || variant == 1) && threads_per_row != 1
 #error "the scalar variants use one thread per row"
@@ -130,7 +136,7 @@ __device__ __forceinline__ T group_sum(T sum, int width) {
     return sum;
 }
 
-#if variant == 3
+#if variant >= 3
 // first r in [0, rows] with row_ptr[r] >= target (row_ptr[rows] = nnz >= target): each step probes 32
 // positions at once, so about log32(rows) dependent loads instead of log2(rows). All 32 lanes call it.
 __device__ int warp_lower_bound(const int* __restrict__ row_ptr, int rows, int target, int lane) {
@@ -207,7 +213,7 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
         sum = group_sum(sum, threads_per_row);  // every lane of the warp takes part, in or out of range
         if (lane == 0 && row < rows) y[row] = sum;
     }
-#else  // variant 3: nonzero split
+#elif variant == 3  // nonzero split
     __shared__ int bounds[2];
     __shared__ T partial[32];
     __shared__ bool last_block;
@@ -244,6 +250,71 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
     }
 
     // the last block to finish adds every block's carry into its row (after all own rows are stored)
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last_block = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;  // wraps to 0
+    __syncthreads();
+    if (last_block) {
+        for (int b = threadIdx.x; b < gridDim.x; b += block_size_x) {
+            int row = __ldcg(carry_row + b);
+            if (row >= 0) atomicAdd(y + row, __ldcg(carry_val + b));
+        }
+    }
+#else  // variant 4: nonzero split through shared memory
+    constexpr int chunk = block_size_x * row_iters;
+    __shared__ T products[chunk];
+    __shared__ int bounds[2];
+    __shared__ T partial[32];
+    __shared__ bool last_block;
+    const int nnz = row_ptr[rows];
+    const int start = (int)min((long long)blockIdx.x * chunk, (long long)nnz);
+    const int stop = (int)min((long long)start + chunk, (long long)nnz);
+    if (threadIdx.x < 32) {
+        int r0 = warp_lower_bound(row_ptr, rows, start, threadIdx.x);
+        int r1 = blockIdx.x == gridDim.x - 1 ? rows : warp_lower_bound(row_ptr, rows, stop, threadIdx.x);
+        if (threadIdx.x == 0) bounds[0] = r0, bounds[1] = r1;
+    }
+    {  // the block's products: first every column index and value, then the gathers of x
+        int c[row_iters];
+        T v[row_iters];
+#pragma unroll
+        for (int i = 0; i < row_iters; i++) {
+            int k = start + threadIdx.x + i * block_size_x;
+            c[i] = k < stop ? load_col(col, k) : 0;
+            v[i] = k < stop ? load_val(val, k) : T(0);
+        }
+#pragma unroll
+        for (int i = 0; i < row_iters; i++) {
+            int k = start + threadIdx.x + i * block_size_x;
+            if (k < stop) products[k - start] = v[i] * load_x(x, c[i]);
+        }
+    }
+    __syncthreads();
+    const int r0 = bounds[0], r1 = bounds[1];
+
+    // the leading piece [start, row_ptr[r0]) belongs to row r0 - 1, begun in an earlier block
+    const int lead_end = min(row_ptr[r0], stop);
+    T lead = 0;
+    for (int k = start + threadIdx.x; k < lead_end; k += block_size_x) lead += products[k - start];
+    lead = block_sum(lead, partial);
+    if (threadIdx.x == 0) {
+        carry_row[blockIdx.x] = lead_end > start ? r0 - 1 : -1;
+        carry_val[blockIdx.x] = lead;
+    }
+
+    // own rows: those that start in [start, stop), cut at stop (the rest is a later block's lead)
+    const int lane = threadIdx.x % threads_per_row;
+    for (int base = r0; base < r1; base += block_size_x / threads_per_row) {  // uniform trip count: shuffles
+        int row = base + threadIdx.x / threads_per_row;
+        T sum = 0;
+        if (row < r1) {
+            int end = min(row_ptr[row + 1], stop);
+            for (int k = row_ptr[row] + lane; k < end; k += threads_per_row) sum += products[k - start];
+        }
+        sum = group_sum(sum, threads_per_row);
+        if (lane == 0 && row < r1) y[row] = sum;
+    }
+
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last_block = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;  // wraps to 0

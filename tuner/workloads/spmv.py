@@ -17,7 +17,7 @@ from tuner.workloads import spmv_matrices as mats
 MANTISSA_BITS = {"float32": 24, "float64": 53}
 # the seed's two kernels as it wrote them (no hints, no unrolling, one row per thread), at every block size
 SEED_CONFIGS = [{"variant": v, "block_size_x": b, "threads_per_row": 1, "row_iters": 1, "unroll": 1, "ldg": 0,
-                 "stream": 0} for v in (0, 1) for b in (64, 128, 256, 512, 1024)]
+                 "stream": 0} for v in (0, 1) for b in (128, 256, 512)]
 Y = 4  # index of y in the argument list
 
 
@@ -58,13 +58,16 @@ class SpMV(Workload):
         """Entries of carry_val / carry_row: one per block of the largest grid the space can launch."""
         p = self.space.params
         rows_per_block = max(1, min(p["block_size_x"]) // max(p["threads_per_row"])) * min(p["row_iters"])
-        return -(-size["rows"] // rows_per_block) + 1
+        nnz_per_block = min(p["block_size_x"]) * min(p["row_iters"])  # variant 4
+        return max(-(-size["rows"] // rows_per_block), -(-size["nnz"] // nnz_per_block)) + 1
 
     def arguments(self, size, dtype, rng):
         m = self.matrix(size)
         x = rng.integers(-mats.X_MAX, mats.X_MAX + 1, size["cols"]).astype(dtype)
         n_carry = self.carry_length(size)
-        return [m.indptr.astype(np.int32), m.indices.astype(np.int32), m.data.astype(dtype), x,
+        pad = 1 if m.nnz == 0 else 0  # no zero-length buffers (a 0-byte cudaMalloc fails); never read past nnz
+        return [m.indptr.astype(np.int32), np.append(m.indices, [0] * pad).astype(np.int32),
+                np.append(m.data, [0] * pad).astype(dtype), x,
                 np.zeros(size["rows"], dtype=dtype), np.zeros(n_carry, dtype=dtype), np.zeros(n_carry, dtype=np.int32),
                 np.zeros(1, dtype=np.uint32), np.int32(size["rows"]), np.int32(size["cols"])]
 
@@ -126,7 +129,8 @@ class SpMV(Workload):
 def reference(args, size) -> np.ndarray:
     """scipy's CSR product in float64 of the kernel's own inputs."""
     row_ptr, col, val, x = args[:4]
-    a = sp.csr_matrix((val.astype(np.float64), col, row_ptr), shape=(size["rows"], size["cols"]))
+    nnz = int(row_ptr[-1])
+    a = sp.csr_matrix((val[:nnz].astype(np.float64), col[:nnz], row_ptr), shape=(size["rows"], size["cols"]))
     return a @ x.astype(np.float64)
 
 

@@ -16,6 +16,7 @@ WORKLOADS = {
     "spmv": "tuner.workloads.spmv",
     "gemm": "tuner.workloads.gemm",
     "floyd-warshall": "tuner.workloads.floyd_warshall",
+    "locvolcalib": "tuner.workloads.locvolcalib",
 }
 
 

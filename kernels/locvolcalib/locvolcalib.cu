@@ -1,0 +1,593 @@
+// LocVolCalib (Finpar / PMPH course project, seed 003): K independent ADI solves of a two-factor PDE,
+// T-1 backward time steps each, run as one GPU pipeline. The host function `locvolcalib` times the whole
+// computation (payoff, every time step and kernel, the result gather) with CUDA events and returns ms.
+//
+// STRUCTURE 0: the seed's naive structure. Every per-k array is expanded over the outer dimension
+//   (VarX, VarY, U, V, the a/b/c/y of both tridiagonal phases, the Thomas scratch), the original storage
+//   orientation is kept (U is [k][j][i], R and V are [k][i][j]) and each distributed loop is one kernel
+//   (7 per time step); a Thomas solve per thread walks its system in global memory.
+// STRUCTURE 1: optimised. Arrays are [k][i][j]. Per step: (optional) one kernel computing what does not
+//   depend on k (SPEC §2.6: the operator weights and the Thomas factors of both directions, shared by
+//   all K solves), (optional) an explicit kernel, kernel X (explicit steps fused in its load when
+//   FUSE_EXPLICIT, then the x-solves on a [M][TILE_X] shared-memory tile, writing the y right-hand side)
+//   and kernel Y (the y-solves on a [TILE_Y][N] tile). A tile is read and written coalesced whichever way
+//   its systems run: the shared-memory tile is the transposition. SOLVER_X/Y 0: Thomas, one thread per
+//   system ("OUT"); 1: cyclic reduction by the whole block ("ALL").
+//
+// REAL is float or double (the space's dtypes). Parameters: STRUCTURE, SHARE_COEF, FUSE_EXPLICIT,
+// SOLVER_X, SOLVER_Y, TILE_X, TILE_Y, BLOCK_X (threads of kernel X and the element-wise kernels), BLOCK_Y.
+#include <cuda_runtime.h>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+struct Grid {
+    int K, M, N;
+    int course;         // VarY: exp(...) in the course variant, nu*nu in Finpar
+    REAL beta, alpha, nunu;
+    const REAL *lnx;    // [M] ln X[i]
+    const REAL *y;      // [N]
+    const REAL *dxx;    // [M][3]
+    const REAL *dyy;    // [N][3]
+};
+
+struct Step {
+    REAL dt_inv;  // 1 / (timeline[g+1] - timeline[g])
+    REAL drift;   // 0.5 * nu * nu * timeline[g]
+};
+
+__device__ __forceinline__ REAL var_x(const Grid &g, const Step &s, int i, int j) {
+    return exp(REAL(2) * (g.beta * g.lnx[i] + g.y[j] - s.drift));
+}
+
+__device__ __forceinline__ REAL var_y(const Grid &g, const Step &s, int i, int j) {
+    return g.course ? exp(REAL(2) * (g.alpha * g.lnx[i] + g.y[j] - s.drift)) : g.nunu;
+}
+
+__device__ __forceinline__ size_t at(int k, int i, int j, int M, int N) {
+    return ((size_t)k * M + i) * N + j;
+}
+
+__global__ void payoff_kernel(REAL *r, const REAL *x, int K, int M, int N) {
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)K * M * N) return;
+    int i = (int)((e / N) % M), k = (int)(e / ((size_t)M * N));
+    REAL v = x[i] - REAL(0.001) * REAL(k);
+    r[e] = v > REAL(0) ? v : REAL(0);
+}
+
+__global__ void gather_kernel(REAL *res, const REAL *r, int K, int M, int N, int ind_x, int ind_y) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < K) res[k] = r[at(k, ind_x, ind_y, M, N)];
+}
+
+// =====================================================================================================
+// STRUCTURE 0: naive, one kernel per distributed loop, everything expanded over k
+// =====================================================================================================
+__global__ void naive_update_params(REAL *varx, REAL *vary, Grid g, Step s) {
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)g.K * g.M * g.N) return;
+    int j = (int)(e % g.N), i = (int)((e / g.N) % g.M);
+    varx[e] = var_x(g, s, i, j);
+    vary[e] = var_y(g, s, i, j);
+}
+
+// U[k][j][i] = dtInv*R + 0.5*(Lx R), thread per (k, j, i)
+__global__ void naive_explicit_x(REAL *u, const REAL *r, const REAL *varx, Grid g, Step s) {
+    int M = g.M, N = g.N;
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)g.K * M * N) return;
+    int i = (int)(e % M), j = (int)((e / M) % N), k = (int)(e / ((size_t)M * N));
+    size_t c = at(k, i, j, M, N);
+    REAL vx = varx[c], acc = s.dt_inv * r[c];
+    if (i > 0) acc += REAL(0.5) * (REAL(0.5) * vx * g.dxx[3 * i]) * r[c - N];
+    acc += REAL(0.5) * (REAL(0.5) * vx * g.dxx[3 * i + 1]) * r[c];
+    if (i < M - 1) acc += REAL(0.5) * (REAL(0.5) * vx * g.dxx[3 * i + 2]) * r[c + N];
+    u[e] = acc;
+}
+
+// V[k][i][j] = Ly R; U[k][j][i] += V, thread per (k, i, j)
+__global__ void naive_explicit_y(REAL *u, REAL *v, const REAL *r, const REAL *vary, Grid g) {
+    int M = g.M, N = g.N;
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)g.K * M * N) return;
+    int j = (int)(e % N), i = (int)((e / N) % M), k = (int)(e / ((size_t)M * N));
+    REAL vy = vary[e], acc = REAL(0);
+    if (j > 0) acc += (REAL(0.5) * vy * g.dyy[3 * j]) * r[e - 1];
+    acc += (REAL(0.5) * vy * g.dyy[3 * j + 1]) * r[e];
+    if (j < N - 1) acc += (REAL(0.5) * vy * g.dyy[3 * j + 2]) * r[e + 1];
+    v[e] = acc;
+    u[((size_t)k * N + j) * M + i] += acc;
+}
+
+// a, b, c of the x-systems, [k][j][i]
+__global__ void naive_coef_x(REAL *a, REAL *b, REAL *c, const REAL *varx, Grid g, Step s) {
+    int M = g.M, N = g.N;
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)g.K * M * N) return;
+    int i = (int)(e % M), j = (int)((e / M) % N), k = (int)(e / ((size_t)M * N));
+    REAL vx = varx[at(k, i, j, M, N)];
+    a[e] = -REAL(0.5) * (REAL(0.5) * vx * g.dxx[3 * i]);
+    b[e] = s.dt_inv - REAL(0.5) * (REAL(0.5) * vx * g.dxx[3 * i + 1]);
+    c[e] = -REAL(0.5) * (REAL(0.5) * vx * g.dxx[3 * i + 2]);
+}
+
+// a, b, c and the right-hand side of the y-systems, [k][i][j]
+__global__ void naive_coef_y(REAL *a, REAL *b, REAL *c, REAL *y, const REAL *u, const REAL *v, const REAL *vary,
+                             Grid g, Step s) {
+    int M = g.M, N = g.N;
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)g.K * M * N) return;
+    int j = (int)(e % N), i = (int)((e / N) % M), k = (int)(e / ((size_t)M * N));
+    REAL vy = vary[e];
+    a[e] = -REAL(0.5) * (REAL(0.5) * vy * g.dyy[3 * j]);
+    b[e] = s.dt_inv - REAL(0.5) * (REAL(0.5) * vy * g.dyy[3 * j + 1]);
+    c[e] = -REAL(0.5) * (REAL(0.5) * vy * g.dyy[3 * j + 2]);
+    y[e] = s.dt_inv * u[((size_t)k * N + j) * M + i] - REAL(0.5) * v[e];
+}
+
+// Thomas (SPEC §3), one system of n contiguous values per thread, nsys systems
+__global__ void naive_tridag(const REAL *a, const REAL *b, const REAL *c, const REAL *rhs, REAL *u, REAL *uu,
+                             int n, int nsys) {
+    int sys = blockIdx.x * blockDim.x + threadIdx.x;
+    if (sys >= nsys) return;
+    size_t o = (size_t)sys * n;
+    uu[o] = b[o];
+    u[o] = rhs[o];
+    for (int i = 1; i < n; ++i) {
+        REAL beta = a[o + i] / uu[o + i - 1];
+        uu[o + i] = b[o + i] - beta * c[o + i - 1];
+        u[o + i] = rhs[o + i] - beta * u[o + i - 1];
+    }
+    u[o + n - 1] = u[o + n - 1] / uu[o + n - 1];
+    for (int i = n - 2; i >= 0; --i) u[o + i] = (u[o + i] - c[o + i] * u[o + i + 1]) / uu[o + i];
+}
+
+// =====================================================================================================
+// STRUCTURE 1: optimised
+// =====================================================================================================
+// Shared coefficient arrays, each [M][N] (or [N][M] where said): what every k uses in a time step.
+struct Coef {
+    REAL *ax0, *ax1, *ax2;  // ax_m = 0.5 * VarX * Dxx[i][m]
+    REAL *ay0, *ay1, *ay2;  // ay_m = 0.5 * VarY * Dyy[j][m]
+    REAL *xbeta, *xinv;     // Thomas factors of the x-systems (along i): a_i / uu_{i-1} and 1 / uu_i
+    REAL *ybeta, *yinv;     // same for the y-systems (along j), stored [j][i] so the y-solve reads them coalesced
+};
+
+__global__ void coef_kernel(Coef cf, Grid g, Step s) {
+    int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= g.M * g.N) return;
+    int i = e / g.N, j = e % g.N;
+    REAL vx = var_x(g, s, i, j), vy = var_y(g, s, i, j);
+    cf.ax0[e] = REAL(0.5) * vx * g.dxx[3 * i];
+    cf.ax1[e] = REAL(0.5) * vx * g.dxx[3 * i + 1];
+    cf.ax2[e] = REAL(0.5) * vx * g.dxx[3 * i + 2];
+    cf.ay0[e] = REAL(0.5) * vy * g.dyy[3 * j];
+    cf.ay1[e] = REAL(0.5) * vy * g.dyy[3 * j + 1];
+    cf.ay2[e] = REAL(0.5) * vy * g.dyy[3 * j + 2];
+}
+
+// The LU recurrences of both directions: threads [0, N) take column j (x-system), [N, N+M) row i.
+__global__ void factor_kernel(Coef cf, Grid g, Step s) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, M = g.M, N = g.N;
+    if (t < N) {
+        int j = t;
+        REAL uu = s.dt_inv - REAL(0.5) * cf.ax1[j];
+        cf.xbeta[j] = REAL(0);
+        cf.xinv[j] = REAL(1) / uu;
+        for (int i = 1; i < M; ++i) {
+            REAL beta = (-REAL(0.5) * cf.ax0[i * N + j]) / uu;
+            uu = (s.dt_inv - REAL(0.5) * cf.ax1[i * N + j]) - beta * (-REAL(0.5) * cf.ax2[(i - 1) * N + j]);
+            cf.xbeta[i * N + j] = beta;
+            cf.xinv[i * N + j] = REAL(1) / uu;
+        }
+    } else if (t < N + M) {
+        int i = t - N;
+        REAL uu = s.dt_inv - REAL(0.5) * cf.ay1[i * N];
+        cf.ybeta[i] = REAL(0);
+        cf.yinv[i] = REAL(1) / uu;
+        for (int j = 1; j < N; ++j) {
+            REAL beta = (-REAL(0.5) * cf.ay0[i * N + j]) / uu;
+            uu = (s.dt_inv - REAL(0.5) * cf.ay1[i * N + j]) - beta * (-REAL(0.5) * cf.ay2[i * N + j - 1]);
+            cf.ybeta[j * M + i] = beta;
+            cf.yinv[j * M + i] = REAL(1) / uu;
+        }
+    }
+}
+
+// operator weights at (i, j): from the shared arrays, or computed here (one exp per direction)
+__device__ __forceinline__ void weights_x(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
+#if SHARE_COEF
+    int e = i * g.N + j;
+    w[0] = cf.ax0[e]; w[1] = cf.ax1[e]; w[2] = cf.ax2[e];
+#else
+    REAL vx = var_x(g, s, i, j);
+    w[0] = REAL(0.5) * vx * g.dxx[3 * i]; w[1] = REAL(0.5) * vx * g.dxx[3 * i + 1]; w[2] = REAL(0.5) * vx * g.dxx[3 * i + 2];
+#endif
+}
+
+__device__ __forceinline__ void weights_y(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
+#if SHARE_COEF
+    int e = i * g.N + j;
+    w[0] = cf.ay0[e]; w[1] = cf.ay1[e]; w[2] = cf.ay2[e];
+#else
+    REAL vy = var_y(g, s, i, j);
+    w[0] = REAL(0.5) * vy * g.dyy[3 * j]; w[1] = REAL(0.5) * vy * g.dyy[3 * j + 1]; w[2] = REAL(0.5) * vy * g.dyy[3 * j + 2];
+#endif
+}
+
+// V = Ly R at (k, i, j)
+__device__ __forceinline__ REAL explicit_y(const REAL *r, const Coef &cf, const Grid &g, const Step &s, int k, int i, int j) {
+    REAL w[3];
+    weights_y(cf, g, s, i, j, w);
+    size_t c = at(k, i, j, g.M, g.N);
+    REAL acc = REAL(0);
+    if (j > 0) acc += w[0] * r[c - 1];
+    acc += w[1] * r[c];
+    if (j < g.N - 1) acc += w[2] * r[c + 1];
+    return acc;
+}
+
+// the right-hand side of the x-systems: dtInv*R + 0.5*(Lx R) + Ly R
+__device__ __forceinline__ REAL rhs_x(const REAL *r, const Coef &cf, const Grid &g, const Step &s, int k, int i, int j) {
+    REAL w[3];
+    weights_x(cf, g, s, i, j, w);
+    size_t c = at(k, i, j, g.M, g.N);
+    REAL acc = s.dt_inv * r[c];
+    if (i > 0) acc += REAL(0.5) * w[0] * r[c - g.N];
+    acc += REAL(0.5) * w[1] * r[c];
+    if (i < g.M - 1) acc += REAL(0.5) * w[2] * r[c + g.N];
+    return acc + explicit_y(r, cf, g, s, k, i, j);
+}
+
+// the explicit steps as their own kernel: U (the x right-hand side) and V, both [k][i][j]
+__global__ void explicit_kernel(REAL *u, REAL *v, const REAL *r, Coef cf, Grid g, Step s) {
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)g.K * g.M * g.N) return;
+    int j = (int)(e % g.N), i = (int)((e / g.N) % g.M), k = (int)(e / ((size_t)g.M * g.N));
+    u[e] = rhs_x(r, cf, g, s, k, i, j);
+    v[e] = explicit_y(r, cf, g, s, k, i, j);
+}
+
+// Cyclic reduction of nsys systems of length n held in shared memory, element (pos, sys) at
+// pos*ps + sys*ss, by the whole block; the solution overwrites d. In-place: at level s the rows
+// 2s-1 mod 2s are updated from rows s-1 mod 2s, which that level does not write.
+__device__ void cyclic_reduction(REAL *a, REAL *b, REAL *c, REAL *d, int n, int nsys, int ps, int ss) {
+    int tid = threadIdx.x, nth = blockDim.x;
+    int top = 1;
+    for (int s = 1; s < n; s <<= 1) {
+        int cnt = n / (2 * s);
+        for (int w = tid; w < cnt * nsys; w += nth) {
+            int sys = w % nsys, e = 2 * s * (w / nsys + 1) - 1;
+            int ie = e * ps + sys * ss, lo = ie - s * ps, hi = ie + s * ps;
+            REAL k1 = a[ie] / b[lo];
+            REAL an = -a[lo] * k1, bn = b[ie] - c[lo] * k1, dn = d[ie] - d[lo] * k1, cn = REAL(0);
+            if (e + s < n) {
+                REAL k2 = c[ie] / b[hi];
+                bn -= a[hi] * k2;
+                dn -= d[hi] * k2;
+                cn = -c[hi] * k2;
+            }
+            a[ie] = an; b[ie] = bn; c[ie] = cn; d[ie] = dn;
+        }
+        __syncthreads();
+        top = 2 * s;
+    }
+    for (int s = top; s >= 1; s >>= 1) {
+        int cnt = (n + s) / (2 * s);
+        for (int w = tid; w < cnt * nsys; w += nth) {
+            int sys = w % nsys, e = s - 1 + 2 * s * (w / nsys);
+            int ie = e * ps + sys * ss;
+            REAL x = d[ie];
+            if (e - s >= 0) x -= a[ie] * d[ie - s * ps];
+            if (e + s < n) x -= c[ie] * d[ie + s * ps];
+            d[ie] = x / b[ie];
+        }
+        __syncthreads();
+    }
+}
+
+// Implicit x (and the explicit steps when fused): block (j-tile, k); tile [M][TILE_X] in shared memory.
+// Writes the y right-hand side dtInv*Ux - 0.5*V into yr, [k][i][j].
+__global__ void __launch_bounds__(BLOCK_X) kernel_x(REAL *yr, const REAL *r, const REAL *u_in, const REAL *v_in,
+                                                    Coef cf, Grid g, Step s) {
+    extern __shared__ unsigned char smem_raw[];
+    REAL *sm = reinterpret_cast<REAL *>(smem_raw);
+    const int M = g.M, N = g.N, P = TILE_X + 1, k = blockIdx.y, j0 = blockIdx.x * TILE_X;
+    [[maybe_unused]] const int tile = M * P;
+    REAL *d = sm;
+    for (int e = threadIdx.x; e < M * TILE_X; e += BLOCK_X) {
+        int i = e / TILE_X, jj = e % TILE_X, j = j0 + jj, p = i * P + jj;
+        REAL rhs = REAL(0);
+        if (j < N) {
+#if FUSE_EXPLICIT
+            rhs = rhs_x(r, cf, g, s, k, i, j);
+#else
+            rhs = u_in[at(k, i, j, M, N)];
+#endif
+        }
+        d[p] = rhs;
+#if SOLVER_X == 1
+        REAL w[3] = {REAL(0), REAL(0), REAL(0)};
+        if (j < N) weights_x(cf, g, s, i, j, w);
+        sm[tile + p] = i > 0 ? -REAL(0.5) * w[0] : REAL(0);
+        sm[2 * tile + p] = j < N ? s.dt_inv - REAL(0.5) * w[1] : REAL(1);
+        sm[3 * tile + p] = i < M - 1 ? -REAL(0.5) * w[2] : REAL(0);
+#endif
+    }
+    __syncthreads();
+#if SOLVER_X == 1
+    cyclic_reduction(sm + tile, sm + 2 * tile, sm + 3 * tile, d, M, TILE_X, P, 1);
+#else
+    if (threadIdx.x < TILE_X && j0 + threadIdx.x < N) {
+        const int jj = threadIdx.x, j = j0 + jj;
+#if SHARE_COEF
+        REAL prev = d[jj];
+#pragma unroll 4
+        for (int i = 1; i < M; ++i) {
+            prev = d[i * P + jj] - cf.xbeta[i * N + j] * prev;
+            d[i * P + jj] = prev;
+        }
+        prev *= cf.xinv[(M - 1) * N + j];
+        d[(M - 1) * P + jj] = prev;
+#pragma unroll 4
+        for (int i = M - 2; i >= 0; --i) {
+            prev = (d[i * P + jj] + REAL(0.5) * cf.ax2[i * N + j] * prev) * cf.xinv[i * N + j];
+            d[i * P + jj] = prev;
+        }
+#else
+        REAL *uu = sm + tile, w[3];
+        weights_x(cf, g, s, 0, j, w);
+        REAL cprev = -REAL(0.5) * w[2], ucur = s.dt_inv - REAL(0.5) * w[1], prev = d[jj];
+        uu[jj] = ucur;
+        for (int i = 1; i < M; ++i) {
+            weights_x(cf, g, s, i, j, w);
+            REAL beta = (-REAL(0.5) * w[0]) / ucur;
+            ucur = (s.dt_inv - REAL(0.5) * w[1]) - beta * cprev;
+            cprev = -REAL(0.5) * w[2];
+            uu[i * P + jj] = ucur;
+            prev = d[i * P + jj] - beta * prev;
+            d[i * P + jj] = prev;
+        }
+        prev /= ucur;
+        d[(M - 1) * P + jj] = prev;
+        for (int i = M - 2; i >= 0; --i) {
+            weights_x(cf, g, s, i, j, w);
+            prev = (d[i * P + jj] + REAL(0.5) * w[2] * prev) / uu[i * P + jj];
+            d[i * P + jj] = prev;
+        }
+#endif
+    }
+    __syncthreads();
+#endif
+    for (int e = threadIdx.x; e < M * TILE_X; e += BLOCK_X) {
+        int i = e / TILE_X, jj = e % TILE_X, j = j0 + jj;
+        if (j >= N) continue;
+#if FUSE_EXPLICIT
+        REAL v = explicit_y(r, cf, g, s, k, i, j);
+#else
+        REAL v = v_in[at(k, i, j, M, N)];
+#endif
+        yr[at(k, i, j, M, N)] = s.dt_inv * d[i * P + jj] - REAL(0.5) * v;
+    }
+}
+
+// Implicit y: block (i-tile, k); tile [TILE_Y][N] in shared memory; the solution is the new R.
+__global__ void __launch_bounds__(BLOCK_Y) kernel_y(REAL *r, const REAL *yr, Coef cf, Grid g, Step s) {
+    extern __shared__ unsigned char smem_raw[];
+    REAL *sm = reinterpret_cast<REAL *>(smem_raw);
+    const int M = g.M, N = g.N, P = N + 1, k = blockIdx.y, i0 = blockIdx.x * TILE_Y;
+    [[maybe_unused]] const int tile = TILE_Y * P;
+    REAL *d = sm;
+    for (int e = threadIdx.x; e < TILE_Y * N; e += BLOCK_Y) {
+        int ii = e / N, j = e % N, i = i0 + ii, p = ii * P + j;
+        d[p] = i < M ? yr[at(k, i, j, M, N)] : REAL(0);
+#if SOLVER_Y == 1
+        REAL w[3] = {REAL(0), REAL(0), REAL(0)};
+        if (i < M) weights_y(cf, g, s, i, j, w);
+        sm[tile + p] = j > 0 ? -REAL(0.5) * w[0] : REAL(0);
+        sm[2 * tile + p] = i < M ? s.dt_inv - REAL(0.5) * w[1] : REAL(1);
+        sm[3 * tile + p] = j < N - 1 ? -REAL(0.5) * w[2] : REAL(0);
+#endif
+    }
+    __syncthreads();
+#if SOLVER_Y == 1
+    cyclic_reduction(sm + tile, sm + 2 * tile, sm + 3 * tile, d, N, TILE_Y, 1, P);
+#else
+    if (threadIdx.x < TILE_Y && i0 + threadIdx.x < M) {
+        const int ii = threadIdx.x, i = i0 + ii;
+        REAL *row = d + ii * P;
+#if SHARE_COEF
+        REAL prev = row[0];
+#pragma unroll 4
+        for (int j = 1; j < N; ++j) {
+            prev = row[j] - cf.ybeta[j * M + i] * prev;
+            row[j] = prev;
+        }
+        prev *= cf.yinv[(N - 1) * M + i];
+        row[N - 1] = prev;
+#pragma unroll 4
+        for (int j = N - 2; j >= 0; --j) {
+            prev = (row[j] + REAL(0.5) * cf.ay2[i * N + j] * prev) * cf.yinv[j * M + i];
+            row[j] = prev;
+        }
+#else
+        REAL *uu = sm + tile + ii * P, w[3];
+        weights_y(cf, g, s, i, 0, w);
+        REAL cprev = -REAL(0.5) * w[2], ucur = s.dt_inv - REAL(0.5) * w[1], prev = row[0];
+        uu[0] = ucur;
+        for (int j = 1; j < N; ++j) {
+            weights_y(cf, g, s, i, j, w);
+            REAL beta = (-REAL(0.5) * w[0]) / ucur;
+            ucur = (s.dt_inv - REAL(0.5) * w[1]) - beta * cprev;
+            cprev = -REAL(0.5) * w[2];
+            uu[j] = ucur;
+            prev = row[j] - beta * prev;
+            row[j] = prev;
+        }
+        prev /= ucur;
+        row[N - 1] = prev;
+        for (int j = N - 2; j >= 0; --j) {
+            weights_y(cf, g, s, i, j, w);
+            prev = (row[j] + REAL(0.5) * w[2] * prev) / uu[j];
+            row[j] = prev;
+        }
+#endif
+    }
+    __syncthreads();
+#endif
+    for (int e = threadIdx.x; e < TILE_Y * N; e += BLOCK_Y) {
+        int ii = e / N, j = e % N, i = i0 + ii;
+        if (i < M) r[at(k, i, j, M, N)] = d[ii * P + j];
+    }
+}
+
+// =====================================================================================================
+// host
+// =====================================================================================================
+#define CHECK(call)                                                                                   \
+    do {                                                                                              \
+        cudaError_t err_ = (call);                                                                    \
+        if (err_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "locvolcalib: %s failed: %s\n", #call, cudaGetErrorString(err_));         \
+            status = -1.0f;                                                                           \
+            goto done;                                                                                \
+        }                                                                                             \
+    } while (0)
+
+static unsigned blocks_for(size_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+[[maybe_unused]] static size_t shared_x(int M) {
+    int arrays = SOLVER_X == 1 ? 4 : (SHARE_COEF ? 1 : 2);
+    return (size_t)arrays * M * (TILE_X + 1) * sizeof(REAL);
+}
+
+[[maybe_unused]] static size_t shared_y(int N) {
+    int arrays = SOLVER_Y == 1 ? 4 : (SHARE_COEF ? 1 : 2);
+    return (size_t)arrays * TILE_Y * (N + 1) * sizeof(REAL);
+}
+
+// res[K]: the prices. params: s0, t, alpha, nu, beta (double). variant 1: Finpar, 2: course.
+// Returns the time of the whole computation in ms, or a negative value on an error (said on stderr).
+extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int N, int T, int variant) {
+    float status = 0.0f, ms = 0.0f;
+    const double s0 = params[0], t = params[1], alpha = params[2], nu = params[3], beta = params[4];
+    const size_t total = (size_t)K * M * N;
+    std::vector<double> tl(T > 0 ? T : 1), x(M > 0 ? M : 1), y(N > 0 ? N : 1);
+    std::vector<REAL> h_lnx(M > 0 ? M : 1), h_y(N > 0 ? N : 1), h_x(M > 0 ? M : 1), h_dxx(3 * (M > 0 ? M : 1), REAL(0)),
+        h_dyy(3 * (N > 0 ? N : 1), REAL(0));
+    REAL *d_x = nullptr, *d_lnx = nullptr, *d_y = nullptr, *d_dxx = nullptr, *d_dyy = nullptr, *d_res = nullptr;
+    REAL *d_r = nullptr, *d_work = nullptr, *d_coef = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    Grid g;
+    [[maybe_unused]] Coef cf = {};
+    int ind_x = 0, ind_y = N / 2;
+    if (K < 1 || K > 65535 || M < 2 || N < 2 || T < 2) {
+        fprintf(stderr, "locvolcalib: impossible size K=%d M=%d N=%d T=%d\n", K, M, N, T);
+        return -1.0f;
+    }
+    {   // initGrid and initOperator (SPEC §2.1-2.2), on the host in double; O(M + N + T)
+        for (int i = 0; i < T; ++i) tl[i] = (t * i) / (T - 1);
+        double dx = (20.0 * alpha * s0 * sqrt(t)) / M;
+        ind_x = (int)(s0 / dx);
+        for (int i = 0; i < M; ++i) x[i] = (i * dx - ind_x * dx) + s0;
+        double dy = (10.0 * nu * sqrt(t)) / N;
+        for (int j = 0; j < N; ++j) y[j] = j * dy - ind_y * dy + log(alpha);
+        for (int i = 0; i < M; ++i) { h_x[i] = (REAL)x[i]; h_lnx[i] = (REAL)log(x[i]); }
+        for (int j = 0; j < N; ++j) h_y[j] = (REAL)y[j];
+        const std::vector<double> *zs[2] = {&x, &y};
+        std::vector<REAL> *dds[2] = {&h_dxx, &h_dyy};
+        for (int w = 0; w < 2; ++w) {
+            const std::vector<double> &z = *zs[w];
+            for (size_t r = 1; r + 1 < z.size(); ++r) {
+                double dl = z[r] - z[r - 1], du = z[r + 1] - z[r];
+                (*dds[w])[3 * r] = (REAL)(2.0 / dl / (dl + du));
+                (*dds[w])[3 * r + 1] = (REAL)(-2.0 * (1.0 / dl + 1.0 / du) / (dl + du));
+                (*dds[w])[3 * r + 2] = (REAL)(2.0 / du / (dl + du));
+            }
+        }
+    }
+    g.K = K; g.M = M; g.N = N; g.course = variant == 2;
+    g.beta = (REAL)beta; g.alpha = (REAL)alpha; g.nunu = (REAL)(nu * nu);
+    CHECK(cudaMalloc(&d_x, M * sizeof(REAL)));
+    CHECK(cudaMalloc(&d_lnx, M * sizeof(REAL)));
+    CHECK(cudaMalloc(&d_y, N * sizeof(REAL)));
+    CHECK(cudaMalloc(&d_dxx, 3 * M * sizeof(REAL)));
+    CHECK(cudaMalloc(&d_dyy, 3 * N * sizeof(REAL)));
+    CHECK(cudaMalloc(&d_res, K * sizeof(REAL)));
+    CHECK(cudaMalloc(&d_r, total * sizeof(REAL)));
+    CHECK(cudaMemcpy(d_x, h_x.data(), M * sizeof(REAL), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_lnx, h_lnx.data(), M * sizeof(REAL), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_y, h_y.data(), N * sizeof(REAL), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_dxx, h_dxx.data(), 3 * M * sizeof(REAL), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_dyy, h_dyy.data(), 3 * N * sizeof(REAL), cudaMemcpyHostToDevice));
+    g.lnx = d_lnx; g.y = d_y; g.dxx = d_dxx; g.dyy = d_dyy;
+#if STRUCTURE == 0
+    CHECK(cudaMalloc(&d_work, 9 * total * sizeof(REAL)));  // VarX VarY U V a b c y uu
+#else
+    CHECK(cudaMalloc(&d_work, (FUSE_EXPLICIT ? 1 : 3) * total * sizeof(REAL)));  // y rhs (+ U, V)
+    if (SHARE_COEF) {
+        CHECK(cudaMalloc(&d_coef, 10 * (size_t)M * N * sizeof(REAL)));
+        REAL **slots[10] = {&cf.ax0, &cf.ax1, &cf.ax2, &cf.ay0, &cf.ay1, &cf.ay2, &cf.xbeta, &cf.xinv, &cf.ybeta, &cf.yinv};
+        for (int q = 0; q < 10; ++q) *slots[q] = d_coef + (size_t)q * M * N;
+    }
+    {
+        int optin = 0;
+        CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        if (shared_x(M) > (size_t)optin || shared_y(N) > (size_t)optin) {
+            fprintf(stderr, "locvolcalib: the tiles need %zu and %zu bytes of shared memory, the GPU has %d\n",
+                    shared_x(M), shared_y(N), optin);
+            status = -1.0f;
+            goto done;
+        }
+        CHECK(cudaFuncSetAttribute(kernel_x, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_x(M)));
+        CHECK(cudaFuncSetAttribute(kernel_y, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_y(N)));
+    }
+#endif
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaEventRecord(start));
+    payoff_kernel<<<blocks_for(total, 256), 256>>>(d_r, d_x, K, M, N);
+    for (int gi = T - 2; gi >= 0; --gi) {
+        Step s;
+        s.dt_inv = (REAL)(1.0 / (tl[gi + 1] - tl[gi]));
+        s.drift = (REAL)(0.5 * nu * nu * tl[gi]);
+#if STRUCTURE == 0
+        REAL *varx = d_work, *vary = d_work + total, *u = d_work + 2 * total, *v = d_work + 3 * total;
+        REAL *a = d_work + 4 * total, *b = d_work + 5 * total, *c = d_work + 6 * total, *yv = d_work + 7 * total;
+        REAL *uu = d_work + 8 * total;
+        unsigned nb = blocks_for(total, BLOCK_X);
+        naive_update_params<<<nb, BLOCK_X>>>(varx, vary, g, s);
+        naive_explicit_x<<<nb, BLOCK_X>>>(u, d_r, varx, g, s);
+        naive_explicit_y<<<nb, BLOCK_X>>>(u, v, d_r, vary, g);
+        naive_coef_x<<<nb, BLOCK_X>>>(a, b, c, varx, g, s);
+        naive_tridag<<<blocks_for((size_t)K * N, BLOCK_X), BLOCK_X>>>(a, b, c, u, u, uu, M, K * N);
+        naive_coef_y<<<nb, BLOCK_X>>>(a, b, c, yv, u, v, vary, g, s);
+        naive_tridag<<<blocks_for((size_t)K * M, BLOCK_X), BLOCK_X>>>(a, b, c, yv, d_r, uu, N, K * M);
+#else
+        REAL *yr = d_work, *u = FUSE_EXPLICIT ? nullptr : d_work + total, *v = FUSE_EXPLICIT ? nullptr : d_work + 2 * total;
+        if (SHARE_COEF) {
+            coef_kernel<<<blocks_for((size_t)M * N, 256), 256>>>(cf, g, s);
+            if (SOLVER_X == 0 || SOLVER_Y == 0) factor_kernel<<<blocks_for((size_t)M + N, 64), 64>>>(cf, g, s);
+        }
+        if (!FUSE_EXPLICIT) explicit_kernel<<<blocks_for(total, BLOCK_X), BLOCK_X>>>(u, v, d_r, cf, g, s);
+        kernel_x<<<dim3((N + TILE_X - 1) / TILE_X, K), BLOCK_X, shared_x(M)>>>(yr, d_r, u, v, cf, g, s);
+        kernel_y<<<dim3((M + TILE_Y - 1) / TILE_Y, K), BLOCK_Y, shared_y(N)>>>(d_r, yr, cf, g, s);
+#endif
+    }
+    gather_kernel<<<blocks_for(K, 128), 128>>>(d_res, d_r, K, M, N, ind_x, ind_y);
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CHECK(cudaMemcpy(res, d_res, K * sizeof(REAL), cudaMemcpyDeviceToHost));
+    status = ms;
+done:
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    REAL *bufs[] = {d_x, d_lnx, d_y, d_dxx, d_dyy, d_res, d_r, d_work, d_coef};
+    for (REAL *p : bufs)
+        if (p) cudaFree(p);
+    return status;
+}

@@ -111,7 +111,7 @@ def row_lengths(size: dict) -> np.ndarray:
         lengths = np.floor(xm * (1 - rng.random(rows)) ** (-1 / POWERLAW_ALPHA) + 0.5).astype(np.int64)
         lengths = np.clip(lengths, 1, min(cols, DENSE_ROW_MAX))
     elif cls == 3:
-        lengths = np.diff(_laplace2d(rows, cols).indptr).astype(np.int64)
+        lengths = _laplace_neighbours(rows)[1].sum(axis=1).astype(np.int64)
     elif cls == 4:
         r = np.arange(rows)
         lo, hi = np.maximum(r - mean // 2, 0), np.minimum(r - mean // 2 + mean, cols)
@@ -156,18 +156,26 @@ def _laplace2d(rows: int, cols: int) -> sp.csr_matrix:
     """5-point Laplacian (4 on the diagonal, -1 to the 4 neighbours) on a grid isqrt(rows) wide."""
     if rows != cols:
         raise TunerError(f"laplace2d matrices are square; got rows={rows}, cols={cols}")
-    width = max(1, math.isqrt(rows))
+    offsets, present = _laplace_neighbours(rows)
     r = np.arange(rows, dtype=np.int64)
-    offsets = np.array([-width, -1, 0, 1, width])  # in column order, so every row comes out sorted
-    present = np.stack([r >= width, r % width != 0, np.ones(rows, bool),
-                        (r % width != width - 1) & (r + 1 < rows), r + width < rows], axis=1)
-    if width == 1:  # a single column of grid points: the -1/+1 neighbours are the -width/+width ones
-        present[:, 1] = present[:, 3] = False
     columns = (r[:, None] + offsets[None, :])[present]
     values = np.where(offsets == 0, 4.0, -1.0)[None, :].repeat(rows, axis=0)[present]
     indptr = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(present.sum(axis=1), out=indptr[1:])
     return sp.csr_matrix((values, columns.astype(np.int32), indptr.astype(np.int32)), shape=(rows, cols))
+
+
+def _laplace_neighbours(rows: int):
+    """Column offsets of the 5-point stencil (in column order, so rows come out sorted) and, per row,
+    which of them lie on the grid."""
+    width = max(1, math.isqrt(rows))
+    r = np.arange(rows, dtype=np.int64)
+    offsets = np.array([-width, -1, 0, 1, width])
+    present = np.stack([r >= width, r % width != 0, np.ones(rows, bool),
+                        (r % width != width - 1) & (r + 1 < rows), r + width < rows], axis=1)
+    if width == 1:  # a single column of grid points: the -1/+1 neighbours are the -width/+width ones
+        present[:, 1] = present[:, 3] = False
+    return offsets, present
 
 
 def size_for(cls_name: str, rows: int, mean: int, seed: int = 1, cols: int | None = None) -> dict:

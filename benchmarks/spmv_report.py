@@ -1,0 +1,85 @@
+"""Markdown tables for the README from the stored spmv campaigns: per matrix, the seed's two kernels (as the
+seed wrote them, best of the block sizes measured), the tuned best and cuSPARSE (same campaign), and the
+harmonic mean and minimum of tuned / cuSPARSE; then per matrix class.
+Usage: python benchmarks/spmv_report.py [--dtype float32] [GPU name]"""
+
+import argparse
+import json
+import statistics
+
+from tuner.query import best
+from tuner.store import load_baselines, load_evaluations
+from tuner.workloads import get_workload
+from tuner.workloads.spmv import SEED_CONFIGS
+from tuner.workloads.spmv_matrices import CLASS_NAMES
+
+VARIANTS = {0: "scalar", 1: "scalar + shared x", 2: "vector", 3: "nonzero split", 4: "CSR-stream split"}
+
+
+def describe(c: dict) -> str:
+    lanes = f", {c['threads_per_row']} lanes/row" if c["variant"] >= 2 else ""
+    hints = "".join([", ldg" if c["ldg"] else "", ", stream" if c["stream"] else "",
+                     f", unroll {c['unroll']}" if c["unroll"] > 1 else ""])
+    return f"{VARIANTS[c['variant']]}: {c['block_size_x']} threads{lanes}, row_iters {c['row_iters']}{hints}"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("gpu", nargs="?", default="NVIDIA H100 80GB HBM3")
+    p.add_argument("--dtype", default="float32")
+    args = p.parse_args()
+    space = get_workload("spmv").space
+    df = load_evaluations("spmv")
+    df = df[(df.gpu == args.gpu) & (df.dtype == args.dtype)]
+    ok = df[df.status == "ok"]
+    base = load_baselines("spmv")
+    seeds = {json.dumps(c, sort_keys=True, separators=(",", ":")) for c in SEED_CONFIGS}
+
+    print("| matrix | class | rows | nnz | seed scalar GB/s | seed shared-x GB/s | tuned GB/s | tuned GFLOP/s | "
+          "cuSPARSE GB/s | tuned / cuSPARSE | evaluated | tuned config |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios, per_class = {}, {}
+    for name, size in space.sizes.items():
+        rows = ok[ok["size"] == name]
+        if rows.empty:
+            print(f"| {name} | {CLASS_NAMES[size['matrix']]} | | | not measured | | | | | | | |")
+            continue
+        b = best("spmv", name, args.dtype, gpu=args.gpu, evaluations=df, baselines=base)
+        seed = {}
+        for variant in (0, 1):
+            r = rows[rows.config.isin(seeds) & rows.config.map(lambda c, v=variant: json.loads(c)["variant"] == v)]
+            seed[variant] = f"{r.objective_value.max():.0f}" if len(r) else "n/a"
+        cus = b["baselines"]["cusparse"]
+        ratio = cus["ratio"]["GB/s"]
+        ratios[name] = ratio
+        per_class.setdefault(CLASS_NAMES[size["matrix"]], []).append((seed, b, cus, ratio))
+        print(f"| {name} | {CLASS_NAMES[size['matrix']]} | {size['rows']} | {size['nnz']} | {seed[0]} | {seed[1]} | "
+              f"{b['value']:.0f} | {b['metrics']['GFLOP/s']:.1f} | {cus['metrics']['GB/s']:.0f} | {ratio:.2f} | "
+              f"{rows.config.nunique()} | {describe(b['config'])} |")
+    if ratios:
+        hmean = statistics.harmonic_mean(list(ratios.values()))
+        worst = min(ratios, key=ratios.get)
+        print(f"\nTuned / cuSPARSE over {len(ratios)} matrices: harmonic mean {hmean:.2f}, minimum "
+              f"{ratios[worst]:.2f} ({worst}); {sum(r >= 1 for r in ratios.values())} of {len(ratios)} at or above 1.0.")
+
+    print("\n| class | matrices | seed scalar / cuSPARSE | seed shared-x / cuSPARSE | tuned / cuSPARSE (harmonic mean) | "
+          "tuned / cuSPARSE (min) |")
+    print("|---|---|---|---|---|---|")
+    for cls, items in per_class.items():
+        def hm(values):
+            values = [v for v in values if v is not None]
+            return f"{statistics.harmonic_mean(values):.2f}" if values else "n/a"
+
+        seed_ratio = {v: [float(s[v]) / c["metrics"]["GB/s"] if s[v] != "n/a" else None for s, _, c, _ in items]
+                      for v in (0, 1)}
+        tuned = [r for *_, r in items]
+        print(f"| {cls} | {len(items)} | {hm(seed_ratio[0])} | {hm(seed_ratio[1])} | {hm(tuned)} | {min(tuned):.2f} |")
+
+    if len(ok):
+        print(f"\nProvenance: {len(df)} evaluations ({len(ok)} verified), {df.config.nunique()} configs; driver "
+              f"{ok.driver.iloc[0]}, CUDA {ok.cuda.iloc[0]}, Kernel Tuner {ok.kernel_tuner_version.iloc[0]}, backend "
+              f"{ok.backend.iloc[0]}, kernel {ok.kernel_hash.iloc[0]}, commits {', '.join(sorted(ok.git_commit.unique()))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from tuner import store
+from tuner import kt, store
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.workloads import get_workload
 from tuner.workloads.gemm import SEED_VERSIONS
@@ -49,17 +49,22 @@ def stored_configs(size_text: str, dtype: str) -> set:
     return set(df[(df["size_vars"] == json.dumps(size, sort_keys=True)) & (df["dtype"] == dtype)]["config"])
 
 
-def only(configs: list[dict]):
-    """The gemm space restricted to these configs (in this process; the worker keeps the full space)."""
+def only(configs: list[dict], where: str | None = None):
+    """The gemm space restricted to these configs, or to those meeting `where` (in this process; the
+    worker keeps the full space)."""
     space = get_workload(WORKLOAD).space
+    if where:
+        return dataclasses.replace(space, restrictions=[*space.restrictions, where])
     names = list(space.params)
     tuples = ", ".join("(" + ", ".join(str(c[n]) for n in names) + ",)" for c in configs)
     return dataclasses.replace(space, restrictions=[*space.restrictions, f"({', '.join(names)},) in ({tuples},)"])
 
 
-def transfer(configs, sizes, dtype, tpe_budget, timeout):
+def transfer(configs, sizes, dtype, tpe_budget, timeout, where=None):
     workload_class = type(get_workload(WORKLOAD))
-    full, restricted = workload_class.space, only(configs)
+    full, restricted = workload_class.space, only(configs, where)
+    if where:
+        configs = [dict(zip(restricted.params, c)) for c in kt.searchspace(restricted).list]
     wanted = {store.canonical_config(c) for c in configs}
     for size in sizes:
         if not tpe_budget and wanted <= stored_configs(size, dtype):
@@ -95,6 +100,7 @@ def main():
     p.add_argument("--top", type=int, default=8)
     p.add_argument("--diverse", action="store_true", help="the best of each block tile first")
     p.add_argument("--seeds", action="store_true", help="also the seeds' versions (SEED_VERSIONS)")
+    p.add_argument("--where", help="instead: every config of the space meeting this expression, e.g. 'tile_m == 4'")
     p.add_argument("--configs", help="JSON list of configs to measure (instead of --source), or @file")
     p.add_argument("--size", action="append", default=[], help="target size (repeatable)")
     p.add_argument("--grid", action="store_true", help="every size of the seeds' 4x4x4 grid")
@@ -113,7 +119,7 @@ def main():
     if args.grid:
         seed_dims = {"256", "512", "1024", "2048"}
         sizes += [name for name in get_workload(WORKLOAD).space.sizes if set(name.split("x")) <= seed_dims]
-    transfer(configs, sizes, args.dtype, args.tpe, args.timeout)
+    transfer(configs, sizes, args.dtype, args.tpe, args.timeout, args.where)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,137 @@
+"""Markdown tables for the README from the stored GEMM campaigns: the seeds' ladder re-measured at 2048^3
+beside the seeds' own figures, the tuned best vs cuBLAS at 1024^3 / 2048^3 / 4096^3, and the tuned /
+cuBLAS ratio over the seeds' 64 shapes. Each ratio divides by the cuBLAS time of the best config's own
+campaign (cuBLAS is timed in every campaign, in the same worker).
+Usage: python benchmarks/gemm_report.py [GPU name]"""
+
+import json
+import math
+import sys
+
+from tuner.store import canonical_config, load_baselines, load_evaluations
+from tuner.workloads.gemm import SEED_VERSIONS
+
+GPU = sys.argv[1] if len(sys.argv) > 1 else "NVIDIA H100 80GB HBM3"
+OPS_2048 = 2 * 2048**3
+# seed 002 (K40, float, GFLOP/s at M = N = K = 2048, each version at its best tile) and seed 004
+# (course cluster GPU, int, ms at 2048 x 2048)
+SEED_002 = {"naive": 112.8, "coalesced A": 186.5, "shared A and B": 365.7, "cuBLAS": 2363.8}
+SEED_004_MS = {"naive": 34.73, "shared A and B": 27.53, "merged x16": 11.01}
+DIMS = (256, 512, 1024, 2048)
+
+evals = load_evaluations("gemm")
+evals = evals[(evals.gpu == GPU) & (evals.status == "ok")]
+base = load_baselines("gemm")
+base = base[(base.gpu == GPU) & (base.baseline == "cublas")]
+
+
+def size_key(m, n, k):
+    return json.dumps({"m": m, "n": n, "k": k}, sort_keys=True)
+
+
+def at(m, n, k, dtype="float32"):
+    return evals[(evals.size_vars == size_key(m, n, k)) & (evals.dtype == dtype)]
+
+
+def best_row(rows):
+    """The best config by the median of its measurements, reported by its best-measured row's campaign."""
+    med = rows.groupby("config")["objective_value"].median()
+    config = med.idxmax()
+    row = rows[rows.config == config].sort_values("objective_value").iloc[-1].copy()
+    row["objective_value"] = med[config]
+    return row
+
+
+def cublas_for(row):
+    """cuBLAS GFLOP/s of the campaign that measured this row (else the latest at that size)."""
+    same = base[base.campaign_id == row.campaign_id]
+    if same.empty:
+        same = base[(base.size_vars == row.size_vars) & (base.dtype == row.dtype)].sort_values("timestamp").tail(1)
+    return json.loads(same.iloc[0].metrics)["GFLOP/s"] if not same.empty else float("nan")
+
+
+def describe(c):
+    if c["variant"] < 4:
+        tile = f"{c['block_size_x']}x{c['block_size_x']} tile, {c['block_size_x']}x{c['block_size_y']} threads"
+        return tile + (f", {c['tile_m']} outputs/thread" if c["tile_m"] > 1 else "") + (", unroll 4" if c["unroll"] else "")
+    return (f"{c['block_size_y'] * c['tile_m']}x{c['block_size_x'] * c['tile_n']}x{c['tile_k']} block tile, "
+            f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}, warp {c['warp_x']}x"
+            f"{32 // c['warp_x']}, {'2 stages' if c['double_buffer'] else '1 stage'}, pad {c['pad_a']}, "
+            f"vector {c['vector']}")
+
+
+def ladder():
+    rows = at(2048, 2048, 2048)
+    ints = at(2048, 2048, 2048, "int32")
+    print("| version | K40, float (seed 002) | cluster GPU, int (seed 004) | H100 config | H100 float32 GFLOP/s | ms "
+          "| / cuBLAS | H100 int32 GOP/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, config in SEED_VERSIONS.items():
+        key = canonical_config(config)
+        r, i = rows[rows.config == key], ints[ints.config == key]
+        seed2 = f"{SEED_002[name]} GFLOP/s" if name in SEED_002 else ""
+        seed4 = f"{OPS_2048 / SEED_004_MS[name] / 1e6:.0f} GOP/s ({SEED_004_MS[name]} ms)" if name in SEED_004_MS else ""
+        f32 = r.objective_value.median() if not r.empty else float("nan")
+        ms = r.time_ms.median() if not r.empty else float("nan")
+        ratio = f32 / cublas_for(r.iloc[0]) if not r.empty else float("nan")
+        i32 = f"{i.objective_value.median():.0f}" if not i.empty else "not measured"
+        print(f"| {name} | {seed2} | {seed4} | {describe(config)} | {f32:.0f} | {ms:.3f} | {ratio:.3f} | {i32} |")
+    b = best_row(rows)
+    i32 = f"{best_row(ints).objective_value:.0f}" if not ints.empty else ""
+    print(f"| tuned best | | | {describe(json.loads(b.config))} | {b.objective_value:.0f} | {b.time_ms:.3f} | "
+          f"{b.objective_value / cublas_for(b):.3f} | {i32} (best int32 measured) |")
+    cublas = cublas_for(b)
+    print(f"| cuBLAS SGEMM (TF32 off) | {SEED_002['cuBLAS']} GFLOP/s | | | {cublas:.0f} | {OPS_2048 / cublas / 1e6:.3f} "
+          "| 1.000 | |")
+
+
+def squares():
+    print("| M = N = K | tuned GFLOP/s | cuBLAS GFLOP/s (same campaign) | tuned / cuBLAS | configs measured | best config |")
+    print("|---|---|---|---|---|---|")
+    ratios = []
+    for n in (1024, 2048, 4096):
+        rows = at(n, n, n)
+        if rows.empty:
+            print(f"| {n} | not measured | | | | |")
+            continue
+        b = best_row(rows)
+        cublas = cublas_for(b)
+        ratios.append(b.objective_value / cublas)
+        print(f"| {n} | {b.objective_value:.0f} | {cublas:.0f} | {ratios[-1]:.3f} | {rows.config.nunique()} | "
+              f"{describe(json.loads(b.config))} |")
+    if ratios:
+        gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"\nGeometric mean of tuned / cuBLAS over {len(ratios)} sizes: **{gm:.3f}**")
+
+
+def grid():
+    print("| M x N \\ K | " + " | ".join(str(k) for k in DIMS) + " |")
+    print("|---|" + "---|" * len(DIMS))
+    ratios = []
+    for m in DIMS:
+        for n in DIMS:
+            cells = []
+            for k in DIMS:
+                rows = at(m, n, k)
+                if rows.empty:
+                    cells.append("")
+                    continue
+                b = best_row(rows)
+                ratios.append(b.objective_value / cublas_for(b))
+                cells.append(f"{b.objective_value / 1e3:.1f} ({ratios[-1]:.2f})")
+            print(f"| {m} x {n} | " + " | ".join(cells) + " |")
+    if ratios:
+        gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"\n{len(ratios)} of 64 shapes measured; geometric mean of tuned / cuBLAS {gm:.3f}, "
+              f"from {min(ratios):.2f} to {max(ratios):.2f}")
+
+
+print(f"### The seeds' ladder on the {GPU} (M = N = K = 2048)\n")
+ladder()
+print(f"\n### Tuned best vs cuBLAS on the {GPU} (float32)\n")
+squares()
+print("\n### The seeds' 64 shapes: tuned TFLOP/s (tuned / cuBLAS), float32\n")
+grid()
+print(f"\nProvenance: {len(evals)} successful evaluations in {evals.campaign_id.nunique()} campaigns; driver "
+      f"{evals.driver.iloc[0]}, CUDA {evals.cuda.iloc[0]}, Kernel Tuner {evals.kernel_tuner_version.iloc[0]}, backend "
+      f"{evals.backend.iloc[0]}, commits " + ", ".join(sorted(evals.git_commit.unique())))

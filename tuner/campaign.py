@@ -18,7 +18,8 @@ from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec, config_key
 from tuner.progress import CampaignProgress
 from tuner.provenance import gpu_slug, software, source_hash
-from tuner.strategies import DEFAULT_STRATEGY, make_strategy
+from tuner.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, OPTUNA_SAMPLERS, make_strategy
+from tuner.warmstart import warm_configs
 from tuner.workloads import get_workload
 
 
@@ -39,6 +40,10 @@ class CampaignRequest:
     simulate: bool = False
     gpu: str | None = None  # which recorded GPU a simulation replays
     quiet: bool = False
+    warm_start: bool = True  # Optuna strategies first try the best configs of other stored sizes (tuner.warmstart)
+    # Optuna strategies stop after this many evaluations without a 0.5% gain; None: DEFAULT_PATIENCE when no
+    # budget is given (the default budget is a ceiling), none when one is (a budget asked for is used); 0: never
+    patience: int | None = None
     worker_target: object = None  # the worker process's main function; tests substitute a GPU-free one
 
 
@@ -113,7 +118,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     runner.known, runner.on_row = known, on_row
     storage = req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}"
     study_name = f"{req.workload}/{size_name}/{dtype}/{gpu_slug(gpu['gpu'])}/{req.strategy}/{kernel_hash}/{req.seed}"
-    strategy = make_strategy(req.strategy, seed=req.seed, storage=storage, study_name=study_name)
+    strategy = campaign_strategy(req, space, size, dtype, gpu["gpu"], root, storage=storage, study_name=study_name)
     tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit, seed=req.seed)
     try:
         with progress:
@@ -140,10 +145,11 @@ class Session:
 
 
 def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dtype: str, root: Path, campaign_id: str, *,
-                 part: str | None = None, cachefile: Path | None = None, check_gpu=None, env: dict | None = None) -> Session:
+                 part: str | None = None, cachefile=None, check_gpu=None, env: dict | None = None) -> Session:
     """Start the worker process, learn its GPU, store the baselines it measured, and open the Parquet part
-    (evaluations/<part or campaign_id>.parquet) and Kernel Tuner's cache file (default: the shared one of
-    this GPU, size and dtype). `check_gpu(gpu)` may refuse the GPU before anything is written."""
+    (evaluations/<part or campaign_id>.parquet) and Kernel Tuner's cache file (a path, or a function of the
+    GPU's name; default: the shared one of this GPU, size and dtype). `check_gpu(gpu)` may refuse the GPU
+    before anything is written."""
     space = workload.space
     spec = WorkerSpec(workload=req.workload, size=size, dtype=dtype, backend=req.backend, device=req.device,
                       cachefile=None, env=dict(env or {}))
@@ -159,6 +165,7 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
     wdir = store.workload_dir(root, gpu["gpu"], req.workload)
     wdir.mkdir(parents=True, exist_ok=True)
     runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
+    cachefile = cachefile(gpu["gpu"]) if callable(cachefile) else cachefile
     runner.use_cachefile(str(cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)))
     provenance = {**gpu, "backend": kt.effective_backend(space, req.backend),
                   "compiler_options": json.dumps(space.build_options(dtype)),
@@ -294,10 +301,22 @@ def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_eval
     return results, runner.dev.name
 
 
+def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: str | None, root: Path, **kw):
+    """The request's strategy; an Optuna one warm-started from the store and with the request's patience
+    (both measured by `tuner compare-strategies`; see the README's strategy comparison)."""
+    if req.strategy not in OPTUNA_SAMPLERS:
+        return make_strategy(req.strategy, seed=req.seed, **kw)
+    warm = warm_configs(store.load_evaluations(req.workload, root), space, size, dtype, gpu) if req.warm_start else []
+    patience = req.patience
+    if patience is None:
+        patience = DEFAULT_PATIENCE if req.max_evals is None and req.time_limit is None else None
+    return make_strategy(req.strategy, seed=req.seed, warm_start=warm, patience=patience or None, **kw)
+
+
 def _simulate(req, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
     cachefile = find_recording(root, req.workload, size_name, dtype, req.gpu)
-    strategy = make_strategy(req.strategy, seed=req.seed, storage=req.storage, study_name=None)
+    strategy = campaign_strategy(req, space, size, dtype, req.gpu, root, storage=req.storage, study_name=None)
     results, gpu = replay(space, size, dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
                           max_evals=req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit))
     summary = _summarize(results, space)

@@ -21,13 +21,21 @@ import numpy as np
 from tuner import kt, store
 from tuner.campaign import find_recording, replay
 from tuner.errors import TunerError
-from tuner.strategies import make_strategy
+from tuner.stopping import evaluations_until_stop
+from tuner.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy
+from tuner.warmstart import warm_configs
 from tuner.workloads import get_workload
 
-DEFAULT_STRATEGIES = ("tpe", "cmaes", "random", "qmc", "kt:genetic_algorithm", "kt:dual_annealing",
+DEFAULT_STRATEGIES = ("default", "tpe", "cmaes", "random", "qmc", "kt:genetic_algorithm", "kt:dual_annealing",
                       "kt:greedy_ils", "kt:random_sample")
 CHECKPOINTS = (10, 20, 50, 100, 200)
 WITHIN = (0.05, 0.01)  # "within 5% / 1% of the optimum"
+PATIENCES = (10, 20, 30, 50)  # early-stopping rules measured offline on every trace
+# strategy modifiers: `tpe+warm` starts from the best configs of the other recorded sizes (tuner.warmstart),
+# `tpe+stop` stops early with the default patience (tuner.stopping). `default` is what `tuner tune --budget N`
+# runs; without a budget it also stops early, which the `stopping` figures of each strategy measure
+MODIFIERS = ("warm", "stop")
+DEFAULT = f"{DEFAULT_STRATEGY}+warm"
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,8 @@ class Recording:
     objective: str
     maximize: bool
     values: np.ndarray  # ascending; failed configs left out
+    # configs a warm-started strategy tries first: from the store's other sizes / dtypes / GPUs, never this one
+    warm_start: tuple = ()
 
     @property
     def optimum(self) -> float:
@@ -62,7 +72,22 @@ def load_recording(workload: str, size: str | None = None, dtype: str | None = N
     values = np.sort(np.array([v for v in values if v is not None], dtype=float))
     if values.size < 2:
         raise TunerError(f"{cachefile}: fewer than two configurations ran; nothing to compare")
-    return Recording(workload, size_name, dtype, Path(cachefile), gpu_name, space.objective, space.maximize, values)
+    warm = warm_configs(store.load_evaluations(workload, root), space, size_vars, dtype, gpu_name)
+    return Recording(workload, size_name, dtype, Path(cachefile), gpu_name, space.objective, space.maximize, values,
+                     tuple(json.dumps(c) for c in warm))
+
+
+def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None):
+    """A strategy by name, with modifiers (MODIFIERS) after a '+'; `default` is `tuner tune`'s own."""
+    base, *mods = (DEFAULT if name == "default" else name).split("+")
+    unknown = set(mods) - set(MODIFIERS)
+    if unknown:
+        raise TunerError(f"unknown strategy modifier(s) {', '.join(sorted(unknown))} in '{name}' "
+                         f"(known: {', '.join(MODIFIERS)})")
+    warm = [json.loads(c) for c in rec.warm_start] if rec is not None and "warm" in mods else []
+    # a placeholder warm start before the recording is known, so a Kernel Tuner strategy with +warm fails early
+    warm = warm or ([{}] if rec is None and "warm" in mods else [])
+    return make_strategy(base, seed=seed, warm_start=warm, patience=DEFAULT_PATIENCE if "stop" in mods else None)
 
 
 def _unique_trace(results, params, objective) -> list:
@@ -88,7 +113,7 @@ def strategy_trace(rec: Recording, strategy: str, seed: int, budget: int) -> lis
     _, size_vars = space.resolve_size(rec.size_name, w.parse_size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy's dual annealing warns about overflows in its temperature
-        results, _ = replay(space, size_vars, rec.dtype, rec.cachefile, make_strategy(strategy, seed=seed),
+        results, _ = replay(space, size_vars, rec.dtype, rec.cachefile, make_compared_strategy(rec, strategy, seed),
                             max_evals=budget, seed=seed)
     return _unique_trace(results, list(space.params), space.objective)[:budget]
 
@@ -259,10 +284,24 @@ def summarize(rec: Recording, traces: dict, budget: int) -> dict:
             median = float(np.median(n))  # runs that never got there count as infinitely many evaluations
             entry["evaluations_to"][f"{within:g}"] = {"median": None if math.isinf(median) else median,
                                                       "never": int(np.isinf(n).sum())}
+        entry["stopping"] = early_stopping(runs, frac, rec.maximize)
         entry["curve"] = {"mean": frac.mean(axis=0).tolist(), "p10": np.percentile(frac, 10, axis=0).tolist(),
                           "p90": np.percentile(frac, 90, axis=0).tolist()}
         doc["strategies"][name] = entry
     return doc
+
+
+def early_stopping(runs: list, frac: np.ndarray, maximize: bool) -> dict:
+    """What each patience would have done to these runs: evaluations used, and the best found then."""
+    out = {}
+    close = 1 - WITHIN[0] if maximize else 1 / (1 + WITHIN[0])  # "within 5%" as evaluations_to counts it
+    for patience in PATIENCES:
+        used = np.array([evaluations_until_stop([None if v is None else (-v if maximize else v) for v in t], patience)
+                         for t in runs])
+        at_stop = frac[np.arange(len(runs)), np.maximum(used, 1) - 1]
+        out[str(patience)] = {"evaluations": float(used.mean()), "fraction": float(at_stop.mean()),
+                              "within_5pct": float((at_stop >= close - 1e-12).mean())}
+    return out
 
 
 def compare(workload: str, size: str | None = None, dtype: str | None = None, *, strategies=DEFAULT_STRATEGIES,
@@ -272,7 +311,7 @@ def compare(workload: str, size: str | None = None, dtype: str | None = None, *,
     if not strategies:
         raise TunerError("no strategies to compare")
     for s in strategies:
-        make_strategy(s)  # an unknown name fails here, before any replay
+        make_compared_strategy(None, s)  # an unknown name fails here, before any replay
     if repeats < 1 or budget < 1:
         raise TunerError("--repeats and --budget must be at least 1")
     rec = load_recording(workload, size, dtype, gpu, root)

@@ -1,0 +1,97 @@
+"""Warm starts (tuner.warmstart) and early stopping (tuner.stopping): the rules on synthetic data, and their
+effect on real replays of the recorded reduction spaces."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from tuner import kt
+from tuner.campaign import CampaignRequest, campaign_strategy, find_recording, replay
+from tuner.errors import TunerError
+from tuner.stopping import Patience, evaluations_until_stop
+from tuner.store import load_evaluations, results_root
+from tuner.strategies import make_strategy
+from tuner.warmstart import warm_configs
+from tuner.workloads import get_workload
+
+SPACE = get_workload("reduction").space
+BEST = {"variant": 7, "block_size_x": 256, "items_per_thread": 16, "vector": 4, "shuffle": 1, "finish": 1}
+
+
+def test_patience_counts_evaluations_without_a_real_gain():
+    rule = Patience(3)
+    assert [rule.update(c) for c in [10.0, 9.0, 8.99, None, math.inf]] == [False, False, False, False, True]
+    assert rule.best == 8.99  # small gains still move the best, they just do not reset the count
+    assert evaluations_until_stop([5, 4, 3, 3, 3, 3, 2], 3) == 6
+    assert evaluations_until_stop([5, 4, 3], 3) == 3
+    assert evaluations_until_stop([-1.0, -1.001, -2.0, -2.0], None) == 4  # no patience: never stops
+    with pytest.raises(ValueError):
+        Patience(0)
+
+
+def _rows(entries):
+    return pd.DataFrame([{"workload": "reduction", "status": "ok", "gpu": gpu, "dtype": dtype,
+                          "size_vars": json.dumps({"n": n}), "config": json.dumps(cfg, sort_keys=True),
+                          "objective_value": value} for gpu, dtype, n, cfg, value in entries])
+
+
+def test_warm_configs_take_the_nearest_recordings_best_and_never_the_target():
+    a = dict(BEST)
+    b = {**BEST, "block_size_x": 512}
+    c = {**BEST, "block_size_x": 128}
+    bad = {**BEST, "variant": 1}  # breaks a restriction of the space: never suggested
+    df = _rows([("G", "float32", 2**24, a, 100.0), ("G", "float32", 2**24, b, 90.0),
+                ("G", "float32", 2**20, c, 500.0),  # same GPU and dtype, but further away in size
+                ("G", "float32", 2**22, bad, 10_000.0),
+                ("G", "float32", 2**23, c, 1.0)])  # the target itself: left out
+    got = warm_configs(df, SPACE, {"n": 2**23}, "float32", "G", count=3, per_recording=2)
+    assert got[0] == a and set(map(json.dumps, got)) == {json.dumps(x) for x in (a, b, c)}
+    assert bad not in got
+    other_gpu = warm_configs(_rows([("H", "float32", 2**23, c, 1.0)]), SPACE, {"n": 2**23}, "float32", "G")
+    assert other_gpu == [c]  # the same size on another GPU is a neighbour, not the target
+    assert warm_configs(df.iloc[:0], SPACE, {"n": 8}, "float32", "G") == []
+
+
+RECORDED = results_root() / "nvidia-h100-80gb-hbm3" / "reduction"
+needs_recording = pytest.mark.skipif(not (RECORDED / "large_float32.cache.json").exists(), reason="no recording")
+
+
+def _replay(strategy, size="large", budget=40):
+    size_vars = dict(SPACE.sizes[size])
+    cache = find_recording(results_root(), "reduction", size, "float32")
+    results, _ = replay(SPACE, size_vars, "float32", cache, strategy, max_evals=budget, seed=0)
+    return [tuple(r[k] for k in SPACE.params) for r in results if r is not None]
+
+
+@needs_recording
+def test_a_warm_started_search_tries_the_warm_configs_first():
+    warm = warm_configs(load_evaluations("reduction"), SPACE, SPACE.sizes["large"], "float32",
+                        "NVIDIA H100 80GB HBM3")
+    assert len(warm) == 5 and all(SPACE.is_valid(c) for c in warm)
+    order = _replay(make_strategy("tpe", seed=0, warm_start=warm))
+    assert order[:5] == [tuple(c[k] for k in SPACE.params) for c in warm]
+    assert len(set(order)) == len(order) == 40
+
+
+@needs_recording
+def test_early_stopping_ends_a_replay_before_its_budget():
+    unlimited = _replay(make_strategy("tpe", seed=0), budget=200)
+    stopped = _replay(make_strategy("tpe", seed=0, patience=5), budget=200)
+    assert len(unlimited) == 200 and 5 <= len(stopped) < 200
+    assert stopped == unlimited[:len(stopped)]  # the same search, cut short
+
+
+def test_patience_applies_by_default_only_without_a_budget():
+    space_size = kt.searchspace(SPACE).size
+    assert space_size > 0
+    root = results_root()
+    default = campaign_strategy(CampaignRequest("reduction"), SPACE, {"n": 8}, "float32", None, root)
+    budget = campaign_strategy(CampaignRequest("reduction", max_evals=50), SPACE, {"n": 8}, "float32", None, root)
+    never = campaign_strategy(CampaignRequest("reduction", patience=0), SPACE, {"n": 8}, "float32", None, root)
+    cold = campaign_strategy(CampaignRequest("reduction", warm_start=False), SPACE, {"n": 8}, "float32", None, root)
+    assert (default.patience, budget.patience, never.patience) == (20, None, None)
+    assert cold.warm_start == []
+    with pytest.raises(TunerError, match="Optuna strategies"):
+        make_strategy("kt:random_sample", warm_start=[BEST])

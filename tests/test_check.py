@@ -150,3 +150,25 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 1
     assert "**regression**" in (tmp_path / "r.md").read_text()
     assert ET.parse(report).getroot().get("failures") == "0"
+
+
+def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
+    """Every kernel's first session comes before any kernel's second, so the sessions' spread holds the drift
+    of the whole run; a size with nothing tuned is skipped once, not per session."""
+    import tuner.check
+    from tests.fake_worker import fake_worker_main
+    from tuner.campaign import CampaignRequest, run_campaign
+
+    for size in ("seed", "16M"):
+        run_campaign(CampaignRequest(workload="reduction", size=size, dtype="float32", strategy="brute_force",
+                                     max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
+    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
+    log = []
+    rows = tuner.check.take_baseline(["reduction"], ["seed", "16M", "64M"], ["float32"], rounds=3,
+                                     sessions_per_baseline=3, log=log.append)
+    order = [(line.split()[2], line.split(",")[1].split(":")[0].strip()) for line in log if line.startswith("baseline")]
+    assert order == [(s, f"session {k}/3") for k in (1, 2, 3) for s in ("seed", "16M")]
+    assert sum(line.startswith("skip reduction 64M") for line in log) == 1
+    assert sorted(r["size"] for r in rows) == ["16M", "seed"] and all(r["sessions"] == 3 for r in rows)
+    stored = tuner.check.load_baselines()
+    assert len(stored) == 2 and set(stored["sessions"]) == {3} and all(len(r) == 9 for r in stored["rounds"])

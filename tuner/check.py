@@ -72,55 +72,65 @@ def load_baselines(root=None, gpu: str | None = None) -> pd.DataFrame:
 
 def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per_baseline=3, backend="nvcuda",
                   device=0, timeout=120, root=None, log=print) -> list[dict]:
-    """Re-measure the best stored config of each (workload, size, dtype) and store it as the baseline."""
+    """Re-measure the best stored config of each (workload, size, dtype) and store it as the baseline.
+
+    Each kernel is measured in several worker sessions, and the sessions are spread over the whole run
+    (pass 1 measures every kernel once, pass 2 again, ...): the spread between a kernel's sessions then
+    holds what changes over minutes (clocks, temperature, launch state), which is what a later check on a
+    runner that has been busy for minutes meets. Measured back to back, the sessions agreed better than
+    the card agreed with itself ten minutes later, and A/A checks failed on that drift."""
     root = Path(root or store.results_root())
-    rows = []
+    kernels = []  # [name, size_name, size, dtype, config, gpu, sessions]
     for name in workloads:
         workload = get_workload(name)
         space = workload.space
         evals = store.load_evaluations(name, root)
         if evals.empty:
             raise TunerError(f"nothing stored for {name}: tune it before taking a baseline")
-        targets = []
         for size_text in sizes or sorted(evals["size"].unique()):
             size_name, size = space.resolve_size(size_text, workload.parse_size)
             for dtype in dtypes or sorted(evals["dtype"].unique()):
-                targets.append((size_name, size, space.resolve_dtype(dtype)))
-        for size_name, size, dtype in targets:
-            # several worker sessions: the spread between them (clocks, placement, launch state) is the
-            # noise a later check is compared against, and is much larger than the spread within one
-            sessions = []
-            for _ in range(sessions_per_baseline):
-                runner, gpu = _worker(name, size, dtype, backend, device, timeout)
-                try:
-                    if not sessions:
-                        # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
-                        answer = query.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
-                        if answer["fallback"] != "exact":
-                            break
-                        config = answer["config"]
-                    row = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
-                finally:
-                    runner.shutdown()
-                if row["status"] != "ok":
-                    raise TunerError(f"{name} {size_name} {dtype}: the best config fails now "
-                                     f"({row['status']}: {row['error'][:300]})")
-                sessions.append(row)
-            if not sessions:
-                log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
-                continue
-            references = {k: [x for r in sessions for x in r["references"][k]] for k in sessions[0]["references"]}
-            rows.append({"workload": name, "size": size_name, "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype,
-                         "config": json.dumps(config, sort_keys=True), "rounds": [x for r in sessions for x in r["rounds"]],
-                         "sessions": len(sessions), "references": json.dumps(references),
-                         "reference": workload.check_reference,
-                         **gpu, "backend": kt.effective_backend(space, backend),
-                         "kernel_hash": source_hash(space.source_text), **software(),
-                         "timestamp": datetime.now(timezone.utc).isoformat()})
-            _save_baseline(root, rows[-1])  # at once: an interrupted `tuner baseline` keeps what it measured
-            log(f"baseline {name} {size_name} {dtype}: {config} median {pd.Series(rows[-1]['rounds']).median():.4g} ms "
-                f"over {len(sessions)} sessions of {rounds} rounds")
-    return rows
+                kernels.append([name, size_name, size, space.resolve_dtype(dtype), None, None, []])
+    rows = {}
+    for session in range(sessions_per_baseline):
+        for kernel in kernels:
+            name, size_name, size, dtype, config, gpu, sessions = kernel
+            if session > 0 and not sessions:
+                continue  # nothing tuned for it: skipped in the first pass
+            space = get_workload(name).space
+            runner, gpu = _worker(name, size, dtype, backend, device, timeout)
+            try:
+                if config is None:
+                    # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
+                    answer = query.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
+                    if answer["fallback"] != "exact":
+                        log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
+                        continue
+                    config = kernel[4] = answer["config"]
+                    kernel[5] = gpu
+                row = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
+            finally:
+                runner.shutdown()
+            if row["status"] != "ok":
+                raise TunerError(f"{name} {size_name} {dtype}: the best config fails now "
+                                 f"({row['status']}: {row['error'][:300]})")
+            sessions.append(row)
+            rows[(name, size_name, dtype)] = _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend)
+            _save_baseline(root, rows[(name, size_name, dtype)])  # at once: an interrupted run keeps what it measured
+            log(f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
+                f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds")
+    return list(rows.values())
+
+
+def _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend) -> dict:
+    workload = get_workload(name)
+    space = workload.space
+    references = {k: [x for r in sessions for x in r["references"][k]] for k in sessions[0]["references"]}
+    return {"workload": name, "size": size_name, "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype,
+            "config": json.dumps(config, sort_keys=True), "rounds": [x for r in sessions for x in r["rounds"]],
+            "sessions": len(sessions), "references": json.dumps(references), "reference": workload.check_reference,
+            **gpu, "backend": kt.effective_backend(space, backend), "kernel_hash": source_hash(space.source_text),
+            **software(), "timestamp": datetime.now(timezone.utc).isoformat()}
 
 
 def session_noise(rounds, sessions: int, k: float = 3.0) -> float:

@@ -47,6 +47,9 @@
 #if BLOCK % block_size_x != 0 || BLOCK % block_size_y != 0
 #error "BLOCK must be a multiple of the block shape"
 #endif
+#if BLOCK % 16 != 0
+#error "BLOCK must be a multiple of 16 (int4 tile copies, k-loop steps of 4)"
+#endif
 #if VEC && (PAD % 4 != 0 || (EX > 2 && EX % 4 != 0))
 #error "VEC needs PAD % 4 == 0 and 1, 2 or a multiple of 4 elements per row"
 #endif
@@ -111,7 +114,8 @@ __device__ __forceinline__ void copy_tile(int *s, int *g, int np) {
 
 // Phases 1 and 2: a tile x updated in place, x[i][j] = min(x[i][j], a[i][k] + b[k][j]) for k in order,
 // where a or b is x itself. Entries of row k and column k do not change at step k (the diagonal of the
-// pivot tile is >= 0), so one barrier per step suffices.
+// pivot tile is >= 0), so one barrier per step suffices. The values live in registers; step k + 1 reads
+// only row and column k + 1 of x, so only those go back to shared memory during the loop.
 __device__ __forceinline__ void inplace_rounds(int *x, const int *a, const int *b) {
     int v[EY][EX];
 #pragma unroll
@@ -125,11 +129,16 @@ __device__ __forceinline__ void inplace_rounds(int *x, const int *a, const int *
 #pragma unroll
             for (int j = 0; j < EX; ++j) {
                 v[i][j] = relax(aik, b[k * LD + col_of(j)], v[i][j]);
-                x[row_of(i) * LD + col_of(j)] = v[i][j];
+                if (row_of(i) == k + 1 || col_of(j) == k + 1) x[row_of(i) * LD + col_of(j)] = v[i][j];
             }
         }
         __syncthreads();
     }
+#pragma unroll
+    for (int i = 0; i < EY; ++i)
+#pragma unroll
+        for (int j = 0; j < EX; ++j) x[row_of(i) * LD + col_of(j)] = v[i][j];
+    __syncthreads();
 }
 
 __global__ void __launch_bounds__(NT) fw_phase1(int *D, int np, int r) {

@@ -1,0 +1,75 @@
+"""Markdown table for the README from the stored Floyd-Warshall campaigns: per size, the seed's
+configuration and the tuned best on one GPU (the H100 by default), beside the seed's GTX 1080 figures,
+and G = 1 vs G = 2 where a two-GPU machine recorded them (benchmarks/fw_multigpu.sh).
+Usage: python benchmarks/fw_report.py [GPU name]"""
+
+import json
+import sys
+
+from tuner.store import canonical_config, load_evaluations
+
+GPU = sys.argv[1] if len(sys.argv) > 1 else "NVIDIA H100 80GB HBM3"
+SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
+               "LOOKAHEAD": 0, "SPLIT": 100}
+GTX1080_COMPUTE_S = {5000: 0.127, 11000: 1.172, 20000: 7.442, 25000: 15.157}  # the seed's "Compute" column
+
+df = load_evaluations("floyd-warshall")
+ok = df[(df.status == "ok")].copy()
+ok["n"] = ok.size_vars.map(lambda s: json.loads(s)["n"])
+ok["gpus"] = ok.size_vars.map(lambda s: json.loads(s)["gpus"])
+
+
+def trelax(n, ms):
+    return n**3 / (ms / 1e3) / 1e12
+
+
+def short(config):
+    c = json.loads(config) if isinstance(config, str) else config
+    return (f"B{c['BLOCK']} {c['block_size_x']}x{c['block_size_y']} VEC{c['VEC']} DPX{c['DPX']} PAD{c['PAD']} "
+            f"unroll{c['K_UNROLL']} look-ahead{c['LOOKAHEAD']}" + (f" split{c['SPLIT']}" if c["SPLIT"] != 100 else ""))
+
+
+def single_gpu():
+    rows = ok[(ok.gpu == GPU) & (ok.gpus == 1)]
+    print(f"| n | GTX 1080, seed's code (compute) | {GPU}: seed's config | T relax/s | tuned best | T relax/s | "
+          "tuned / seed | configs measured | best config |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, r in sorted(rows.groupby("n")):
+        per_config = r.groupby("config").time_ms.median()
+        seed_ms = per_config.get(canonical_config(SEED_CONFIG))
+        best = per_config.idxmin()
+        ref = GTX1080_COMPUTE_S.get(n)
+        seed_txt = f"{seed_ms / 1e3:.4f} s" if seed_ms else "-"
+        print(f"| {n} | {f'{ref} s' if ref else '-'} | {seed_txt} | {trelax(n, seed_ms):.2f} | "
+              f"{per_config[best] / 1e3:.4f} s | {trelax(n, per_config[best]):.2f} | "
+              f"{seed_ms / per_config[best]:.2f}x | {len(per_config)} | {short(best)} |" if seed_ms else
+              f"| {n} | {f'{ref} s' if ref else '-'} | - | - | {per_config[best] / 1e3:.4f} s | "
+              f"{trelax(n, per_config[best]):.2f} | - | {len(per_config)} | {short(best)} |")
+    print("\nGTX 1080 at n = 25000: " + f"{GTX1080_COMPUTE_S[25000]} s ({trelax(25000, GTX1080_COMPUTE_S[25000] * 1e3):.2f} "
+          "T relax/s), the seed's largest case.")
+
+
+def two_gpus():
+    multi = ok[ok.gpus == 2]
+    for gpu, r in multi.groupby("gpu"):
+        for n, rn in r.groupby("n"):
+            one = ok[(ok.gpu == gpu) & (ok.gpus == 1) & (ok.n == n)].groupby("config").time_ms.median()
+            two = rn.groupby("config").time_ms.median()
+            if one.empty:
+                continue
+            print(f"\n{gpu}, n = {n}: best on 1 GPU {one.min() / 1e3:.4f} s ({trelax(n, one.min()):.2f} T/s), "
+                  f"on 2 GPUs {two.min() / 1e3:.4f} s ({trelax(n, two.min()):.2f} T/s): {one.min() / two.min():.2f}x "
+                  f"({short(two.idxmin())})")
+
+
+def provenance():
+    r = df[df.gpu == GPU]
+    print(f"\nProvenance: {len(r)} evaluations ({(r.status == 'ok').sum()} verified exactly against the reference); "
+          f"driver {', '.join(sorted(r.driver.unique()))}, CUDA {', '.join(sorted(r.cuda.unique()))}, Kernel Tuner "
+          f"{', '.join(sorted(r.kernel_tuner_version.unique()))}, backend {', '.join(sorted(r.backend.unique()))}, "
+          f"commits {', '.join(sorted(r.git_commit.unique()))}")
+
+
+single_gpu()
+two_gpus()
+provenance()

@@ -16,11 +16,13 @@ pytestmark = pytest.mark.gpu
 
 CONFIGS = [
     # naive; Thomas both ways with shared coefficients, fused; cyclic reduction both ways, nothing shared;
-    # Thomas x / CR y, unfused explicit step
-    {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 8, "BLOCK_X": 256, "BLOCK_Y": 128},
-    {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 32, "TILE_Y": 32, "BLOCK_X": 256, "BLOCK_Y": 128},
-    {"STRUCTURE": 1, "SHARE_COEF": 0, "FUSE_EXPLICIT": 1, "SOLVER_X": 1, "SOLVER_Y": 1, "TILE_X": 16, "TILE_Y": 8, "BLOCK_X": 128, "BLOCK_Y": 256},
-    {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 1, "TILE_X": 8, "TILE_Y": 16, "BLOCK_X": 128, "BLOCK_Y": 128},
+    # Thomas x / CR y, unfused explicit step; partitioned Thomas both ways; partitioned x / Thomas y
+    {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 8, "BLOCK": 256},
+    {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 32, "TILE_Y": 32, "BLOCK": 256},
+    {"STRUCTURE": 1, "SHARE_COEF": 0, "FUSE_EXPLICIT": 1, "SOLVER_X": 1, "SOLVER_Y": 1, "TILE_X": 8, "TILE_Y": 8, "BLOCK": 128},
+    {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 1, "TILE_X": 16, "TILE_Y": 8, "BLOCK": 128},
+    {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 2, "SOLVER_Y": 2, "TILE_X": 16, "TILE_Y": 8, "BLOCK": 128},
+    {"STRUCTURE": 1, "SHARE_COEF": 0, "FUSE_EXPLICIT": 1, "SOLVER_X": 2, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 16, "BLOCK": 256},
 ]
 
 

@@ -6,16 +6,18 @@
 //   (VarX, VarY, U, V, the a/b/c/y of both tridiagonal phases, the Thomas scratch), the original storage
 //   orientation is kept (U is [k][j][i], R and V are [k][i][j]) and each distributed loop is one kernel
 //   (7 per time step); a Thomas solve per thread walks its system in global memory.
-// STRUCTURE 1: optimised. Arrays are [k][i][j]. Per step: (optional) one kernel computing what does not
-//   depend on k (SPEC §2.6: the operator weights and the Thomas factors of both directions, shared by
-//   all K solves), (optional) an explicit kernel, kernel X (explicit steps fused in its load when
-//   FUSE_EXPLICIT, then the x-solves on a [M][TILE_X] shared-memory tile, writing the y right-hand side)
-//   and kernel Y (the y-solves on a [TILE_Y][N] tile). A tile is read and written coalesced whichever way
-//   its systems run: the shared-memory tile is the transposition. SOLVER_X/Y 0: Thomas, one thread per
-//   system ("OUT"); 1: cyclic reduction by the whole block ("ALL").
+// STRUCTURE 1: optimised. Arrays are [k][i][j]. Per step: (SHARE_COEF) one kernel computing VarX and VarY,
+//   which do not depend on k (SPEC §2.6), for all K solves (and, for Thomas, the LU factors of both
+//   directions); (unless FUSE_EXPLICIT) an explicit kernel; kernel X (the explicit steps fused in its load
+//   when FUSE_EXPLICIT, then the x-solves on a [M][TILE_X] shared-memory tile, writing the y right-hand
+//   side) and kernel Y (the y-solves on a [TILE_Y][N] tile, writing R). A tile is read and written
+//   coalesced whichever way its systems run: the shared-memory tile is the transposition.
+//   SOLVER_X/Y 0: Thomas, one thread per system ("OUT"); 1: cyclic reduction by the whole block ("ALL");
+//   2: partitioned Thomas, one thread per segment of SEG rows held in registers, plus a reduced system.
 //
 // REAL is float or double (the space's dtypes). Parameters: STRUCTURE, SHARE_COEF, FUSE_EXPLICIT,
-// SOLVER_X, SOLVER_Y, TILE_X, TILE_Y, BLOCK_X (threads of kernel X and the element-wise kernels), BLOCK_Y.
+// SOLVER_X, SOLVER_Y, TILE_X, TILE_Y, BLOCK (threads of the element-wise kernels and of the tile kernels
+// with solvers 0 and 1; a partitioned solve takes one thread per segment).
 #include <cuda_runtime.h>
 #include <cmath>
 #include <cstdio>
@@ -146,74 +148,89 @@ __global__ void naive_tridag(const REAL *a, const REAL *b, const REAL *c, const 
 // =====================================================================================================
 // STRUCTURE 1: optimised
 // =====================================================================================================
-// Shared coefficient arrays, each [M][N] (or [N][M] where said): what every k uses in a time step.
+// Shared coefficient arrays (SHARE_COEF), computed once per time step for all K solves (SPEC §2.6).
 struct Coef {
-    REAL *ax0, *ax1, *ax2;  // ax_m = 0.5 * VarX * Dxx[i][m]
-    REAL *ay0, *ay1, *ay2;  // ay_m = 0.5 * VarY * Dyy[j][m]
-    REAL *xbeta, *xinv;     // Thomas factors of the x-systems (along i): a_i / uu_{i-1} and 1 / uu_i
-    REAL *ybeta, *yinv;     // same for the y-systems (along j), stored [j][i] so the y-solve reads them coalesced
+    REAL *vx, *vy;         // VarX, VarY [M][N]
+    REAL *xbeta, *xinv;    // Thomas factors of the x-systems (along i), [M][N]: a_i / uu_{i-1} and 1 / uu_i
+    REAL *ybeta, *yinv;    // same for the y-systems (along j), stored [j][i] so the y-solve reads them coalesced
 };
 
 __global__ void coef_kernel(Coef cf, Grid g, Step s) {
     int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= g.M * g.N) return;
     int i = e / g.N, j = e % g.N;
-    REAL vx = var_x(g, s, i, j), vy = var_y(g, s, i, j);
-    cf.ax0[e] = REAL(0.5) * vx * g.dxx[3 * i];
-    cf.ax1[e] = REAL(0.5) * vx * g.dxx[3 * i + 1];
-    cf.ax2[e] = REAL(0.5) * vx * g.dxx[3 * i + 2];
-    cf.ay0[e] = REAL(0.5) * vy * g.dyy[3 * j];
-    cf.ay1[e] = REAL(0.5) * vy * g.dyy[3 * j + 1];
-    cf.ay2[e] = REAL(0.5) * vy * g.dyy[3 * j + 2];
-}
-
-// The LU recurrences of both directions: threads [0, N) take column j (x-system), [N, N+M) row i.
-__global__ void factor_kernel(Coef cf, Grid g, Step s) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x, M = g.M, N = g.N;
-    if (t < N) {
-        int j = t;
-        REAL uu = s.dt_inv - REAL(0.5) * cf.ax1[j];
-        cf.xbeta[j] = REAL(0);
-        cf.xinv[j] = REAL(1) / uu;
-        for (int i = 1; i < M; ++i) {
-            REAL beta = (-REAL(0.5) * cf.ax0[i * N + j]) / uu;
-            uu = (s.dt_inv - REAL(0.5) * cf.ax1[i * N + j]) - beta * (-REAL(0.5) * cf.ax2[(i - 1) * N + j]);
-            cf.xbeta[i * N + j] = beta;
-            cf.xinv[i * N + j] = REAL(1) / uu;
-        }
-    } else if (t < N + M) {
-        int i = t - N;
-        REAL uu = s.dt_inv - REAL(0.5) * cf.ay1[i * N];
-        cf.ybeta[i] = REAL(0);
-        cf.yinv[i] = REAL(1) / uu;
-        for (int j = 1; j < N; ++j) {
-            REAL beta = (-REAL(0.5) * cf.ay0[i * N + j]) / uu;
-            uu = (s.dt_inv - REAL(0.5) * cf.ay1[i * N + j]) - beta * (-REAL(0.5) * cf.ay2[i * N + j - 1]);
-            cf.ybeta[j * M + i] = beta;
-            cf.yinv[j * M + i] = REAL(1) / uu;
-        }
-    }
+    cf.vx[e] = var_x(g, s, i, j);
+    cf.vy[e] = var_y(g, s, i, j);
 }
 
 // operator weights at (i, j): from the shared arrays, or computed here (one exp per direction)
 __device__ __forceinline__ void weights_x(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
 #if SHARE_COEF
-    int e = i * g.N + j;
-    w[0] = cf.ax0[e]; w[1] = cf.ax1[e]; w[2] = cf.ax2[e];
+    REAL v = cf.vx[i * g.N + j];
 #else
-    REAL vx = var_x(g, s, i, j);
-    w[0] = REAL(0.5) * vx * g.dxx[3 * i]; w[1] = REAL(0.5) * vx * g.dxx[3 * i + 1]; w[2] = REAL(0.5) * vx * g.dxx[3 * i + 2];
+    REAL v = var_x(g, s, i, j);
 #endif
+    w[0] = REAL(0.5) * v * g.dxx[3 * i]; w[1] = REAL(0.5) * v * g.dxx[3 * i + 1]; w[2] = REAL(0.5) * v * g.dxx[3 * i + 2];
 }
 
 __device__ __forceinline__ void weights_y(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
 #if SHARE_COEF
-    int e = i * g.N + j;
-    w[0] = cf.ay0[e]; w[1] = cf.ay1[e]; w[2] = cf.ay2[e];
+    REAL v = cf.vy[i * g.N + j];
 #else
-    REAL vy = var_y(g, s, i, j);
-    w[0] = REAL(0.5) * vy * g.dyy[3 * j]; w[1] = REAL(0.5) * vy * g.dyy[3 * j + 1]; w[2] = REAL(0.5) * vy * g.dyy[3 * j + 2];
+    REAL v = var_y(g, s, i, j);
 #endif
+    w[0] = REAL(0.5) * v * g.dyy[3 * j]; w[1] = REAL(0.5) * v * g.dyy[3 * j + 1]; w[2] = REAL(0.5) * v * g.dyy[3 * j + 2];
+}
+
+// the tridiagonal rows: x-systems run along i at column j, y-systems along j at row i (SPEC §2.6 steps 3-4)
+__device__ __forceinline__ void row_x(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL &a, REAL &b, REAL &c) {
+    REAL w[3];
+    weights_x(cf, g, s, i, j, w);
+    a = i > 0 ? -REAL(0.5) * w[0] : REAL(0);
+    b = s.dt_inv - REAL(0.5) * w[1];
+    c = i < g.M - 1 ? -REAL(0.5) * w[2] : REAL(0);
+}
+
+__device__ __forceinline__ void row_y(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL &a, REAL &b, REAL &c) {
+    REAL w[3];
+    weights_y(cf, g, s, i, j, w);
+    a = j > 0 ? -REAL(0.5) * w[0] : REAL(0);
+    b = s.dt_inv - REAL(0.5) * w[1];
+    c = j < g.N - 1 ? -REAL(0.5) * w[2] : REAL(0);
+}
+
+// The LU recurrences of both directions (SOLVER 0 with SHARE_COEF): threads [0, N) take column j (an
+// x-system), [N, N+M) row i. The rows are computed here, off the recurrence's critical path.
+__global__ void factor_kernel(Coef cf, Grid g, Step s) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, M = g.M, N = g.N;
+    REAL a, b, c, cprev, uu;
+    if (t < N) {
+        int j = t;
+        row_x(cf, g, s, 0, j, a, uu, cprev);
+        cf.xbeta[j] = REAL(0);
+        cf.xinv[j] = REAL(1) / uu;
+        for (int i = 1; i < M; ++i) {
+            row_x(cf, g, s, i, j, a, b, c);
+            REAL beta = a / uu;
+            uu = b - beta * cprev;
+            cprev = c;
+            cf.xbeta[i * N + j] = beta;
+            cf.xinv[i * N + j] = REAL(1) / uu;
+        }
+    } else if (t < N + M) {
+        int i = t - N;
+        row_y(cf, g, s, i, 0, a, uu, cprev);
+        cf.ybeta[i] = REAL(0);
+        cf.yinv[i] = REAL(1) / uu;
+        for (int j = 1; j < N; ++j) {
+            row_y(cf, g, s, i, j, a, b, c);
+            REAL beta = a / uu;
+            uu = b - beta * cprev;
+            cprev = c;
+            cf.ybeta[j * M + i] = beta;
+            cf.yinv[j * M + i] = REAL(1) / uu;
+        }
+    }
 }
 
 // V = Ly R at (k, i, j)
@@ -249,8 +266,8 @@ __global__ void explicit_kernel(REAL *u, REAL *v, const REAL *r, Coef cf, Grid g
     v[e] = explicit_y(r, cf, g, s, k, i, j);
 }
 
-// Cyclic reduction of nsys systems of length n held in shared memory, element (pos, sys) at
-// pos*ps + sys*ss, by the whole block; the solution overwrites d. In-place: at level s the rows
+// SOLVER 1, "ALL": cyclic reduction of nsys systems of length n held in shared memory, element (pos, sys)
+// at pos*ps + sys*ss, by the whole block; the solution overwrites d. In place: at level s the rows
 // 2s-1 mod 2s are updated from rows s-1 mod 2s, which that level does not write.
 __device__ void cyclic_reduction(REAL *a, REAL *b, REAL *c, REAL *d, int n, int nsys, int ps, int ss) {
     int tid = threadIdx.x, nth = blockDim.x;
@@ -287,16 +304,112 @@ __device__ void cyclic_reduction(REAL *a, REAL *b, REAL *c, REAL *d, int n, int 
     }
 }
 
+// SOLVER 2: partitioned Thomas. Each system is cut into P segments of 2..SEG rows, one thread per
+// segment, rows in registers. Eliminating downwards then upwards inside a segment leaves every row coupled
+// only to the segment's first and last unknowns; the first and last rows of all segments form a
+// tridiagonal system of 2P unknowns, solved by one thread per system; the interior rows follow.
+// Needs blockDim.x >= nsys * P; red holds nsys * 2P * 4 values.
+#define SEG 8
+template <class Rows>
+__device__ void partitioned_thomas(REAL *d, REAL *red, int n, int nsys, int ps, int ss, int P, Rows rows) {
+    const int t = threadIdx.x, sys = t % nsys, seg = t / nsys;
+    const bool mine = seg < P;
+    const int lo = mine ? seg * n / P : 0, len = mine ? (seg + 1) * n / P - lo : 0;
+    REAL A[SEG], B[SEG], C[SEG], D[SEG];
+#pragma unroll
+    for (int q = 0; q < SEG; ++q) {
+        A[q] = REAL(0); B[q] = REAL(1); C[q] = REAL(0); D[q] = REAL(0);
+        if (q < len) {
+            REAL a = REAL(0), b = REAL(1), c = REAL(0);
+            rows(lo + q, sys, a, b, c);
+            A[q] = a; B[q] = b; C[q] = c;
+            D[q] = d[(lo + q) * ps + sys * ss];
+        }
+    }
+    // downwards: row q couples x_lo instead of x_{q-1}; (la, lb, lc, ld) follows the row just done, so it
+    // ends as the last row (a register recurrence: no indexing of the arrays by len)
+    REAL la = A[1], lb = B[1], lc = C[1], ld = D[1];
+#pragma unroll
+    for (int q = 2; q < SEG; ++q) {
+        if (q < len) {
+            REAL k = A[q] / lb;
+            A[q] = -k * la;
+            B[q] -= k * lc;
+            D[q] -= k * ld;
+            la = A[q]; lb = B[q]; lc = C[q]; ld = D[q];
+        }
+    }
+    // upwards over the interior: row q couples x_last instead of x_{q+1}
+#pragma unroll
+    for (int q = SEG - 3; q >= 1; --q) {
+        if (q <= len - 3) {
+            REAL k = C[q] / B[q + 1];
+            A[q] -= k * A[q + 1];
+            C[q] = -k * C[q + 1];
+            D[q] -= k * D[q + 1];
+        }
+    }
+    if (len >= 3) {  // the first row: couples x_{lo-1}, x_lo and x_last
+        REAL k = C[0] / B[1];
+        B[0] -= k * A[1];
+        C[0] = -k * C[1];
+        D[0] -= k * D[1];
+    }
+    if (mine) {  // the first row couples x_{lo-1}, x_lo, x_last; the last x_lo, x_last, x_{hi}
+        REAL *r0 = red + ((size_t)sys * 2 * P + 2 * seg) * 4;
+        r0[0] = A[0]; r0[1] = B[0]; r0[2] = C[0]; r0[3] = D[0];
+        r0[4] = la; r0[5] = lb; r0[6] = lc; r0[7] = ld;
+    }
+    __syncthreads();
+    if (t < nsys) {  // Thomas on the 2P interface unknowns; the solution replaces the d column
+        REAL *r = red + (size_t)t * 2 * P * 4;
+        const int m = 2 * P;
+        REAL uu = r[1], prev = r[3];
+        r[1] = uu;
+        for (int q = 1; q < m; ++q) {
+            REAL beta = r[4 * q] / uu;
+            uu = r[4 * q + 1] - beta * r[4 * (q - 1) + 2];
+            prev = r[4 * q + 3] - beta * prev;
+            r[4 * q + 1] = uu;
+            r[4 * q + 3] = prev;
+        }
+        prev /= uu;
+        r[4 * (m - 1) + 3] = prev;
+        for (int q = m - 2; q >= 0; --q) {
+            prev = (r[4 * q + 3] - r[4 * q + 2] * prev) / r[4 * q + 1];
+            r[4 * q + 3] = prev;
+        }
+    }
+    __syncthreads();
+    if (mine) {
+        const REAL *r0 = red + ((size_t)sys * 2 * P + 2 * seg) * 4;
+        REAL xl = r0[3], xr = r0[7];
+#pragma unroll
+        for (int q = 1; q < SEG; ++q)
+            if (q < len - 1) d[(lo + q) * ps + sys * ss] = (D[q] - A[q] * xl - C[q] * xr) / B[q];
+        d[lo * ps + sys * ss] = xl;
+        d[(lo + len - 1) * ps + sys * ss] = xr;
+    }
+}
+
+__host__ __device__ static inline int segments(int n) { return (n + SEG - 1) / SEG; }
+
+// threads of the tile kernels: a partitioned solve needs one per segment
+[[maybe_unused]] static int threads_x(int M) { return SOLVER_X == 2 ? (TILE_X * segments(M) + 31) / 32 * 32 : BLOCK; }
+[[maybe_unused]] static int threads_y(int N) { return SOLVER_Y == 2 ? (TILE_Y * segments(N) + 31) / 32 * 32 : BLOCK; }
+#define BOUNDS_X (SOLVER_X == 2 ? 512 : BLOCK)
+#define BOUNDS_Y (SOLVER_Y == 2 ? 512 : BLOCK)
+
 // Implicit x (and the explicit steps when fused): block (j-tile, k); tile [M][TILE_X] in shared memory.
 // Writes the y right-hand side dtInv*Ux - 0.5*V into yr, [k][i][j].
-__global__ void __launch_bounds__(BLOCK_X) kernel_x(REAL *yr, const REAL *r, const REAL *u_in, const REAL *v_in,
-                                                    Coef cf, Grid g, Step s) {
+__global__ void __launch_bounds__(BOUNDS_X) kernel_x(REAL *yr, const REAL *r, const REAL *u_in, const REAL *v_in,
+                                                     Coef cf, Grid g, Step s) {
     extern __shared__ unsigned char smem_raw[];
     REAL *sm = reinterpret_cast<REAL *>(smem_raw);
     const int M = g.M, N = g.N, P = TILE_X + 1, k = blockIdx.y, j0 = blockIdx.x * TILE_X;
     [[maybe_unused]] const int tile = M * P;
     REAL *d = sm;
-    for (int e = threadIdx.x; e < M * TILE_X; e += BLOCK_X) {
+    for (int e = threadIdx.x; e < M * TILE_X; e += blockDim.x) {
         int i = e / TILE_X, jj = e % TILE_X, j = j0 + jj, p = i * P + jj;
         REAL rhs = REAL(0);
         if (j < N) {
@@ -308,43 +421,46 @@ __global__ void __launch_bounds__(BLOCK_X) kernel_x(REAL *yr, const REAL *r, con
         }
         d[p] = rhs;
 #if SOLVER_X == 1
-        REAL w[3] = {REAL(0), REAL(0), REAL(0)};
-        if (j < N) weights_x(cf, g, s, i, j, w);
-        sm[tile + p] = i > 0 ? -REAL(0.5) * w[0] : REAL(0);
-        sm[2 * tile + p] = j < N ? s.dt_inv - REAL(0.5) * w[1] : REAL(1);
-        sm[3 * tile + p] = i < M - 1 ? -REAL(0.5) * w[2] : REAL(0);
+        REAL a = REAL(0), b = REAL(1), c = REAL(0);
+        if (j < N) row_x(cf, g, s, i, j, a, b, c);
+        sm[tile + p] = a; sm[2 * tile + p] = b; sm[3 * tile + p] = c;
 #endif
     }
     __syncthreads();
 #if SOLVER_X == 1
     cyclic_reduction(sm + tile, sm + 2 * tile, sm + 3 * tile, d, M, TILE_X, P, 1);
+#elif SOLVER_X == 2
+    partitioned_thomas(d, sm + tile, M, TILE_X, P, 1, segments(M), [&](int i, int jj, REAL &a, REAL &b, REAL &c) {
+        if (j0 + jj < N) row_x(cf, g, s, i, j0 + jj, a, b, c);
+    });
+    __syncthreads();
 #else
     if (threadIdx.x < TILE_X && j0 + threadIdx.x < N) {
         const int jj = threadIdx.x, j = j0 + jj;
 #if SHARE_COEF
         REAL prev = d[jj];
-#pragma unroll 4
         for (int i = 1; i < M; ++i) {
             prev = d[i * P + jj] - cf.xbeta[i * N + j] * prev;
             d[i * P + jj] = prev;
         }
         prev *= cf.xinv[(M - 1) * N + j];
         d[(M - 1) * P + jj] = prev;
-#pragma unroll 4
         for (int i = M - 2; i >= 0; --i) {
-            prev = (d[i * P + jj] + REAL(0.5) * cf.ax2[i * N + j] * prev) * cf.xinv[i * N + j];
+            REAL a, b, c;
+            row_x(cf, g, s, i, j, a, b, c);
+            prev = (d[i * P + jj] - c * prev) * cf.xinv[i * N + j];
             d[i * P + jj] = prev;
         }
 #else
-        REAL *uu = sm + tile, w[3];
-        weights_x(cf, g, s, 0, j, w);
-        REAL cprev = -REAL(0.5) * w[2], ucur = s.dt_inv - REAL(0.5) * w[1], prev = d[jj];
+        REAL *uu = sm + tile, a, b, c, cprev, ucur;
+        row_x(cf, g, s, 0, j, a, ucur, cprev);
+        REAL prev = d[jj];
         uu[jj] = ucur;
         for (int i = 1; i < M; ++i) {
-            weights_x(cf, g, s, i, j, w);
-            REAL beta = (-REAL(0.5) * w[0]) / ucur;
-            ucur = (s.dt_inv - REAL(0.5) * w[1]) - beta * cprev;
-            cprev = -REAL(0.5) * w[2];
+            row_x(cf, g, s, i, j, a, b, c);
+            REAL beta = a / ucur;
+            ucur = b - beta * cprev;
+            cprev = c;
             uu[i * P + jj] = ucur;
             prev = d[i * P + jj] - beta * prev;
             d[i * P + jj] = prev;
@@ -352,15 +468,15 @@ __global__ void __launch_bounds__(BLOCK_X) kernel_x(REAL *yr, const REAL *r, con
         prev /= ucur;
         d[(M - 1) * P + jj] = prev;
         for (int i = M - 2; i >= 0; --i) {
-            weights_x(cf, g, s, i, j, w);
-            prev = (d[i * P + jj] + REAL(0.5) * w[2] * prev) / uu[i * P + jj];
+            row_x(cf, g, s, i, j, a, b, c);
+            prev = (d[i * P + jj] - c * prev) / uu[i * P + jj];
             d[i * P + jj] = prev;
         }
 #endif
     }
     __syncthreads();
 #endif
-    for (int e = threadIdx.x; e < M * TILE_X; e += BLOCK_X) {
+    for (int e = threadIdx.x; e < M * TILE_X; e += blockDim.x) {
         int i = e / TILE_X, jj = e % TILE_X, j = j0 + jj;
         if (j >= N) continue;
 #if FUSE_EXPLICIT
@@ -373,54 +489,57 @@ __global__ void __launch_bounds__(BLOCK_X) kernel_x(REAL *yr, const REAL *r, con
 }
 
 // Implicit y: block (i-tile, k); tile [TILE_Y][N] in shared memory; the solution is the new R.
-__global__ void __launch_bounds__(BLOCK_Y) kernel_y(REAL *r, const REAL *yr, Coef cf, Grid g, Step s) {
+__global__ void __launch_bounds__(BOUNDS_Y) kernel_y(REAL *r, const REAL *yr, Coef cf, Grid g, Step s) {
     extern __shared__ unsigned char smem_raw[];
     REAL *sm = reinterpret_cast<REAL *>(smem_raw);
     const int M = g.M, N = g.N, P = N + 1, k = blockIdx.y, i0 = blockIdx.x * TILE_Y;
     [[maybe_unused]] const int tile = TILE_Y * P;
     REAL *d = sm;
-    for (int e = threadIdx.x; e < TILE_Y * N; e += BLOCK_Y) {
+    for (int e = threadIdx.x; e < TILE_Y * N; e += blockDim.x) {
         int ii = e / N, j = e % N, i = i0 + ii, p = ii * P + j;
         d[p] = i < M ? yr[at(k, i, j, M, N)] : REAL(0);
 #if SOLVER_Y == 1
-        REAL w[3] = {REAL(0), REAL(0), REAL(0)};
-        if (i < M) weights_y(cf, g, s, i, j, w);
-        sm[tile + p] = j > 0 ? -REAL(0.5) * w[0] : REAL(0);
-        sm[2 * tile + p] = i < M ? s.dt_inv - REAL(0.5) * w[1] : REAL(1);
-        sm[3 * tile + p] = j < N - 1 ? -REAL(0.5) * w[2] : REAL(0);
+        REAL a = REAL(0), b = REAL(1), c = REAL(0);
+        if (i < M) row_y(cf, g, s, i, j, a, b, c);
+        sm[tile + p] = a; sm[2 * tile + p] = b; sm[3 * tile + p] = c;
 #endif
     }
     __syncthreads();
 #if SOLVER_Y == 1
     cyclic_reduction(sm + tile, sm + 2 * tile, sm + 3 * tile, d, N, TILE_Y, 1, P);
+#elif SOLVER_Y == 2
+    partitioned_thomas(d, sm + tile, N, TILE_Y, 1, P, segments(N), [&](int j, int ii, REAL &a, REAL &b, REAL &c) {
+        if (i0 + ii < M) row_y(cf, g, s, i0 + ii, j, a, b, c);
+    });
+    __syncthreads();
 #else
     if (threadIdx.x < TILE_Y && i0 + threadIdx.x < M) {
         const int ii = threadIdx.x, i = i0 + ii;
         REAL *row = d + ii * P;
 #if SHARE_COEF
         REAL prev = row[0];
-#pragma unroll 4
         for (int j = 1; j < N; ++j) {
             prev = row[j] - cf.ybeta[j * M + i] * prev;
             row[j] = prev;
         }
         prev *= cf.yinv[(N - 1) * M + i];
         row[N - 1] = prev;
-#pragma unroll 4
         for (int j = N - 2; j >= 0; --j) {
-            prev = (row[j] + REAL(0.5) * cf.ay2[i * N + j] * prev) * cf.yinv[j * M + i];
+            REAL a, b, c;
+            row_y(cf, g, s, i, j, a, b, c);
+            prev = (row[j] - c * prev) * cf.yinv[j * M + i];
             row[j] = prev;
         }
 #else
-        REAL *uu = sm + tile + ii * P, w[3];
-        weights_y(cf, g, s, i, 0, w);
-        REAL cprev = -REAL(0.5) * w[2], ucur = s.dt_inv - REAL(0.5) * w[1], prev = row[0];
+        REAL *uu = sm + tile + ii * P, a, b, c, cprev, ucur;
+        row_y(cf, g, s, i, 0, a, ucur, cprev);
+        REAL prev = row[0];
         uu[0] = ucur;
         for (int j = 1; j < N; ++j) {
-            weights_y(cf, g, s, i, j, w);
-            REAL beta = (-REAL(0.5) * w[0]) / ucur;
-            ucur = (s.dt_inv - REAL(0.5) * w[1]) - beta * cprev;
-            cprev = -REAL(0.5) * w[2];
+            row_y(cf, g, s, i, j, a, b, c);
+            REAL beta = a / ucur;
+            ucur = b - beta * cprev;
+            cprev = c;
             uu[j] = ucur;
             prev = row[j] - beta * prev;
             row[j] = prev;
@@ -428,15 +547,15 @@ __global__ void __launch_bounds__(BLOCK_Y) kernel_y(REAL *r, const REAL *yr, Coe
         prev /= ucur;
         row[N - 1] = prev;
         for (int j = N - 2; j >= 0; --j) {
-            weights_y(cf, g, s, i, j, w);
-            prev = (row[j] + REAL(0.5) * w[2] * prev) / uu[j];
+            row_y(cf, g, s, i, j, a, b, c);
+            prev = (row[j] - c * prev) / uu[j];
             row[j] = prev;
         }
 #endif
     }
     __syncthreads();
 #endif
-    for (int e = threadIdx.x; e < TILE_Y * N; e += BLOCK_Y) {
+    for (int e = threadIdx.x; e < TILE_Y * N; e += blockDim.x) {
         int ii = e / N, j = e % N, i = i0 + ii;
         if (i < M) r[at(k, i, j, M, N)] = d[ii * P + j];
     }
@@ -458,13 +577,13 @@ __global__ void __launch_bounds__(BLOCK_Y) kernel_y(REAL *r, const REAL *yr, Coe
 static unsigned blocks_for(size_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 [[maybe_unused]] static size_t shared_x(int M) {
-    int arrays = SOLVER_X == 1 ? 4 : (SHARE_COEF ? 1 : 2);
-    return (size_t)arrays * M * (TILE_X + 1) * sizeof(REAL);
+    size_t tile = (size_t)M * (TILE_X + 1), red = (size_t)TILE_X * 2 * segments(M) * 4;
+    return (SOLVER_X == 1 ? 4 * tile : SOLVER_X == 2 ? tile + red : (SHARE_COEF ? 1 : 2) * tile) * sizeof(REAL);
 }
 
 [[maybe_unused]] static size_t shared_y(int N) {
-    int arrays = SOLVER_Y == 1 ? 4 : (SHARE_COEF ? 1 : 2);
-    return (size_t)arrays * TILE_Y * (N + 1) * sizeof(REAL);
+    size_t tile = (size_t)TILE_Y * (N + 1), red = (size_t)TILE_Y * 2 * segments(N) * 4;
+    return (SOLVER_Y == 1 ? 4 * tile : SOLVER_Y == 2 ? tile + red : (SHARE_COEF ? 1 : 2) * tile) * sizeof(REAL);
 }
 
 // res[K]: the prices. params: s0, t, alpha, nu, beta (double). variant 1: Finpar, 2: course.
@@ -527,13 +646,19 @@ extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int 
 #else
     CHECK(cudaMalloc(&d_work, (FUSE_EXPLICIT ? 1 : 3) * total * sizeof(REAL)));  // y rhs (+ U, V)
     if (SHARE_COEF) {
-        CHECK(cudaMalloc(&d_coef, 10 * (size_t)M * N * sizeof(REAL)));
-        REAL **slots[10] = {&cf.ax0, &cf.ax1, &cf.ax2, &cf.ay0, &cf.ay1, &cf.ay2, &cf.xbeta, &cf.xinv, &cf.ybeta, &cf.yinv};
-        for (int q = 0; q < 10; ++q) *slots[q] = d_coef + (size_t)q * M * N;
+        CHECK(cudaMalloc(&d_coef, 6 * (size_t)M * N * sizeof(REAL)));
+        REAL **slots[6] = {&cf.vx, &cf.vy, &cf.xbeta, &cf.xinv, &cf.ybeta, &cf.yinv};
+        for (int q = 0; q < 6; ++q) *slots[q] = d_coef + (size_t)q * M * N;
     }
     {
         int optin = 0;
         CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        if (threads_x(M) > BOUNDS_X || threads_y(N) > BOUNDS_Y) {
+            fprintf(stderr, "locvolcalib: the partitioned solver needs %d and %d threads per block, at most %d\n",
+                    threads_x(M), threads_y(N), 512);
+            status = -1.0f;
+            goto done;
+        }
         if (shared_x(M) > (size_t)optin || shared_y(N) > (size_t)optin) {
             fprintf(stderr, "locvolcalib: the tiles need %zu and %zu bytes of shared memory, the GPU has %d\n",
                     shared_x(M), shared_y(N), optin);
@@ -557,23 +682,23 @@ extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int 
         REAL *varx = d_work, *vary = d_work + total, *u = d_work + 2 * total, *v = d_work + 3 * total;
         REAL *a = d_work + 4 * total, *b = d_work + 5 * total, *c = d_work + 6 * total, *yv = d_work + 7 * total;
         REAL *uu = d_work + 8 * total;
-        unsigned nb = blocks_for(total, BLOCK_X);
-        naive_update_params<<<nb, BLOCK_X>>>(varx, vary, g, s);
-        naive_explicit_x<<<nb, BLOCK_X>>>(u, d_r, varx, g, s);
-        naive_explicit_y<<<nb, BLOCK_X>>>(u, v, d_r, vary, g);
-        naive_coef_x<<<nb, BLOCK_X>>>(a, b, c, varx, g, s);
-        naive_tridag<<<blocks_for((size_t)K * N, BLOCK_X), BLOCK_X>>>(a, b, c, u, u, uu, M, K * N);
-        naive_coef_y<<<nb, BLOCK_X>>>(a, b, c, yv, u, v, vary, g, s);
-        naive_tridag<<<blocks_for((size_t)K * M, BLOCK_X), BLOCK_X>>>(a, b, c, yv, d_r, uu, N, K * M);
+        unsigned nb = blocks_for(total, BLOCK);
+        naive_update_params<<<nb, BLOCK>>>(varx, vary, g, s);
+        naive_explicit_x<<<nb, BLOCK>>>(u, d_r, varx, g, s);
+        naive_explicit_y<<<nb, BLOCK>>>(u, v, d_r, vary, g);
+        naive_coef_x<<<nb, BLOCK>>>(a, b, c, varx, g, s);
+        naive_tridag<<<blocks_for((size_t)K * N, BLOCK), BLOCK>>>(a, b, c, u, u, uu, M, K * N);
+        naive_coef_y<<<nb, BLOCK>>>(a, b, c, yv, u, v, vary, g, s);
+        naive_tridag<<<blocks_for((size_t)K * M, BLOCK), BLOCK>>>(a, b, c, yv, d_r, uu, N, K * M);
 #else
         REAL *yr = d_work, *u = FUSE_EXPLICIT ? nullptr : d_work + total, *v = FUSE_EXPLICIT ? nullptr : d_work + 2 * total;
         if (SHARE_COEF) {
             coef_kernel<<<blocks_for((size_t)M * N, 256), 256>>>(cf, g, s);
             if (SOLVER_X == 0 || SOLVER_Y == 0) factor_kernel<<<blocks_for((size_t)M + N, 64), 64>>>(cf, g, s);
         }
-        if (!FUSE_EXPLICIT) explicit_kernel<<<blocks_for(total, BLOCK_X), BLOCK_X>>>(u, v, d_r, cf, g, s);
-        kernel_x<<<dim3((N + TILE_X - 1) / TILE_X, K), BLOCK_X, shared_x(M)>>>(yr, d_r, u, v, cf, g, s);
-        kernel_y<<<dim3((M + TILE_Y - 1) / TILE_Y, K), BLOCK_Y, shared_y(N)>>>(d_r, yr, cf, g, s);
+        if (!FUSE_EXPLICIT) explicit_kernel<<<blocks_for(total, BLOCK), BLOCK>>>(u, v, d_r, cf, g, s);
+        kernel_x<<<dim3((N + TILE_X - 1) / TILE_X, K), threads_x(M), shared_x(M)>>>(yr, d_r, u, v, cf, g, s);
+        kernel_y<<<dim3((M + TILE_Y - 1) / TILE_Y, K), threads_y(N), shared_y(N)>>>(d_r, yr, cf, g, s);
 #endif
     }
     gather_kernel<<<blocks_for(K, 128), 128>>>(d_res, d_r, K, M, N, ind_x, ind_y);

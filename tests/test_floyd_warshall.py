@@ -2,6 +2,7 @@
 generator, the reference on awkward graphs, the space, and `tuner run floyd-warshall`'s handling of its
 arguments and of a machine without a GPU."""
 
+import json
 import shutil
 
 import numpy as np
@@ -195,3 +196,36 @@ def test_run_without_a_gpu_says_so(tmp_path, capsys, monkeypatch):
     assert main(["run", "floyd-warshall", str(tmp_path / "g"), str(tmp_path / "o"), "--config", *cfg]) != 0
     err = capsys.readouterr().err
     assert "the GPU pipeline failed" in err and "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+# ---- the campaign recorded on the H100, replayed -------------------------------------------------------------
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _recorded(size):
+    from tuner.store import cache_path, results_root
+
+    return cache_path(results_root(), H100, "floyd-warshall", size, "int32").is_file()
+
+
+@pytest.mark.skipif(not _recorded("11k"), reason="no recorded floyd-warshall campaign in results/")
+def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
+    """The 11k campaign in simulation mode: the recorded configs, in their order (a TPE search does not
+    cover the space, so the replay is given them first), served from Kernel Tuner's cache; the replay's best
+    is the stored best, and the tuned best beats the seed's configuration."""
+    from tuner import campaign
+    from tuner.query import best
+    from tuner.store import canonical_config, load_evaluations
+
+    df = load_evaluations("floyd-warshall")
+    df = df[(df.gpu == H100) & (df["size"] == "11k")].sort_values("timestamp")
+    configs = [json.loads(c) for c in dict.fromkeys(df.config)]
+    monkeypatch.setattr(campaign, "warm_configs", lambda *a, **kw: configs)
+    out = campaign.run_campaign(campaign.CampaignRequest(workload="floyd-warshall", size="11k", strategy="tpe",
+                                                         max_evals=len(configs), seed=1, simulate=True, quiet=True,
+                                                         patience=0))
+    stored = best("floyd-warshall", "11k", "int32", gpu=H100)
+    assert out.simulated and out.evaluated == len(configs)
+    assert out.best["config"] == stored["config"] and out.best["value"] == pytest.approx(stored["value"], rel=0.02)  # mean vs median of the repeats
+    seed = df[(df.status == "ok") & (df.config == canonical_config(SEED_CONFIG))]
+    assert len(seed) and stored["value"] < seed.time_ms.median()

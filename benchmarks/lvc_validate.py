@@ -3,7 +3,8 @@ the float64 numpy reference (float64: relative error; float32: absolute) and, wh
 with Finpar's output.data by the original rule. Prints a table and writes JSON.
 
   python benchmarks/lvc_validate.py --configs naive,sample:24 --sizes finpar-small,course-small --json out.json
-  configs: naive | best (the best stored for this GPU and size) | sample:N (N random optimised configs) |
+  configs: naive | best (the best stored for this GPU, size and dtype) | tuned (the best stored for course-large
+           float64) | sample:N (N random optimised configs) |
            a JSON object of parameters; comma-separated (a JSON object alone)."""
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def pick_configs(spec: str, size_name: str | None = None, dtype: str = "float64"
             out.append(NAIVE)
         elif part == "best":
             out.append(WORKLOAD.run_config(WORKLOAD.space.sizes[size_name], dtype))
+        elif part == "tuned":  # the best of the course-large float64 campaign, on every size and dtype
+            out.append(WORKLOAD.run_config(WORKLOAD.space.sizes["course-large"], "float64"))
         elif part.startswith("sample:"):
             optimised = [c for c in all_configs() if c["STRUCTURE"] == 1]
             out.extend(random.Random(0).sample(optimised, int(part.split(":")[1])))

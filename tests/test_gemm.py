@@ -1,0 +1,118 @@
+"""GEMM workload without a GPU: the space and the seeds' points in it, the MxNxK sizes, the K-fitted
+tolerance, the numpy reference, and the brute force recorded on the H100 replayed in simulation mode."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tuner import kt
+from tuner.campaign import CampaignRequest, run_campaign
+from tuner.cli import main
+from tuner.errors import TunerError
+from tuner.query import best
+from tuner.store import cache_path, results_root
+from tuner.workloads import get_workload
+from tuner.workloads.gemm import SEED_VERSIONS, float32_tolerance
+
+H100 = "NVIDIA H100 80GB HBM3"
+BRUTE = "2048x2048x2048"
+GEMM = get_workload("gemm")
+RECORDED = cache_path(results_root(), H100, "gemm", BRUTE, "float32").is_file()
+
+
+def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
+    space = GEMM.space
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
+    assert 250 <= len(configs) <= 320  # a brute force at 2048^3 fits in about 5 minutes on the H100
+    for name, seed in SEED_VERSIONS.items():
+        assert seed in configs, name
+    for c in configs:
+        threads = c["block_size_x"] * c["block_size_y"]
+        assert threads <= 1024
+        if c["variant"] == 4:
+            bm, bn = c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]
+            smem = (1 + c["double_buffer"]) * c["tile_k"] * (bm + c["pad_a"] + bn) * 4
+            assert smem <= 48 * 1024 and threads in (128, 256)
+            assert (bm * c["tile_k"] // c["vector"]) % threads == 0 and (bn * c["tile_k"] // c["vector"]) % threads == 0
+        elif c["variant"] == 3:
+            assert c["block_size_y"] * c["tile_m"] == c["block_size_x"]
+
+
+def test_grid_covers_the_matrix_for_every_variant():
+    space = GEMM.space
+    size = {"m": 777, "n": 1025, "k": 333}
+    for c in (SEED_VERSIONS["naive"], SEED_VERSIONS["merged x16"]):
+        gx, gy, _ = space.grid_dims(c, size)
+        assert gx * c["block_size_x"] * c["tile_n"] >= 1025 and gy * c["block_size_x"] >= 777
+    tiled = {**SEED_VERSIONS["naive"], "variant": 4, "block_size_x": 32, "block_size_y": 8, "tile_m": 16,
+             "tile_n": 8, "tile_k": 8, "double_buffer": 1, "vector": 4}
+    assert space.grid_dims(tiled, size) == [5, 7, 1]  # ceil(1025 / 256), ceil(777 / 128)
+
+
+def test_sizes_in_mxnxk_notation():
+    space = GEMM.space
+    assert space.resolve_size("1024x512x2048", GEMM.parse_size) == ("1024x512x2048", {"m": 1024, "n": 512, "k": 2048})
+    assert space.resolve_size("13X7x5", GEMM.parse_size)[1] == {"m": 13, "n": 7, "k": 5}
+    assert sum(1 for name in space.sizes if set(name.split("x")) <= {"256", "512", "1024", "2048"}) == 64
+    with pytest.raises(TunerError, match="impossible size"):
+        space.resolve_size("0x5x5", GEMM.parse_size)
+    with pytest.raises(TunerError, match="unknown size"):
+        space.resolve_size("1024x512", GEMM.parse_size)
+
+
+def test_reference_matches_numpy_and_int32_is_exact():
+    rng = np.random.default_rng(3)
+    size = {"m": 37, "n": 29, "k": 53}
+    a, b, c, m, n, k = GEMM.arguments(size, "int32", rng)
+    assert (a.shape, b.shape, c.shape, int(m), int(n), int(k)) == ((37, 53), (53, 29), (37, 29), 37, 29, 53)
+    expected = GEMM.answer([a, b, c, m, n, k], size, "int32")[2]
+    assert expected.dtype == np.int32
+    assert np.array_equal(expected, a.astype(np.int64) @ b.astype(np.int64))
+    assert GEMM.tolerances(size, "int32") == (0.0, 0.0)
+    args = GEMM.arguments(size, "float32", rng)
+    assert np.allclose(GEMM.answer(args, size, "float32")[2], args[0].astype(np.float64) @ args[1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 3, 333, 2048, 4096])
+def test_float32_tolerance_accepts_float32_sums_and_catches_a_dropped_term(k):
+    rng = np.random.default_rng(k)
+    size = {"m": 64, "n": 48, "k": k}
+    a, b, *_ = GEMM.arguments(size, "float32", rng)
+    atol, rtol = GEMM.tolerances(size, "float32")
+    assert atol == float32_tolerance(k) and rtol == 0.0
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    # float32 accumulation in the plain order a kernel uses: one term at a time
+    acc = np.zeros((64, 48), dtype=np.float32)
+    for i in range(k):
+        acc += np.outer(a[:, i], b[i, :]).astype(np.float32)
+    assert np.allclose(acc, exact, rtol=0, atol=atol)
+    dropped = acc - np.outer(a[:, k // 2], b[k // 2, :]).astype(np.float32)
+    assert not np.allclose(dropped, exact, rtol=0, atol=atol)
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded gemm brute force in results/")
+def test_brute_force_replay_finds_the_stored_best():
+    out = run_campaign(CampaignRequest(workload="gemm", size=BRUTE, strategy="brute_force", simulate=True, quiet=True))
+    space = GEMM.space
+    assert out.simulated and out.gpu == H100
+    assert out.evaluated == kt.searchspace(space).size
+    stored = best("gemm", BRUTE, "float32", gpu=H100)
+    assert out.best["config"] == stored["config"]
+    assert out.best["value"] == pytest.approx(stored["value"])
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded gemm brute force in results/")
+def test_tpe_replay_stays_in_the_space():
+    out = run_campaign(CampaignRequest(workload="gemm", size=BRUTE, strategy="tpe", max_evals=25, seed=1,
+                                       simulate=True, quiet=True))
+    assert 0 < out.evaluated <= 25 and GEMM.space.is_valid(out.best["config"])
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
+def test_cli_best_answers_for_a_grid_shape(capsys):
+    assert main(["best", "gemm", "--size", "1024x512x2048", "--gpu", H100, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["gpu"] == H100 and doc["dtype"] == "float32"
+    assert GEMM.space.is_valid(doc["config"]) or doc["config"]["variant"] == 4
+    assert doc["size_vars"] == {"m": 1024, "n": 512, "k": 2048} or doc["fallback"] == "nearest-size"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GEMM campaigns on the GPU machine, in order of importance, each capped (SIGINT: what was measured is
 # stored): the brute force of the whole space at 2048^3 float32 (cuBLAS timed in the same campaign), the
-# best 2048^3 configs transferred to 4096^3 and 1024^3 followed by a short TPE campaign there, the seeds'
-# versions and the best configs in int32, then the seeds' 64 shapes with the best config of each block tile.
+# best 2048^3 configs transferred to 4096^3 and 1024^3 followed by a short TPE campaign there (and a second
+# one at 1024^3), the seeds' versions and the best configs in int32, then the seeds' 64 shapes with the best config of each block tile.
 # Usage (through the device tool): . benchmarks/device_env.sh; bash benchmarks/gemm_campaigns.sh
 # Results land in results/ and are packed into $OUT/gemm.tgz. Rerunning resumes from the store.
 set -uo pipefail
@@ -15,6 +15,7 @@ step() {
 }
 step "${BF_LIMIT:-330}" python3 -m tuner tune gemm --size $S --strategy brute_force --timeout 30 --quiet
 step "${SQUARE_LIMIT:-110}" python3 benchmarks/gemm_transfer.py --source $S --top 6 --size 4096x4096x4096 --size 1024x1024x1024 --tpe 15
+step "${TPE_LIMIT:-30}" python3 -m tuner tune gemm --size 1024x1024x1024 --strategy tpe --seed 2 --budget 25 --quiet
 step "${INT_LIMIT:-30}" python3 benchmarks/gemm_transfer.py --source $S --top 4 --seeds --dtype int32 --size $S
 step "${GRID_LIMIT:-110}" python3 benchmarks/gemm_transfer.py --source $S --top 3 --diverse --grid
 echo "== $(date +%T) done"

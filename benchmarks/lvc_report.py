@@ -1,0 +1,71 @@
+"""The README's LocVolCalib tables, from what was recorded: the course-large campaign in the store (with its
+copy baseline), naive vs tuned per dataset (benchmarks/lvc_validate.py on the GPU) and the numpy times
+(benchmarks/lvc_references.py --times). Usage: python benchmarks/lvc_report.py"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pandas as pd
+
+from tuner.store import load_evaluations, results_root, workload_dir
+from tuner.workloads import get_workload
+
+H100 = "NVIDIA H100 80GB HBM3"
+RUNS = workload_dir(results_root(), H100, "locvolcalib") / "runs"
+# seed 003, Table 1: total execution time in µs (course datasets small and large; its GPU is not named)
+SEED = {"course-small": {"sequential": 2297659, "OpenMP": 213948, "naive CUDA": 92787, "optimised CUDA": 60867},
+        "course-large": {"sequential": 216305907, "OpenMP": 10132446, "naive CUDA": 6975193,
+                         "optimised CUDA": 3647836}}
+ORDER = ["finpar-small", "finpar-small-n32", "finpar-medium", "finpar-large", "course-small", "course-medium",
+         "course-large"]
+
+
+def traffic_bytes(size: dict, itemsize: int) -> float:
+    """The space's GB/s model: R read and written, the intermediate written and read, per time step."""
+    return 4 * size["outer"] * size["numX"] * size["numY"] * (size["numT"] - 1) * itemsize
+
+
+def main():
+    space = get_workload("locvolcalib").space
+    rows = json.loads((RUNS / "datasets_naive_tuned.json").read_text())
+    numpy_s = json.loads((RUNS / "numpy_seconds_devvm.json").read_text())["seconds"]
+    by = {(r["size"], r["dtype"], r["label"] == "naive"): r for r in rows}
+
+    print("| dataset | K x M x N x T | numpy float64 (s) | naive CUDA float64 (ms) | tuned CUDA float64 (ms) "
+          "| tuned / naive | tuned float32 (ms) | output.data rule (f64 / f32) | max rel. err. vs numpy (f64) "
+          "| seed: sequential / naive CUDA / optimised CUDA (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in ORDER:
+        s = space.sizes[name]
+        naive, tuned, t32 = by[name, "float64", True], by[name, "float64", False], by[name, "float32", False]
+        valid = "/".join({True: "VALID", False: "INVALID", None: "(none)"}[r["valid_output_data"]] for r in (tuned, t32))
+        seed = SEED.get(name)
+        seed_txt = " / ".join(f"{seed[k] / 1e3:,.0f}" for k in ("sequential", "naive CUDA", "optimised CUDA")) if seed else ""
+        print(f"| {name} | {s['outer']}x{s['numX']}x{s['numY']}x{s['numT']} | {numpy_s[name]:.1f} | {naive['ms']:.1f} "
+              f"| {tuned['ms']:.2f} | {naive['ms'] / tuned['ms']:.1f}x | {t32['ms']:.2f} | {valid} "
+              f"| {tuned['rel_err']:.1e} | {seed_txt} |")
+
+    df = load_evaluations("locvolcalib")
+    df = df[(df.gpu == H100) & (df["size"] == "course-large") & (df.dtype == "float64") & (df.status == "ok")]
+    best = df.loc[df.objective_value.idxmin()]
+    naive = df[df.p_STRUCTURE == 0].iloc[0]
+    base = pd.concat(pd.read_parquet(p) for p in (workload_dir(results_root(), H100, "locvolcalib") / "baselines").glob("*.parquet"))
+    copy = base[base.baseline == "copy"].iloc[0]
+    size = space.sizes["course-large"]
+    gbs = traffic_bytes(size, 8) / (best.objective_value / 1e3) / 1e9
+    print()
+    print(f"course-large float64 campaign ({len(df)} configs, TPE, {df.campaign_id.iloc[0]}, commit {df.git_commit.iloc[0]}):")
+    print(f"  tuned {best.objective_value:.1f} ms  naive {naive.objective_value:.1f} ms  "
+          f"speed-up {naive.objective_value / best.objective_value:.1f}x")
+    print(f"  effective {gbs:.0f} GB/s (4 value arrays per step)  copy {json.loads(copy.metrics)['GB/s']:.0f} GB/s "
+          f"(median {statistics.median(copy.times):.4f} ms)  ratio {gbs / json.loads(copy.metrics)['GB/s']:.2f}")
+    print(f"  best config {json.loads(best.config)}")
+    for solver in ("SOLVER_X", "SOLVER_Y"):
+        print(f"  best time per {solver}: " + ", ".join(
+            f"{v}: {g.objective_value.min():.1f} ms" for v, g in df[df.p_STRUCTURE == 1].groupby(f"p_{solver}")))
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,7 @@
 #    against the scipy reference and stored under results/<gpu>/floyd-warshall/ like any campaign,
 # 3. prints the speed-ups and packs results/ into $OUT/fw_multigpu.tgz.
 set -uo pipefail
+trap 'tar czf "${OUT:-/tmp}/fw_multigpu.tgz" results/*/floyd-warshall' EXIT  # results come back even on a timeout
 N=${1:-20000}
 nvidia-smi -L
 [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { echo "needs two GPUs"; exit 2; }
@@ -37,4 +38,3 @@ for name, c in (("seed", seed), ("tuned", tuned)):
     print(f"n={n} {name}: 1 GPU {one:.1f} ms ({n**3 / one / 1e9:.2f} T/s), 2 GPUs {two:.1f} ms "
           f"({n**3 / two / 1e9:.2f} T/s): speed-up {one / two:.2f}x")
 PY
-tar czf "${OUT:-/tmp}/fw_multigpu.tgz" results/*/floyd-warshall

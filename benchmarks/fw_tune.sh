@@ -5,6 +5,7 @@
 # hand-picked ones) at 11k, 5k and 1k, and the seed's config and the 11k best at 20k. Every time is verified
 # exactly against the reference. Results land in results/<gpu>/floyd-warshall/, packed into $OUT/fw_tune.tgz.
 set -uo pipefail
+trap 'tar czf "${OUT:-/tmp}/fw_tune.tgz" results/*/floyd-warshall' EXIT  # what was measured comes back, even on a timeout
 SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100}'
 S16='{"BLOCK":64,"block_size_x":16,"block_size_y":16,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100}'
 B128='{"BLOCK":128,"block_size_x":16,"block_size_y":16,"VEC":1,"DPX":0,"PAD":4,"K_UNROLL":4,"LOOKAHEAD":1,"SPLIT":100}'
@@ -21,4 +22,3 @@ timeout 50 python3 benchmarks/fw_campaign.py 5k 35s "$SEED" "$BEST"
 timeout 30 python3 benchmarks/fw_campaign.py 1k 20s "$SEED" "$BEST"
 timeout 100 python3 benchmarks/fw_campaign.py 20k 2 "$SEED" "$BEST"
 python3 benchmarks/fw_report.py
-tar czf "${OUT:-/tmp}/fw_tune.tgz" results/*/floyd-warshall

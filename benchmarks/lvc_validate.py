@@ -22,7 +22,7 @@ import numpy as np
 from tuner import kt
 from tuner.hostcode import build
 from tuner.workloads.locvolcalib import (
-    DATA_DIR,
+    FINPAR_DATA,
     TOLERANCES,
     WORKLOAD,
     host_arguments,
@@ -97,7 +97,7 @@ def main():
             t0 = time.perf_counter()
             ref = reference_prices(size)
             ref_s = time.perf_counter() - t0
-            given = read_output(DATA_DIR / DATASETS[size_name] / "output.data") if size_name in DATASETS else None
+            given = read_output(FINPAR_DATA / DATASETS[size_name] / "output.data") if size_name in DATASETS else None
             atol, rtol = TOLERANCES[dtype]
             for c in configs:
                 got, times = run_one(builds[json.dumps(c), dtype], size, dtype, args.repeats)

@@ -10,7 +10,7 @@ from tuner import kt
 from tuner.cli import main
 from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.workloads import get_workload
-from tuner.workloads.locvolcalib import DATA_DIR
+from tuner.workloads.locvolcalib import FINPAR_DATA
 
 pytestmark = pytest.mark.gpu
 
@@ -44,10 +44,11 @@ def test_configs_match_numpy_through_kernel_tuner(dtype):
     assert len(rows) == len(CONFIGS)
 
 
+@pytest.mark.skipif(not FINPAR_DATA.is_dir(), reason=f"Finpar's datasets not found at {FINPAR_DATA} (TUNER_FINPAR_DATA)")
 def test_tuner_run_validates_finpar_medium(capsys):
     config = [f"{k}={v}" for k, v in CONFIGS[1].items()]
-    rc = main(["run", "locvolcalib", str(DATA_DIR / "Medium" / "input.data"), "--reference",
-               str(DATA_DIR / "Medium" / "output.data"), "--config", *config])
+    rc = main(["run", "locvolcalib", str(FINPAR_DATA / "Medium" / "input.data"), "--reference",
+               str(FINPAR_DATA / "Medium" / "output.data"), "--config", *config])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert out.startswith("1 // VALID")

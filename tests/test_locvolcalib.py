@@ -9,7 +9,7 @@ from tuner import kt
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.workloads import get_workload
-from tuner.workloads.locvolcalib import DATA_DIR, reference_path, reference_prices
+from tuner.workloads.locvolcalib import FINPAR_DATA, reference_path, reference_prices
 from tuner.workloads.locvolcalib_io import (
     format_output,
     parse_input,
@@ -21,13 +21,17 @@ from tuner.workloads.locvolcalib_io import (
 )
 from tuner.workloads.locvolcalib_ref import init_grid, price
 
+# Finpar's files are read where SPEC keeps them, never copied into the project
+needs_finpar = pytest.mark.skipif(not FINPAR_DATA.is_dir(), reason=f"Finpar's datasets not found at {FINPAR_DATA}")
+
 
 # ---- input -----------------------------------------------------------------------------------------
+@needs_finpar
 def test_finpar_inputs_parse_with_their_comments():
-    p = read_input(DATA_DIR / "Large" / "input.data")
+    p = read_input(FINPAR_DATA / "Large" / "input.data")
     assert (p.variant, p.outer, p.num_x, p.num_y, p.num_t) == ("finpar", 256, 256, 256, 64)
     assert (p.s0, p.t, p.alpha, p.nu, p.beta) == (0.03, 5.0, 0.2, 0.6, 0.5)
-    assert read_input(DATA_DIR / "Small" / "input.data").size == get_workload("locvolcalib").space.sizes["finpar-small"]
+    assert read_input(FINPAR_DATA / "Small" / "input.data").size == get_workload("locvolcalib").space.sizes["finpar-small"]
 
 
 def test_course_input_has_fixed_parameters_and_any_sizes():
@@ -62,9 +66,10 @@ def test_missing_input_file(tmp_path):
 
 
 # ---- output ------------------------------------------------------------------------------------------
+@needs_finpar
 def test_reference_outputs_parse_in_all_their_formats():
-    assert read_output(DATA_DIR / "Large" / "output.data").size == 256  # '%f' with ' , '
-    small = read_output(DATA_DIR / "Small" / "output.data")  # 6 significant digits, trailing comment
+    assert read_output(FINPAR_DATA / "Large" / "output.data").size == 256  # '%f' with ' , '
+    small = read_output(FINPAR_DATA / "Small" / "output.data")  # 6 significant digits, trailing comment
     assert small.size == 16 and small[5] == 0.0251064
     assert parse_output("[\n0.03\n0.029\n]\n").tolist() == [0.03, 0.029]  # one per line, no commas
 
@@ -106,23 +111,25 @@ def test_grid_constants_of_spec():
     assert x[0] == pytest.approx(6.516e-4, rel=1e-3) and 1 / (timeline[1] - timeline[0]) == pytest.approx(25.4)
 
 
+@needs_finpar
 @pytest.mark.parametrize("dataset, max_abs", [
     ("Medium", 1e-7),            # SPEC §7: 5.0e-8, the rounding of 6 significant digits
     ("Small_legacy_N32", 2e-7),  # the 128 values Finpar Small's output was cut from
     ("Small", 2e-6),             # the stale N=32 reference against the true N=256 run: 1.13e-6
 ])
 def test_numpy_reference_reproduces_finpar_outputs(dataset, max_abs):
-    got = price(read_input(DATA_DIR / dataset / "input.data"))
-    ref = read_output(DATA_DIR / dataset / "output.data")
+    got = price(read_input(FINPAR_DATA / dataset / "input.data"))
+    ref = read_output(FINPAR_DATA / dataset / "output.data")
     ok, _ = validate(got, ref)
     assert ok and np.max(np.abs(got - ref)) < max_abs
 
 
+@needs_finpar
 def test_stored_finpar_large_reference_validates():
     """Finpar Large takes minutes in numpy: its stored float64 prices (benchmarks/lvc_references.py) are
     checked by the original rule; its output.data was made in float32 (SPEC §4), hence 4.1e-6."""
     got = reference_prices(get_workload("locvolcalib").space.sizes["finpar-large"])
-    ref = read_output(DATA_DIR / "Large" / "output.data")
+    ref = read_output(FINPAR_DATA / "Large" / "output.data")
     assert validate(got, ref)[0] and 3e-6 < np.max(np.abs(got - ref)) < 5e-6
 
 
@@ -170,13 +177,14 @@ def test_size_notation():
     assert space.resolve_size("finpar:8x16x16x10", w.parse_size)[1]["variant"] == 1
 
 
-MEDIUM = str(DATA_DIR / "Medium" / "input.data")
+MEDIUM = str(FINPAR_DATA / "Medium" / "input.data")
 
 
+@needs_finpar
 @pytest.mark.parametrize("argv, message", [
     (["nothing.data"], "cannot read nothing.data"),
     ([MEDIUM, "--precision", "float32", "--dtype", "float64"], "--precision float32 and --dtype float64 disagree"),
-    ([MEDIUM, "--reference", str(DATA_DIR / "Small" / "output.data")], "has 16 values, .* prices 128 options"),
+    ([MEDIUM, "--reference", str(FINPAR_DATA / "Small" / "output.data")], "has 16 values, .* prices 128 options"),
     ([MEDIUM, "--config", "STRUCTURE=1"], "--config must set exactly the parameters of locvolcalib: missing"),
     ([MEDIUM, "--config", "STRUCTURE=1", "SHARE_COEF=0", "FUSE_EXPLICIT=0", "SOLVER_X=0", "SOLVER_Y=0", "TILE_X=16",
       "TILE_Y=16", "BLOCK=128"], "breaks a restriction"),
@@ -189,6 +197,8 @@ def test_tuner_run_argument_errors(argv, message, capsys):
     assert __import__("re").search(message, err), err
 
 
-def test_tuner_run_without_a_stored_config_says_so(results, capsys):
-    assert main(["run", "locvolcalib", MEDIUM]) == 2
+def test_tuner_run_without_a_stored_config_says_so(results, capsys, tmp_path):
+    course = tmp_path / "course.data"
+    course.write_text("16 32 256 64\n")  # the course format: K M N T, every other parameter fixed
+    assert main(["run", "locvolcalib", str(course), "--variant", "course"]) == 2
     assert "locvolcalib" in capsys.readouterr().err

@@ -5,6 +5,7 @@ tolerances, the copy baseline, and `tuner run locvolcalib INPUT.data`."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import sys
 import time
@@ -28,12 +29,16 @@ from tuner.workloads.locvolcalib_io import (
 )
 from tuner.workloads.locvolcalib_ref import price
 
-DATA_DIR = PROJECT_ROOT / "data" / "locvolcalib"
+# our own float64 numpy prices of the named sizes (benchmarks/lvc_references.py)
+REFERENCE_DIR = PROJECT_ROOT / "data" / "locvolcalib" / "reference"
+# Finpar's datasets with their outputs are public benchmark data that stays outside the project (SPEC, "Data
+# here"): tests read them from ../shared/locvolcalib/data, or from TUNER_FINPAR_DATA, and skip without them
+FINPAR_DATA = Path(os.environ.get("TUNER_FINPAR_DATA", PROJECT_ROOT.parent / "shared" / "locvolcalib" / "data"))
 TOLERANCES = {"float64": (1e-12, 1e-9), "float32": (5e-6, 0.0)}  # (atol, rtol) against the float64 reference
 
 
 def reference_path(size_name: str) -> Path:
-    return DATA_DIR / "reference" / f"{size_name}.txt"
+    return REFERENCE_DIR / f"{size_name}.txt"
 
 
 def reference_prices(size: dict) -> np.ndarray:

@@ -298,7 +298,7 @@ def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_eval
         results = strategy.tune(kt.searchspace(space), runner, tuning_options)
     except ValueError as e:
         raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
-    return results, runner.dev.name
+    return results, store.recorded_gpu(cachefile) or runner.dev.name
 
 
 def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: str | None, root: Path, **kw):

@@ -83,5 +83,12 @@ def load_evaluations(workload: str | None = None, root: Path | None = None) -> p
     return read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
 
 
+def recorded_gpu(cachefile: Path) -> str | None:
+    """The GPU a Kernel Tuner cache under results/<gpu>/<workload>/ was measured on, as the store names it.
+    (The cache's own device name is the host CPU's for host-code spaces, which the C backend runs.)"""
+    rows = read_parts("evaluations/*.parquet", Path(cachefile).parent)
+    return None if rows.empty or "gpu" not in rows else str(rows["gpu"].mode().iloc[0])
+
+
 def load_baselines(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
     return read_parts(f"*/{workload or '*'}/baselines/*.parquet", root or results_root())

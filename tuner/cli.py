@@ -48,7 +48,15 @@ def _tune(args) -> int:
                           max_evals=max_evals, time_limit=time_limit, backend=args.backend, device=args.device,
                           seed=args.seed, timeout=args.timeout, storage=args.storage, results=args.results,
                           simulate=args.simulate, gpu=args.gpu, quiet=args.quiet)
-    result = run_campaign(req)
+    if args.workers is not None:
+        from tuner.distributed import run_distributed
+
+        devices = [int(d) for d in args.devices.split(",")] if args.devices else None
+        result = run_distributed(req, args.workers, devices=devices, name=args.campaign, url=args.storage,
+                                 allow_mixed_gpus=args.allow_mixed_gpus, worker_target=args.worker_target,
+                                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    else:
+        result = run_campaign(req)
     if args.json:
         print(json.dumps(result.__dict__, indent=2, default=str))
         return 0
@@ -77,6 +85,28 @@ def _size_text(args) -> str | None:
     if args.workload != "spmv" or args.size:
         raise TunerError("--matrix is for the spmv workload, instead of --size")
     return f"mtx:{args.matrix}"
+
+
+def _worker(args) -> int:
+    from tuner.distributed import run_worker
+
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
+    summary = run_worker(args.campaign, args.storage, args.device, results=args.results,
+                         allow_mixed_gpus=args.allow_mixed_gpus, worker_target=args.worker_target, log=log)
+    console.print(f"worker {summary['worker']} ({summary['gpu']}): {summary['measured']} measured, "
+                  f"{summary['served']} served from the store, {summary['trials']} trials", highlight=False)
+    return 0
+
+
+def _status(args) -> int:
+    from tuner.distributed import campaign_status, format_status
+
+    status = campaign_status(args.campaign, args.storage)
+    if args.json:
+        print(json.dumps(status, indent=2, default=str))
+    else:
+        print(format_status(status))  # plain: rich would wrap its lines
+    return 0
 
 
 def _best(args) -> int:
@@ -193,7 +223,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu", help="with --simulate: which recorded GPU to replay")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--workers", type=int, metavar="N",
+                   help="spread the campaign over N worker processes here, one per GPU; 0: only create it for "
+                        "`tuner worker` elsewhere (see README: Distributed campaigns)")
+    s.add_argument("--devices", help="with --workers: the GPUs' ordinals, comma-separated (default: --device, --device+1, ...)")
+    s.add_argument("--campaign", help="with --workers: the campaign's name (default: workload-size-dtype-strategy-seed)")
+    s.add_argument("--allow-mixed-gpus", action="store_true", help="with --workers: let workers on other GPU models join")
+    s.add_argument("--worker-target", help=argparse.SUPPRESS)  # tests: a GPU-free worker process, module:function
     s.set_defaults(func=_tune)
+
+    s = sub.add_parser("worker", help="join a distributed campaign with one GPU of this host")
+    s.add_argument("campaign")
+    s.add_argument("--storage", required=True, help="the campaign's Optuna storage URL (sqlite:///..., postgresql://...)")
+    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
+    s.add_argument("--allow-mixed-gpus", action="store_true", help="join even if the campaign runs on another GPU model")
+    s.add_argument("--quiet", action="store_true", help="no line per evaluation")
+    s.add_argument("--worker-target", help=argparse.SUPPRESS)
+    s.set_defaults(func=_worker)
+
+    s = sub.add_parser("status", help="progress of a distributed campaign: done, running, failed, best so far")
+    s.add_argument("campaign")
+    s.add_argument("--storage", required=True, help="the campaign's Optuna storage URL")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_status)
+
 
     s = sub.add_parser("best", help="best stored config for a GPU, size and dtype")
     s.add_argument("workload")

@@ -1,0 +1,238 @@
+"""Distributed campaigns without a GPU: worker processes replay the reduction recorded on the H100 (Kernel
+Tuner's simulation mode behind the worker protocol) and share one Optuna study, on SQLite and, where
+TUNER_TEST_POSTGRES names a server (.ci/run starts one), on PostgreSQL. One worker is SIGKILLed mid-trial;
+its trial must be retried by another, and every config must be in the store exactly once."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.fake_worker import fake_worker_main
+from tuner.campaign import CampaignRequest, run_campaign
+from tuner.cli import main
+from tuner.distributed import (
+    campaign_result,
+    campaign_rows,
+    campaign_status,
+    create_campaign,
+    merge_cache_parts,
+    run_worker,
+)
+from tuner.errors import TunerError
+from tuner.store import cache_path, read_parts, results_root
+from tuner.workloads import get_workload
+
+PROJECT = Path(__file__).resolve().parent.parent
+H100 = "NVIDIA H100 80GB HBM3"
+RECORDING = cache_path(results_root(), H100, "reduction", "seed", "float32")
+pytestmark = pytest.mark.skipif(not RECORDING.is_file(), reason="no recorded reduction campaign in results/")
+SPACE_SIZE = 576
+
+
+def with_recording(root: Path) -> Path:
+    target = cache_path(root, H100, "reduction", "seed", "float32")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(RECORDING, target)
+    return root
+
+
+def start_worker(root, name, url, device, delay=0.0):
+    env = {**os.environ, "TUNER_RESULTS": str(root), "TUNER_REPLAY_DELAY": str(delay), "PYTHONPATH": str(PROJECT)}
+    cmd = [sys.executable, "-m", "tuner", "--results", str(root), "worker", name, "--storage", url,
+           "--device", str(device), "--quiet"]
+    return subprocess.Popen(cmd, cwd=PROJECT, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def measuring_trial_of(study, pid):
+    """The victim's trial once it has run for 0.3 s: past the claim check, inside its 1 s measurement."""
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if t.user_attrs.get("worker", "").endswith(f"-gpu0-{pid}") and datetime.now() - t.datetime_start > timedelta(seconds=0.3):
+            return t.number
+    return None
+
+
+def brute_force_with_a_killed_worker(root: Path, url: str) -> dict:
+    """Three workers on a brute force; worker 0 (slow, so it is mostly mid-measurement) is killed with
+    its isolated worker process after 100 configs, holding a running trial."""
+    name = f"ci-{uuid.uuid4().hex[:8]}"
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force", simulate=True,
+                          results=root)
+    create_campaign(req, name, url, heartbeat_s=1, grace_s=10)
+    victim = start_worker(root, name, url, 0, delay=1.0)
+    others = [start_worker(root, name, url, d) for d in (1, 2)]
+    study = optuna.load_study(study_name=name, storage=url)
+    killed, deadline = None, time.time() + 240
+    while killed is None and time.time() < deadline:
+        assert victim.poll() is None, victim.communicate()[0]
+        if campaign_status(name, url)["done"] >= 100:
+            number = measuring_trial_of(study, victim.pid)
+            if number is not None:
+                os.killpg(victim.pid, signal.SIGKILL)
+                victim.wait()
+                killed = number
+        time.sleep(0.05)
+    assert killed is not None, "the victim never held a running trial"
+    for p in others:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out
+    return {"name": name, "url": url, "root": root, "killed": killed}
+
+
+def check_exactly_once_and_best(run: dict):
+    name, url, root = run["name"], run["url"], run["root"]
+    status = campaign_status(name, url)
+    assert (status["done"], status["running"], status["waiting"]) == (SPACE_SIZE, 0, 0)
+    study = optuna.load_study(study_name=name, storage=url)
+    killed = study.trials[run["killed"]]
+    assert killed.state == optuna.trial.TrialState.FAIL and "tuner" not in killed.user_attrs  # failed by a heartbeat check
+    retries = [t for t in study.trials if t.system_attrs.get("failed_trial") == run["killed"]]
+    assert len(retries) == 1 and retries[0].user_attrs["tuner"]["kind"] in ("measured", "served")
+    assert retries[0].user_attrs["tuner"]["worker"] != killed.user_attrs["worker"]
+    # the store: every worker's part, read raw (no dedupe), holds every valid config exactly once
+    raw = read_parts("*/reduction/evaluations/*.parquet", root / "simulated")
+    space = get_workload("reduction").space
+    assert len(raw) == SPACE_SIZE and raw.config.is_unique
+    assert all(space.is_valid(json.loads(c)) for c in raw.config)
+    assert raw.worker.nunique() == 3 and set(raw.campaign_id) == {name}
+    # the best equals the single-process replay's
+    single = run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                          simulate=True, results=root, quiet=True))
+    result = campaign_result(name, url, root)
+    assert result.best["config"] == single.best["config"]
+    assert result.best["value"] == pytest.approx(single.best["value"])
+    assert result.evaluated == SPACE_SIZE and result.measured == SPACE_SIZE
+    ok = raw[raw.status == "ok"]
+    assert json.loads(ok.loc[ok.objective_value.idxmax()].config) == single.best["config"]
+
+
+@pytest.fixture(scope="module")
+def sqlite_run(tmp_path_factory):
+    root = with_recording(tmp_path_factory.mktemp("results"))
+    return brute_force_with_a_killed_worker(root, f"sqlite:///{root / 'campaigns.sqlite3'}")
+
+
+def test_sqlite_brute_force_killed_worker_exactly_once_and_best(sqlite_run):
+    check_exactly_once_and_best(sqlite_run)
+
+
+def test_status_command(sqlite_run, capsys):
+    assert main(["status", sqlite_run["name"], "--storage", sqlite_run["url"]]) == 0
+    out = capsys.readouterr().out
+    assert f"done {SPACE_SIZE}/{SPACE_SIZE}, running 0, queued 0, retried after a lost worker 1" in out
+    assert "[brute_force] on NVIDIA H100 80GB HBM3 (simulated)" in out
+    assert out.count("  worker ") == 3 and "best so far: 1028 GB/s" in out
+    assert main(["status", sqlite_run["name"], "--storage", sqlite_run["url"], "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["done"] == SPACE_SIZE and doc["lost_workers"] == 1 and doc["gpu"] == H100
+
+
+def test_store_dedupes_a_row_written_twice(sqlite_run, tmp_path):
+    """The safety net: should a part hold a config another part holds, the campaign's rows keep one."""
+    root = tmp_path / "copy"
+    shutil.copytree(sqlite_run["root"] / "simulated", root / "simulated")
+    parts = sorted((root / "simulated").glob("*/reduction/evaluations/*.parquet"))
+    shutil.copy(parts[0], parts[0].with_name(parts[0].name.replace(".parquet", "-again.parquet")))
+    assert len(read_parts("*/reduction/evaluations/*.parquet", root / "simulated")) > SPACE_SIZE
+    rows = campaign_rows(sqlite_run["name"], root, simulated=True)
+    assert len(rows) == SPACE_SIZE and rows.config.is_unique
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not os.environ.get("TUNER_TEST_POSTGRES"), reason="TUNER_TEST_POSTGRES names no server")
+def test_postgres_brute_force_killed_worker_exactly_once_and_best(tmp_path):
+    url = os.environ["TUNER_TEST_POSTGRES"]
+    run = brute_force_with_a_killed_worker(with_recording(tmp_path / "results"), url)
+    try:
+        check_exactly_once_and_best(run)
+    finally:
+        optuna.delete_study(study_name=run["name"], storage=url)
+
+
+def test_tpe_workers_via_tune_never_measure_a_config_twice(results, capsys):
+    with_recording(results)
+    rc = main(["tune", "reduction", "--size", "seed", "--dtype", "float32", "--simulate", "--workers", "2",
+               "--budget", "40", "--quiet", "--json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["simulated"] and doc["strategy"] == "tpe" and doc["evaluated"] >= 40 and doc["best"]
+    raw = read_parts("*/reduction/evaluations/*.parquet", results / "simulated")
+    assert raw.config.is_unique and len(raw) == doc["measured"] >= 40
+    assert raw.worker.nunique() == 2
+    # nothing written where measured rows live
+    assert not list(results.glob("*/reduction/evaluations/*.parquet"))
+
+
+def test_a_worker_on_another_gpu_model_is_refused(results):
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random", max_evals=4,
+                          timeout=3.0, results=results)
+    _, url = create_campaign(req, "mixed", None)
+    optuna.load_study(study_name="mixed", storage=url).set_user_attr("gpu", "NVIDIA H200")  # a worker elsewhere
+    with pytest.raises(TunerError, match="runs on NVIDIA H200, this worker's GPU is Fake GPU 9000"):
+        run_worker("mixed", url, 0, results=results, worker_target=fake_worker_main)
+    assert not list(results.rglob("*.parquet"))  # refused before writing anything
+    summary = run_worker("mixed", url, 0, results=results, worker_target=fake_worker_main, allow_mixed_gpus=True)
+    assert summary["gpu"] == "Fake GPU 9000" and summary["measured"] == 4
+    assert campaign_status("mixed", url)["done"] == 4
+
+
+def test_worker_errors_are_one_line(results):
+    with pytest.raises(TunerError, match="no campaign 'nope'"):
+        run_worker("nope", f"sqlite:///{results / 'x.sqlite3'}", 0)
+    with pytest.raises(TunerError, match="needs a database URL"):
+        run_worker("nope", "journal.log", 0)
+    req = CampaignRequest(workload="reduction", size="seed", strategy="kt:genetic_algorithm", results=results)
+    with pytest.raises(TunerError, match="Kernel Tuner's strategies run in one process"):
+        create_campaign(req, None, None)
+
+
+def test_kernel_tuner_cache_parts_merge(tmp_path):
+    """Workers append to their own Kernel Tuner cache; the parts merge into one file Kernel Tuner reads."""
+    from kernel_tuner.util import read_cache
+
+    doc = read_cache(str(RECORDING), open_cache=False)
+    keys = list(doc["cache"])
+    header = {k: v for k, v in doc.items() if k != "cache"}
+    parts = []
+    for i, chunk in enumerate((keys[:300], keys[250:])):
+        text = json.dumps({**header, "cache": {}}, indent="")[:-3]
+        for k in chunk:
+            entry = {f: (str(v) if f == "__error__" else v) for f, v in doc["cache"][k].items()}
+            text += "\n" + json.dumps({k: entry})[1:-1] + ","
+        parts.append(tmp_path / f"part{i}.json")
+        parts[-1].write_text(text)
+    main_file = tmp_path / "seed_float32.cache.json"
+    assert merge_cache_parts(main_file, parts) == len(keys)
+    merged = read_cache(str(main_file), open_cache=False)
+    assert set(merged["cache"]) == set(keys) and not any(p.exists() for p in parts)
+    assert merged["device_name"] == H100
+
+
+def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(results):
+    """A worker killed between taking a trial and its first heartbeat: Optuna's stale check alone would
+    wait for that trial forever; the workers give it a heartbeat once it is older than the grace period."""
+    from tuner import kt
+    from tuner.distributed import _Codec
+
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random", max_evals=5,
+                          simulate=True, results=with_recording(results))
+    _, url = create_campaign(req, "orphan", None, heartbeat_s=1, grace_s=2)
+    study = optuna.load_study(study_name="orphan", storage=url)
+    codec = _Codec(kt.searchspace(get_workload("reduction").space))
+    study.enqueue_trial(codec.encode(kt.searchspace(get_workload("reduction").space).list[0]))
+    orphan = study.ask(codec.dists)  # taken, then its worker "dies": no heartbeat ever
+    summary = run_worker("orphan", url, 0, results=results)
+    assert summary["measured"] == 5
+    retried = [t for t in study.get_trials() if t.system_attrs.get("failed_trial") == orphan.number]
+    assert len(retried) == 1 and retried[0].user_attrs["tuner"]["kind"] == "measured"
+    assert study.trials[orphan.number].state == optuna.trial.TrialState.FAIL

@@ -101,3 +101,15 @@ def test_two_gpus_match_numpy(config):
     for name, (n, edges) in graphs().items():
         got = run_pipeline(fn, n, edges, gpus=2)
         assert np.array_equal(got, floyd_warshall_numpy(n, edges)), f"two GPUs, {name}"
+
+
+def test_tuner_run_writes_the_distances(tmp_path, capsys):
+    from tuner.cli import main
+    from tuner.workloads.graph_io import read_distances, write_graph
+
+    n, edges = graphs()["n=131 (not a multiple of any BLOCK)"]
+    write_graph(tmp_path / "g", n, edges)
+    config = [f"{k}={v}" for k, v in CONFIGS[1].items()]
+    assert main(["run", "floyd-warshall", str(tmp_path / "g"), str(tmp_path / "d"), "--config", *config]) == 0
+    assert np.array_equal(read_distances(tmp_path / "d", n), floyd_warshall_numpy(n, edges))
+    assert "T relaxations/s" in capsys.readouterr().err

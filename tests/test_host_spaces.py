@@ -84,3 +84,16 @@ def test_build_error_names_the_config(host_space, tmp_path):
     space.kernel_source.write_text(PIPELINE + "this is not C++;\n")
     with pytest.raises(TunerError, match=r"nvcc could not build toy with \{'SCALE': 2\}"):
         build(space, {"SCALE": 2}, "int32")
+
+
+def test_exact_verification_compares_integers_exactly():
+    import numpy as np
+
+    verify = kt.verify_function(0.0)
+    big = np.arange(10, dtype=np.int32) + 2**30
+    assert verify([big], [big.copy()], atol=0.0)
+    off = big.copy()
+    off[3] += 1  # float32 allclose would not see this; an exact check must
+    assert not verify([big], [off], atol=0.0)
+    assert verify([None, big], [off, big], atol=0.0)  # None: that argument is not checked
+    assert not verify([np.array([1.0])], [np.array([np.nan])], atol=0.1)

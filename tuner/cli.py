@@ -47,7 +47,8 @@ def _tune(args) -> int:
     req = CampaignRequest(workload=args.workload, size=_size_text(args), dtype=args.dtype, strategy=args.strategy,
                           max_evals=max_evals, time_limit=time_limit, backend=args.backend, device=args.device,
                           seed=args.seed, timeout=args.timeout, storage=args.storage, results=args.results,
-                          simulate=args.simulate, gpu=args.gpu, quiet=args.quiet)
+                          simulate=args.simulate, gpu=args.gpu, quiet=args.quiet, warm_start=not args.no_warm_start,
+                          patience=args.patience)
     if args.workers is not None:
         from tuner.distributed import run_distributed
 
@@ -196,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tuner import compare
     from tuner.export import FORMATS
     from tuner.kt import BACKENDS
-    from tuner.strategies import DEFAULT_STRATEGY
+    from tuner.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY
 
     p = argparse.ArgumentParser(prog="tuner", description="Tune CUDA kernels, query and export the best configs.")
     p.add_argument("--results", type=Path, default=None, help="results directory (default: ./results of the project)")
@@ -217,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
     s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--patience", type=int, default=None,
+                   help=f"Optuna strategies stop after this many evaluations without a 0.5%% gain (default: {DEFAULT_PATIENCE} "
+                        "without --budget, never with one; 0: never)")
+    s.add_argument("--no-warm-start", action="store_true",
+                   help="Optuna strategies start from scratch, not from the best configs stored for other sizes")
     s.add_argument("--timeout", type=float, default=60.0, help="seconds one configuration may take before it is killed")
     s.add_argument("--storage", help="Optuna storage URL (default: SQLite beside the results)")
     s.add_argument("--simulate", action="store_true", help="replay from results/ in Kernel Tuner's simulation mode (no GPU)")
@@ -246,7 +252,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--storage", required=True, help="the campaign's Optuna storage URL")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_status)
-
 
     s = sub.add_parser("best", help="best stored config for a GPU, size and dtype")
     s.add_argument("workload")

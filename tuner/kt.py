@@ -47,7 +47,10 @@ def verify_function(rtol: float):
             if expected is None:
                 continue
             got = np.asarray(got).reshape(np.shape(expected))
-            if not np.all(np.isfinite(got)) or not np.allclose(got, expected, rtol=rtol, atol=atol):
+            if not atol and not rtol:  # an exact check (integers): one pass, no float temporaries
+                if not np.array_equal(got, expected):
+                    return False
+            elif not np.all(np.isfinite(got)) or not np.allclose(got, expected, rtol=rtol, atol=atol):
                 return False
         return True
 

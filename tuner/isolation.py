@@ -105,6 +105,7 @@ def _setup(spec: WorkerSpec):
 
 def _open_cache(spec, runner, tuning_options):
     if spec.cachefile:
+        os.makedirs(os.path.dirname(os.path.abspath(spec.cachefile)), exist_ok=True)
         tuning_options["cachefile"] = spec.cachefile
         tuning_options["cache"] = util.process_cache(spec.cachefile, spec.kernel_options, tuning_options, runner)
 

@@ -646,7 +646,7 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
         cmd = [sys.executable, "-m", "tuner", "--results", str(root), "worker", camp.name, "--storage", url,
                "--device", str(d), "--quiet"] + (["--allow-mixed-gpus"] if allow_mixed_gpus else []) \
             + (["--worker-target", worker_target] if worker_target else [])
-        procs.append(subprocess.Popen(cmd))
+        procs.append(subprocess.Popen(cmd, stdout=2))  # their messages to our stderr: stdout may carry --json
     last = 0.0
     try:
         while any(p.poll() is None for p in procs):

@@ -18,6 +18,9 @@ WORK=${WORK:-$(mktemp -d /tmp/distributed-speedup.XXXXXX)}
 SIM=()
 [ "${SIMULATE:-0}" = 1 ] && SIM=(--simulate)
 export WORKLOAD SIZE DTYPE WORK SIMULATE="${SIMULATE:-0}"
+# the driver's JIT cache would hand the second run every kernel's machine code compiled by the first (a 2-worker
+# run right after a 1-worker one was 4.2x faster): each run compiles everything, as a fresh campaign does
+export CUDA_CACHE_DISABLE=1
 
 run() {  # $1 workers -> $WORK/w$1/{result.json,status.json,seconds}
     local n=$1 root=$WORK/w$1

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from tests.gpu_checks import failed_configs
 from tuner import kt
-from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.workloads import get_workload
 
 pytestmark = pytest.mark.gpu
@@ -33,17 +33,8 @@ def test_sampled_configs_match_numpy(m, n, k, dtype):
     space = get_workload("gemm").space
     size = {"m": m, "n": n, "k": k}
     configs = sample_configs(space)
-    runner = IsolatedRunner(WorkerSpec("gemm", size, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=60)
-    rows = []
-    runner.on_row = lambda row, fresh: rows.append(row)
-    runner.start()
-    try:
-        runner.run(configs, kt.tuning_options(space, size, dtype))
-    finally:
-        runner.shutdown()
-    bad = [(r["status"], {k: r[k] for k in space.params}, r.get("error", "")[:200]) for r in rows if r["status"] != "ok"]
-    assert not bad, f"{len(bad)} of {len(rows)} configs failed at {m}x{n}x{k} {dtype}: {bad[:5]}"
-    assert len(rows) == len(configs)
+    bad = failed_configs("gemm", size, dtype, configs)
+    assert not bad, f"{len(bad)} of {len(configs)} configs failed at {m}x{n}x{k} {dtype}: {bad[:5]}"
 
 
 def test_cublas_baseline_is_fp32_and_verified():

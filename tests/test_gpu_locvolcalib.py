@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from tuner import kt
+from tests.gpu_checks import failed_configs
 from tuner.cli import main
-from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.workloads import get_workload
 from tuner.workloads.locvolcalib import FINPAR_DATA
 
@@ -31,17 +30,8 @@ def test_configs_match_numpy_through_kernel_tuner(dtype):
     """course-medium: 47 x 181, neither a power of two, so every partial tile and CR level is exercised."""
     space = get_workload("locvolcalib").space
     size = space.sizes["course-medium"]
-    runner = IsolatedRunner(WorkerSpec("locvolcalib", size, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=120)
-    rows = []
-    runner.on_row = lambda row, fresh: rows.append(row)
-    runner.start()
-    try:
-        runner.run([list(c.values()) for c in CONFIGS], kt.tuning_options(space, size, dtype))
-    finally:
-        runner.shutdown()
-    bad = [(r["status"], r.get("error", "")[:300]) for r in rows if r["status"] != "ok"]
+    bad = failed_configs("locvolcalib", size, dtype, [[c[k] for k in space.params] for c in CONFIGS], timeout=120)
     assert not bad, bad
-    assert len(rows) == len(CONFIGS)
 
 
 @pytest.mark.skipif(not FINPAR_DATA.is_dir(), reason=f"Finpar's datasets not found at {FINPAR_DATA} (TUNER_FINPAR_DATA)")

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
+from tests.gpu_checks import failed_configs
 from tuner import kt
-from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.workloads import get_workload
 
 pytestmark = pytest.mark.gpu
@@ -27,14 +27,5 @@ def sample_configs(space, seed=0):
 def test_every_variant_matches_numpy(n, dtype):
     space = get_workload("reduction").space
     configs = sample_configs(space)
-    runner = IsolatedRunner(WorkerSpec("reduction", {"n": n}, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=60)
-    rows = []
-    runner.on_row = lambda row, fresh: rows.append(row)
-    runner.start()
-    try:
-        runner.run(configs, kt.tuning_options(space, {"n": n}, dtype))
-    finally:
-        runner.shutdown()
-    bad = [(r["status"], {k: r[k] for k in space.params}, r.get("error", "")[:200]) for r in rows if r["status"] != "ok"]
-    assert not bad, f"{len(bad)} of {len(rows)} configs failed at n={n} {dtype}: {bad[:5]}"
-    assert len(rows) == len(configs)
+    bad = failed_configs("reduction", {"n": n}, dtype, configs)
+    assert not bad, f"{len(bad)} of {len(configs)} configs failed at n={n} {dtype}: {bad[:5]}"

@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
+from tests.gpu_checks import failed_configs
 from tuner import kt
-from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.workloads import get_workload
 from tuner.workloads.spmv_matrices import register_file, size_for
 
@@ -62,17 +62,8 @@ def test_every_variant_matches_scipy(matrix, dtype, tmp_path):
     space = get_workload("spmv").space
     size = MATRICES[matrix](tmp_path)
     configs = sample_configs(space)
-    runner = IsolatedRunner(WorkerSpec("spmv", size, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=60)
-    rows = []
-    runner.on_row = lambda row, fresh: rows.append(row)
-    runner.start()
-    try:
-        runner.run(configs, kt.tuning_options(space, size, dtype))
-    finally:
-        runner.shutdown()
-    bad = [(r["status"], {k: r[k] for k in space.params}, r.get("error", "")[:200]) for r in rows if r["status"] != "ok"]
-    assert not bad, f"{len(bad)} of {len(rows)} configs failed on {matrix} {dtype}: {bad[:5]}"
-    assert len(rows) == len(configs)
+    bad = failed_configs("spmv", size, dtype, configs)
+    assert not bad, f"{len(bad)} of {len(configs)} configs failed on {matrix} {dtype}: {bad[:5]}"
 
 
 def test_cusparse_baseline_checks_and_times():

@@ -64,8 +64,8 @@ from tuner.workloads import get_workload
 HEARTBEAT_S = 10  # how often a measuring worker says it is alive
 GRACE_S = 60  # silence after which its trial is retried by another worker (longer than any compile stall)
 MAX_RETRY = 3
-POLL_S = 1.0
-FEED = 4  # brute force: a worker tops the queue up with this many configs when it holds fewer  # how often an idle worker looks again while others still measure
+POLL_S = 1.0  # how often an idle worker looks again while others still measure
+FEED = 4  # brute force: a worker tops the queue up with this many configs when it holds fewer
 MEASURED = ("measured", "served")  # trial kinds that hold a result of the campaign
 
 

@@ -33,7 +33,8 @@ def _list(args) -> int:
     for col in ("workload", "kernel", "space", "valid configs", "sizes", "dtypes", "objective"):
         table.add_column(col)
     for d in docs:
-        sizes = ", ".join(f"{k} ({','.join(f'{a}={b}' for a, b in v.items())})" for k, v in d["sizes"].items())
+        names = list(d["sizes"])  # the variables of each: `tuner list --json`
+        sizes = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         table.add_row(d["workload"], f"{d['kernel']} ({d['source']})", d["space"], str(d["configurations"]), sizes,
                       ", ".join(d["dtypes"]), f"{d['objective']['metric']} ({'max' if d['objective']['maximize'] else 'min'})")
     console.print(table)

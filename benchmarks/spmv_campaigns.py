@@ -8,11 +8,7 @@ import argparse
 import sys
 import time
 
-import optuna
-
-from tuner import campaign
 from tuner.campaign import CampaignRequest, run_campaign
-from tuner.strategies import OptunaStrategy, _sampler
 from tuner.workloads import get_workload
 from tuner.workloads.spmv import SEED_CONFIGS
 
@@ -27,30 +23,6 @@ def recipes(mean: int) -> list[dict]:
             {"variant": 2, "block_size_x": 256, "threads_per_row": lanes, "row_iters": 1, "unroll": 2, "ldg": 1, "stream": 0}]
 
 
-class SeededTPE(OptunaStrategy):
-    """TPE whose study is given the seed's kernels to evaluate first (Optuna's enqueue_trial)."""
-
-    def __init__(self, **kw):
-        super().__init__("tpe", **kw)
-
-    def tune(self, searchspace, runner, tuning_options):
-        study = optuna.create_study(storage=self.storage, study_name=self.study_name, load_if_exists=True,
-                                    direction="minimize", sampler=_sampler("tpe", self.seed))
-        if not study.trials:
-            for config in SEED_CONFIGS + recipes(self.mean):
-                study.enqueue_trial({n: sorted(searchspace.tune_params[n]).index(v) for n, v in config.items()})
-        return super().tune(searchspace, runner, tuning_options)
-
-
-def seeded_make_strategy(mean):
-    def make(name, **kw):
-        kw.pop("encoding", None)
-        strategy = SeededTPE(**kw)
-        strategy.mean = mean
-        return strategy
-    return make
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("sizes", nargs="*")
@@ -62,15 +34,15 @@ def main():
     sizes = args.sizes or list(get_workload("spmv").space.sizes)
     space = get_workload("spmv").space
     for size in sizes:
-        campaign.make_strategy = seeded_make_strategy(space.sizes[size]["mean"])  # its rows say "tpe"
         left = args.deadline - (time.monotonic() - start)
         if left < 20:
             print(f"deadline: {size} {args.dtype} not started", flush=True)
             continue
         t0 = time.monotonic()
         try:
+            first = tuple(SEED_CONFIGS + recipes(space.sizes[size]["mean"]))
             r = run_campaign(CampaignRequest("spmv", size=size, dtype=args.dtype, strategy="tpe", max_evals=args.budget,
-                                             time_limit=left - 10, timeout=30, quiet=True))
+                                             time_limit=left - 10, timeout=30, quiet=True, first=first))
         except Exception as e:  # noqa: BLE001  (one matrix failing must not stop the others)
             print(f"{size} {args.dtype}: FAILED {type(e).__name__}: {e}", flush=True)
             continue

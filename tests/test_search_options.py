@@ -93,5 +93,11 @@ def test_patience_applies_by_default_only_without_a_budget():
     cold = campaign_strategy(CampaignRequest("reduction", warm_start=False), SPACE, {"n": 8}, "float32", None, root)
     assert (default.patience, budget.patience, never.patience) == (20, None, None)
     assert cold.warm_start == []
+    first = campaign_strategy(CampaignRequest("reduction", first=(BEST,)), SPACE, {"n": 2**28}, "float32",
+                              "NVIDIA H100 80GB HBM3", root)
+    assert first.warm_start[0] == BEST and BEST not in first.warm_start[1:]
+    with pytest.raises(TunerError, match="need an Optuna strategy"):
+        campaign_strategy(CampaignRequest("reduction", strategy="brute_force", first=(BEST,)), SPACE, {"n": 8},
+                          "float32", None, root)
     with pytest.raises(TunerError, match="Optuna strategies"):
         make_strategy("kt:random_sample", warm_start=[BEST])

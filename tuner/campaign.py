@@ -18,7 +18,12 @@ from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec, config_key
 from tuner.progress import CampaignProgress
 from tuner.provenance import gpu_slug, software, source_hash
-from tuner.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, OPTUNA_SAMPLERS, make_strategy
+from tuner.strategies import (
+    DEFAULT_PATIENCE,
+    DEFAULT_STRATEGY,
+    OPTUNA_SAMPLERS,
+    make_strategy,
+)
 from tuner.warmstart import warm_configs
 from tuner.workloads import get_workload
 
@@ -41,6 +46,7 @@ class CampaignRequest:
     gpu: str | None = None  # which recorded GPU a simulation replays
     quiet: bool = False
     warm_start: bool = True  # Optuna strategies first try the best configs of other stored sizes (tuner.warmstart)
+    first: tuple = ()  # configs (dicts) an Optuna strategy measures before anything else, e.g. a seed's own
     # Optuna strategies stop after this many evaluations without a 0.5% gain; None: DEFAULT_PATIENCE when no
     # budget is given (the default budget is a ceiling), none when one is (a budget asked for is used); 0: never
     patience: int | None = None
@@ -101,7 +107,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     runner, gpu, common, provenance, writer = (session.runner, session.gpu, session.common, session.provenance,
                                                session.writer)
     kernel_hash, wdir = provenance["kernel_hash"], session.wdir
-    known = _known_rows(store.load_evaluations(req.workload, root), space, common, provenance)
+    known = known_rows(store.load_evaluations(req.workload, root), space, common, provenance)
     max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)
     total = min(max_evals or searchspace.size, searchspace.size)
     progress = CampaignProgress(f"{req.workload} {size_name} {dtype} [{req.strategy}]", total, req.time_limit,
@@ -113,7 +119,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
             value = space.objective_value(row, size, dtype)
         progress.advance(row["status"], value, fresh)
         if fresh:
-            writer.append(_store_row(row, space, size, dtype, common, provenance, req))
+            writer.append(store_row(row, space, size, dtype, common, provenance, req))
 
     runner.known, runner.on_row = known, on_row
     storage = req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}"
@@ -177,7 +183,7 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
     return Session(runner, gpu, wdir, common, provenance, writer, setup["baselines"])
 
 
-def _known_rows(previous, space, common, provenance) -> dict:
+def known_rows(previous, space, common, provenance) -> dict:
     """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run."""
     if previous.empty:
         return {}
@@ -198,7 +204,7 @@ def _known_rows(previous, space, common, provenance) -> dict:
     return known
 
 
-def _store_row(row, space, size, dtype, common, provenance, req) -> dict:
+def store_row(row, space, size, dtype, common, provenance, req) -> dict:
     config = {k: row[k] for k in space.params}
     ok = row["status"] == "ok"
     times = list(row.get("times") or []) if ok else []
@@ -305,8 +311,11 @@ def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: 
     """The request's strategy; an Optuna one warm-started from the store and with the request's patience
     (both measured by `tuner compare-strategies`; see the README's strategy comparison)."""
     if req.strategy not in OPTUNA_SAMPLERS:
+        if req.first:
+            raise TunerError(f"configs to measure first need an Optuna strategy ({', '.join(OPTUNA_SAMPLERS)})")
         return make_strategy(req.strategy, seed=req.seed, **kw)
     warm = warm_configs(store.load_evaluations(req.workload, root), space, size, dtype, gpu) if req.warm_start else []
+    warm = list(req.first) + [c for c in warm if c not in req.first]
     patience = req.patience
     if patience is None:
         patience = DEFAULT_PATIENCE if req.max_evals is None and req.time_limit is None else None

@@ -44,19 +44,19 @@ from tuner import kt, store
 from tuner.campaign import (
     CampaignRequest,
     CampaignResult,
-    _known_rows,
-    _store_row,
     default_max_evals,
     find_recording,
+    known_rows,
     open_session,
+    store_row,
 )
 from tuner.errors import TunerError
 from tuner.provenance import source_hash
 from tuner.strategies import (
     OPTUNA_SAMPLERS,
     OptunaStrategy,
-    _Repair,
-    _sampler,
+    Repair,
+    make_sampler,
     penalty_for,
 )
 from tuner.workloads import get_workload
@@ -302,15 +302,15 @@ class _Worker:
         self.session, self.me, self.root, self.req, self.log = session, me, root, req, log
         self.codec = _Codec(searchspace)
         if camp.strategy != "brute_force":  # a sampler of its own, seeded apart from the other workers'
-            study.sampler = _sampler(camp.strategy, seed=(camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31, parallel=True)
+            study.sampler = make_sampler(camp.strategy, seed=(camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31, parallel=True)
         self.rng = random.Random(zlib.crc32(me.encode()))
-        self.repair = _Repair(searchspace, self.codec.names,
+        self.repair = Repair(searchspace, self.codec.names,
                               {n: (lambda v, n=n: self.codec.encode([v], [n])[n]) for n in self.codec.names}, self.rng)
         self.counts = {"measured": 0, "served": 0, "trials": 0}
         self.ok_costs = []
         self.last_row = None
         runner = session.runner
-        runner.known = _known_rows(store.load_evaluations(camp.workload, root), space, session.common, session.provenance)
+        runner.known = known_rows(store.load_evaluations(camp.workload, root), space, session.common, session.provenance)
         runner.on_row = self._on_row
         self.cost_func = CostFunc(searchspace, kt.tuning_options(space, camp.size_vars, camp.dtype, seed=camp.seed),
                                   runner, snap=False)
@@ -318,7 +318,7 @@ class _Worker:
     def _on_row(self, row, fresh):
         self.last_row = (row, fresh)
         if fresh:
-            self.session.writer.append({**_store_row(row, self.space, self.camp.size_vars, self.camp.dtype,
+            self.session.writer.append({**store_row(row, self.space, self.camp.size_vars, self.camp.dtype,
                                                      self.session.common, self.session.provenance, self.req),
                                         "worker": self.me})
 
@@ -384,7 +384,7 @@ class _Worker:
                 self._tell(trial, "taken", state=TrialState.FAIL)
             return self._enqueue_nearest(config, brute)
         if "failed_trial" in frozen.system_attrs:  # a retry: its dead worker may have stored the row already
-            self.session.runner.known.update(_known_rows(store.load_evaluations(self.camp.workload, self.root),
+            self.session.runner.known.update(known_rows(store.load_evaluations(self.camp.workload, self.root),
                                                          self.space, self.session.common, self.session.provenance))
         self.last_row = None
         try:

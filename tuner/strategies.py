@@ -65,7 +65,7 @@ class KernelTunerStrategy:
         return strategy_map[self.name].tune(searchspace, runner, tuning_options)
 
 
-def _sampler(name: str, seed: int | None, *, parallel: bool = False):
+def make_sampler(name: str, seed: int | None, *, parallel: bool = False):
     """`parallel`: several workers share the study; TPE then counts the configs other workers are still
     measuring as bad ones already (constant liar), so the workers spread out instead of crowding."""
     if name == "tpe":
@@ -130,7 +130,7 @@ class OptunaStrategy:
         encode = {n: (lambda v, n=n: sorted(searchspace.tune_params[n]).index(v)
                       if isinstance(dists[n], optuna.distributions.IntDistribution) else v) for n in names}
         study = optuna.create_study(storage=self.storage, study_name=self.study_name, load_if_exists=True,
-                                    direction="minimize", sampler=_sampler(self.sampler_name, self.seed))
+                                    direction="minimize", sampler=make_sampler(self.sampler_name, self.seed))
         cost_func = CostFunc(searchspace, tuning_options, runner, snap=False)
         rng = random.Random(self.seed)
 
@@ -138,7 +138,7 @@ class OptunaStrategy:
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             if t.user_attrs.get("measured"):
                 visited[tuple(decode[n](t.params[n]) for n in names)] = t.value
-        repair = _Repair(searchspace, names, encode, rng)
+        repair = Repair(searchspace, names, encode, rng)
         for config in visited:
             repair.mark(config)
         for warm in self.warm_start:  # tried first, in order (Optuna serves enqueued trials before sampling)
@@ -188,7 +188,7 @@ def penalty_for(costs) -> float:
     return hi + 0.25 * (hi - lo) + 1e-9 * abs(hi)
 
 
-class _Repair:
+class Repair:
     """Nearest unmeasured valid configuration to a suggestion, by L1 distance over value indices."""
 
     def __init__(self, searchspace, names, encode, rng):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
 from tuner import store
 from tuner.errors import TunerError
 from tuner.provenance import gpu_info
-from tuner.space import format_size
+from tuner.space import format_size, size_distance
 from tuner.workloads import get_workload
 
 PROVENANCE = ("gpu", "compute_capability", "driver", "cuda", "backend", "compiler_options", "kernel_hash",
@@ -22,10 +21,6 @@ def local_gpu() -> str | None:
     return None if name in (None, "", "unknown") else name
 
 
-def _size_distance(a: dict, b: dict) -> float:
-    return math.sqrt(sum(math.log2(max(a[k], 1) / max(b[k], 1)) ** 2 for k in a))
-
-
 def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
     """The measured size closest to `size`: by the workload's own features where it has them (spmv: a
     matrix's rows and nonzeros per row), else by log-distance of the size variables."""
@@ -34,7 +29,7 @@ def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
         key = by_features(size, measured)
         if key is not None:
             return key, " by features"
-    return min(measured, key=lambda k: _size_distance(measured[k], size)), ""
+    return min(measured, key=lambda k: size_distance(measured[k], size)), ""
 
 
 def _best_of(rows: pd.DataFrame, maximize: bool) -> pd.Series:

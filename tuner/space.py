@@ -4,6 +4,7 @@ derived pieces Kernel Tuner needs (tune_params, restrictions, launch geometry, m
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -154,6 +155,11 @@ class Space:
 def format_size(values: dict) -> str:
     """The `k=v,...` spelling of a problem size, as `--size` reads it and as ad-hoc sizes are named."""
     return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def size_distance(a: dict, b: dict) -> float:
+    """How far apart two problem sizes are: Euclidean over the log2 of their variables."""
+    return math.sqrt(sum(math.log2(max(a[k], 1) / max(b[k], 1)) ** 2 for k in a))
 
 
 def _metric_var(name: str) -> str:

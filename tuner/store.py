@@ -85,9 +85,14 @@ def load_evaluations(workload: str | None = None, root: Path | None = None) -> p
 
 def recorded_gpu(cachefile: Path) -> str | None:
     """The GPU a Kernel Tuner cache under results/<gpu>/<workload>/ was measured on, as the store names it.
-    (The cache's own device name is the host CPU's for host-code spaces, which the C backend runs.)"""
-    rows = read_parts("evaluations/*.parquet", Path(cachefile).parent)
-    return None if rows.empty or "gpu" not in rows else str(rows["gpu"].mode().iloc[0])
+    (The cache's own device name is the host CPU's for host-code spaces, which the C backend runs.)
+    The folder is one GPU's, so the first part that names a GPU answers; only its `gpu` column is read
+    (every replay asks, and a strategy comparison replays hundreds of times)."""
+    for part in sorted((Path(cachefile).parent / "evaluations").glob("*.parquet")):
+        gpus = pd.read_parquet(io.BytesIO(part.read_bytes()), columns=["gpu"])["gpu"].dropna()
+        if len(gpus):
+            return str(gpus.iloc[0])
+    return None
 
 
 def load_baselines(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:

@@ -6,16 +6,10 @@ its exploration; a search from scratch has to find that region first."""
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
-from tuner.space import Space
-
-
-def _distance(a: dict, b: dict) -> float:
-    """How far apart two problem sizes are: Euclidean over the log2 of their variables."""
-    return math.sqrt(sum(math.log2(max(a[k], 1) / max(b.get(k, 1), 1)) ** 2 for k in a))
+from tuner.space import Space, size_distance
 
 
 def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str, gpu: str | None,
@@ -36,7 +30,7 @@ def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str
     for (size_vars, rec_dtype, rec_gpu), rows in ok.groupby(["size_vars", "dtype", "gpu"]):
         per_config = rows.groupby("config")["objective_value"].median()
         ranked = per_config.sort_values(ascending=not space.maximize).index[:per_recording]
-        key = (rec_gpu != gpu, rec_dtype != dtype, _distance(size, json.loads(size_vars)))
+        key = (rec_gpu != gpu, rec_dtype != dtype, size_distance(size, json.loads(size_vars)))
         recordings.append((key, [json.loads(c) for c in ranked]))
     recordings.sort(key=lambda r: r[0])
     nearest = [configs for _, configs in recordings[:3]]

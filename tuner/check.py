@@ -80,7 +80,7 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
     runner that has been busy for minutes meets. Measured back to back, the sessions agreed better than
     the card agreed with itself ten minutes later, and A/A checks failed on that drift."""
     root = Path(root or store.results_root())
-    kernels = []  # [name, size_name, size, dtype, config, gpu, sessions]
+    kernels = []
     for name in workloads:
         workload = get_workload(name)
         space = workload.space
@@ -90,24 +90,25 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
         for size_text in sizes or sorted(evals["size"].unique()):
             size_name, size = space.resolve_size(size_text, workload.parse_size)
             for dtype in dtypes or sorted(evals["dtype"].unique()):
-                kernels.append([name, size_name, size, space.resolve_dtype(dtype), None, None, []])
+                kernels.append(_Kernel(name, size_name, size, space.resolve_dtype(dtype)))
     rows = {}
     for session in range(sessions_per_baseline):
         for kernel in kernels:
-            name, size_name, size, dtype, config, gpu, sessions = kernel
+            name, size_name, size, dtype, sessions = (kernel.name, kernel.size_name, kernel.size, kernel.dtype,
+                                                      kernel.sessions)
             if session > 0 and not sessions:
                 continue  # nothing tuned for it: skipped in the first pass
             space = get_workload(name).space
             runner, gpu = _worker(name, size, dtype, backend, device, timeout)
             try:
-                if config is None:
+                if kernel.config is None:
                     # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
                     answer = query.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
                     if answer["fallback"] != "exact":
                         log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
                         continue
-                    config = kernel[4] = answer["config"]
-                    kernel[5] = gpu
+                    kernel.config = answer["config"]
+                config = kernel.config
                 row = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
             finally:
                 runner.shutdown()
@@ -120,6 +121,17 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
             log(f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
                 f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds")
     return list(rows.values())
+
+
+@dataclass
+class _Kernel:
+    """One (workload, size, dtype) of a baseline: its config, chosen in the first pass, and its sessions."""
+    name: str
+    size_name: str
+    size: dict
+    dtype: str
+    config: dict | None = None
+    sessions: list = field(default_factory=list)
 
 
 def _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend) -> dict:

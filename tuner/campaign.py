@@ -107,7 +107,8 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     runner, gpu, common, provenance, writer = (session.runner, session.gpu, session.common, session.provenance,
                                                session.writer)
     kernel_hash, wdir = provenance["kernel_hash"], session.wdir
-    known = known_rows(store.load_evaluations(req.workload, root), space, common, provenance)
+    previous = store.load_evaluations(req.workload, root)  # read once: resume, then the warm start
+    known = known_rows(previous, space, common, provenance)
     max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)
     total = min(max_evals or searchspace.size, searchspace.size)
     progress = CampaignProgress(f"{req.workload} {size_name} {dtype} [{req.strategy}]", total, req.time_limit,
@@ -124,7 +125,8 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     runner.known, runner.on_row = known, on_row
     storage = req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}"
     study_name = f"{req.workload}/{size_name}/{dtype}/{gpu_slug(gpu['gpu'])}/{req.strategy}/{kernel_hash}/{req.seed}"
-    strategy = campaign_strategy(req, space, size, dtype, gpu["gpu"], root, storage=storage, study_name=study_name)
+    strategy = campaign_strategy(req, space, size, dtype, gpu["gpu"], root, storage=storage, study_name=study_name,
+                                 evaluations=previous)
     tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit, seed=req.seed)
     try:
         with progress:
@@ -307,14 +309,19 @@ def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_eval
     return results, store.recorded_gpu(cachefile) or runner.dev.name
 
 
-def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: str | None, root: Path, **kw):
-    """The request's strategy; an Optuna one warm-started from the store and with the request's patience
-    (both measured by `tuner compare-strategies`; see the README's strategy comparison)."""
+def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: str | None, root: Path, *,
+                      evaluations=None, **kw):
+    """The request's strategy; an Optuna one warm-started from the store (`evaluations`, if the caller has
+    read them already) and with the request's patience (both measured by `tuner compare-strategies`; see the
+    README's strategy comparison)."""
     if req.strategy not in OPTUNA_SAMPLERS:
         if req.first:
             raise TunerError(f"configs to measure first need an Optuna strategy ({', '.join(OPTUNA_SAMPLERS)})")
         return make_strategy(req.strategy, seed=req.seed, **kw)
-    warm = warm_configs(store.load_evaluations(req.workload, root), space, size, dtype, gpu) if req.warm_start else []
+    warm = []
+    if req.warm_start:
+        evaluations = store.load_evaluations(req.workload, root) if evaluations is None else evaluations
+        warm = warm_configs(evaluations, space, size, dtype, gpu)
     warm = list(req.first) + [c for c in warm if c not in req.first]
     patience = req.patience
     if patience is None:

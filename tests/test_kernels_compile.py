@@ -19,8 +19,7 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def nvcc_compile(space, dtype, config, tmp_path):
     """What Kernel Tuner does: the config as #defines in front of the source; the dtype's defines too."""
     src = tmp_path / "k.cu"
-    defines = "".join(f"#define {k} {v}\n" for k, v in config.items())
-    src.write_text(defines + space.source_for(dtype))
+    src.write_text(space.source_for(dtype, config))
     cmd = [NVCC, "-arch=sm_90", "-c", "-o", str(tmp_path / "k.o"), str(src),
            *space.compiler_options, "-Werror", "all-warnings"]
     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -20,11 +20,6 @@ def cache_dir() -> Path:
     return Path(root) / "host"
 
 
-def host_source(space: Space, config: dict, dtype: str) -> str:
-    """The config's parameters as #defines in front of the source, then the dtype's (Kernel Tuner's order)."""
-    return "".join(f"#define {k} {v}\n" for k, v in config.items()) + space.source_for(dtype)
-
-
 def build(space: Space, config: dict, dtype: str):
     """The entry point for `config`: a ctypes function returning the pipeline's time in ms. Pass arrays as
     `array.ctypes` and scalars as ctypes values (`ctypes.c_int(n)`), as Kernel Tuner's C backend does."""
@@ -33,7 +28,7 @@ def build(space: Space, config: dict, dtype: str):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise TunerError("nvcc is not on the PATH: it builds the pipeline")
-    source = host_source(space, config, dtype)
+    source = space.source_for(dtype, config)
     options = ["-O3", "-shared", "-Xcompiler=-fPIC", *space.compiler_options]
     key = hashlib.sha256("\0".join([source, *options]).encode()).hexdigest()[:20]
     lib = cache_dir() / f"{space.workload}-{key}.so"

@@ -76,11 +76,12 @@ class Space:
         scope = {**size, **config}
         return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))
 
-    def source_for(self, dtype: str) -> str:
-        """The kernel source with the dtype's #defines in front, as Kernel Tuner puts the parameters'.
+    def source_for(self, dtype: str, config: dict | None = None) -> str:
+        """The kernel source with the dtype's #defines in front, as Kernel Tuner puts the parameters'; with a
+        config, its parameters' #defines before those, which is what Kernel Tuner compiles for it.
         (Not -D options: CUDA 13's builtin headers use names such as T as template parameters.)"""
-        defines = self.dtypes[dtype].get("defines", {})
-        return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + self.source_text
+        defines = [*(config or {}).items(), *self.dtypes[dtype].get("defines", {}).items()]
+        return "".join(f"#define {k} {v}\n" for k, v in defines) + self.source_text
 
     def build_options(self, dtype: str) -> list:
         """Compiler options and dtype defines: what decides the binary besides the parameters (provenance)."""

@@ -1,5 +1,5 @@
-"""On the GPU: the seeds' versions and a sample of the register-tiled variant, through the same isolated
-worker as a campaign, verified against numpy at awkward shapes (not multiples of any tile, unaligned
+"""On the GPU: the seeds' versions, a sample of the register-tiled variant and all its 64x64 tiles, through
+the same isolated worker as a campaign, verified against numpy at awkward shapes (not multiples of any tile, unaligned
 rows, K smaller than a tile, 1x1x1) for float32 and int32. Skipped where no CUDA GPU is found."""
 
 import random
@@ -16,15 +16,17 @@ SHAPES = [(1000, 1000, 1000), (777, 1025, 333), (1, 1, 1), (300, 260, 3)]
 
 
 def sample_configs(space, seed=0):
-    """8 configs of variants 1-2, 6 of variant 3, 12 of variant 4 (4 with scalar loads or one stage)."""
+    """8 configs of variants 1-2, 6 of variant 3, 12 of variant 4 (4 with scalar loads or one stage), and
+    every 64x64 block tile (4x4 outputs per thread, the small shapes' tile)."""
     configs = [tuple(c) for c in kt.searchspace(space).list]
     names = list(space.params)
     by_variant = {v: [c for c in configs if dict(zip(names, c))["variant"] == v] for v in (1, 2, 3, 4)}
     rnd = random.Random(seed)
     v4 = by_variant[4]
     edges = [c for c in v4 if dict(zip(names, c))["vector"] == 1 or dict(zip(names, c))["double_buffer"] == 0]
-    return (rnd.sample(by_variant[1] + by_variant[2], 8) + rnd.sample(by_variant[3], 6)
-            + rnd.sample(v4, 8) + rnd.sample(edges, 4))
+    small_tiles = [c for c in v4 if dict(zip(names, c))["tile_m"] == 4]
+    sampled = rnd.sample(by_variant[1] + by_variant[2], 8) + rnd.sample(by_variant[3], 6) + rnd.sample(v4, 8) + rnd.sample(edges, 4)
+    return sampled + [c for c in small_tiles if c not in sampled]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])

@@ -1,6 +1,6 @@
 """Tuning campaigns over the spmv benchmark matrices, on the GPU machine: for each matrix, multivariate TPE
 whose first evaluations are the seed's two kernels (variant 0 and 1 as the seed wrote them, at three block
-sizes) and four hand-picked recipes (below), so every matrix has the seed's figures and the tuned best from
+sizes) and six hand-picked recipes (below), so every matrix has the seed's figures and the tuned best from
 the same campaign, with cuSPARSE timed in it. Campaigns stop being started when the deadline (seconds from start) draws near.
 Usage: python benchmarks/spmv_campaigns.py --dtype float32 --budget 35 --deadline 250 [size ...]"""
 
@@ -14,13 +14,14 @@ from tuner.workloads.spmv import SEED_CONFIGS
 
 
 def recipes(mean: int) -> list[dict]:
-    """Configs worth measuring first: the CSR-stream split with two chunk shapes, the direct split, and vector
+    """Configs worth measuring first: the merge path with four tile shapes, the CSR-stream split, and vector
     CSR with about half a row's nonzeros per lane."""
     lanes = min(32, max(2, 1 << max(0, (mean // 2).bit_length() - 1)))
-    return [{"variant": 4, "block_size_x": 256, "threads_per_row": 4, "row_iters": 8, "unroll": 1, "ldg": 1, "stream": 1},
-            {"variant": 4, "block_size_x": 512, "threads_per_row": 8, "row_iters": 4, "unroll": 1, "ldg": 0, "stream": 0},
-            {"variant": 3, "block_size_x": 256, "threads_per_row": 4, "row_iters": 2, "unroll": 4, "ldg": 0, "stream": 0},
-            {"variant": 2, "block_size_x": 256, "threads_per_row": lanes, "row_iters": 1, "unroll": 2, "ldg": 1, "stream": 0}]
+    merge = [(128, 16, 1, 1), (256, 8, 1, 1), (128, 8, 1, 0), (256, 4, 1, 1)]  # threads, items, ldg, stream
+    return ([{"variant": 5, "block_size_x": b, "threads_per_row": 1, "row_iters": i, "unroll": 1, "ldg": g, "stream": s}
+             for b, i, g, s in merge]
+            + [{"variant": 4, "block_size_x": 256, "threads_per_row": 4, "row_iters": 8, "unroll": 1, "ldg": 1, "stream": 1},
+               {"variant": 2, "block_size_x": 256, "threads_per_row": lanes, "row_iters": 1, "unroll": 2, "ldg": 1, "stream": 0}])
 
 
 def main():

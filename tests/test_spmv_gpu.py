@@ -24,7 +24,7 @@ def sample_configs(space, seed=0):
     configs = [dict(zip(names, c)) for c in kt.searchspace(space).list]
     rnd = random.Random(seed)
     picked = list(SEED_CONFIGS)
-    for variant, n in ((0, 2), (1, 2), (2, 6), (3, 5), (4, 9)):
+    for variant, n in ((0, 2), (1, 2), (2, 6), (3, 5), (4, 7), (5, 10)):
         picked += rnd.sample([c for c in configs if c["variant"] == variant], n)
     return [tuple(c[n] for n in names) for c in picked]
 

@@ -1,8 +1,8 @@
 // CSR sparse matrix-vector product y = A x in ONE launch: the two kernels of seed 001 (one thread per
 // row; the same with a shared-memory copy of the slice of x that the block's rows share) and what the
 // literature does beyond them (several threads per row with shuffle reductions, several rows per
-// thread group, read-only and streaming cache hints, unrolling, and a nonzero-split load-balanced
-// variant for skewed row lengths), selected by `variant`.
+// thread group, read-only and streaming cache hints, unrolling, and load-balanced variants for skewed
+// row lengths: a nonzero split and a merge path), selected by `variant`.
 //
 // Signature and buffers:
 //   row_ptr    rows + 1 int32 offsets (row_ptr[0] = 0, row_ptr[rows] = nnz)
@@ -10,13 +10,17 @@
 //   val        nnz values of T
 //   x          cols values of T
 //   y          rows values of T: written (never accumulated into), so repeated launches give the same y
-//   carry_val  >= gridDim.x values of T        } variants 3, 4: each block's partial sum of the row it
-//   carry_row  >= gridDim.x int32              } does not own (one per block of the largest grid)
-//   counter    1 unsigned int, 0 before the first launch; variants 3, 4 leave it at 0 again
+//   carry_val  >= 2 * gridDim.x values of T   variants 3, 4: [b] block b's partial sum of the row it does
+//   carry_row  >= gridDim.x int32             not own, carry_row[b] that row; variant 5: [2b] and [2b + 1]
+//                                             tile b's parts of the rows that cross its end and its start
+//   counter    >= gridDim.x + 1 unsigned int, 0 before the first launch, left at 0 by every launch:
+//              [0] blocks finished (variants 3, 4); [1 + b] tiles counted in for the row that tile b begins
+//              and that crosses its end (variant 5)
 //   rows, cols matrix shape
 // Launch: 1-D block of block_size_x threads; 1-D grid of
-//         ceil(rows / (block_size_x / threads_per_row * row_iters)) blocks (variants 0-3), or
-//         max(1, ceil(nnz / (block_size_x * row_iters))) blocks (variant 4).
+//         ceil(rows / (block_size_x / threads_per_row * row_iters)) blocks (variants 0-3),
+//         max(1, ceil(nnz / (block_size_x * row_iters))) blocks (variant 4), or
+//         ceil((rows + nnz) / (block_size_x * row_iters)) blocks (variant 5).
 //
 // T: value type (float or double), put in front of the source as `#define T ...` (not -DT: CUDA 13's
 // builtin headers use T as a template parameter name). Sums are accumulated in T, as cuSPARSE does.
@@ -35,10 +39,15 @@
 //                      row_iters nonzeros [b*C, (b+1)*C) (grid: ceil(nnz / C) blocks), every thread loads
 //                      row_iters products into shared memory (all loads in flight, coalesced), then groups of
 //                      threads_per_row lanes sum the block's rows from there; carries as in variant 3.
+//                    5 merge path: the merge of row ends and nonzeros is cut into tiles of block_size_x *
+//                      row_iters items, row_iters per thread, so rows and nonzeros are balanced together
+//                      (empty and dense rows alike); products go through shared memory as in variant 4;
+//                      rows that cross threads are joined by a scan by key over the block, rows that cross
+//                      tiles by the last of their tiles to finish.
 //   block_size_x     threads per block
-//   threads_per_row  lanes per row (power of two, <= 32); 1 for variants 0 and 1
+//   threads_per_row  lanes per row (power of two, <= 32); 1 for variants 0 and 1; unused by variant 5
 //   row_iters        rows each thread group handles (variants 0-2); for variant 3 it only sets C;
-//                    for variant 4 the nonzeros each thread loads
+//                    for variant 4 the nonzeros each thread loads; for variant 5 the items each thread takes
 //   unroll           loads in flight per lane in the inner loop (1, 2, 4)
 //   ldg              1: x through the read-only data cache (__ldg)
 //   stream           1: val and col loaded with evict-first hints (__ldcs): they are read once, so x
@@ -69,8 +78,8 @@
 #define stream 0
 #endif
 
-#if variant < 0 || variant > 4
-#error "variant must be 0..4"
+#if variant < 0 || variant > 5
+#error "variant must be 0..5"
 #endif
 #if (variant == 0 || variant == 1) && threads_per_row != 1
 #error "the scalar variants use one thread per row"
@@ -80,6 +89,9 @@
 #endif
 #if block_size_x % 32 != 0 || block_size_x > 1024
 #error "block_size_x must be a multiple of 32, at most 1024"
+#endif
+#if variant == 5 && block_size_x < 64
+#error "the merge-path variant searches a block's two ends with two warps"
 #endif
 
 #define FULL_MASK 0xffffffffu
@@ -92,19 +104,13 @@ __device__ __forceinline__ T load_x(const T* __restrict__ x, int j) {
 #endif
 }
 
-__device__ __forceinline__ T load_val(const T* __restrict__ val, int k) {
+// val and col entries are read once: with `stream`, evict-first loads keep more of x in the caches
+template <typename V>
+__device__ __forceinline__ V load_stream(const V* __restrict__ p, int k) {
 #if stream
-    return __ldcs(val + k);
+    return __ldcs(p + k);
 #else
-    return val[k];
-#endif
-}
-
-__device__ __forceinline__ int load_col(const int* __restrict__ col, int k) {
-#if stream
-    return __ldcs(col + k);
-#else
-    return col[k];
+    return p[k];
 #endif
 }
 
@@ -119,14 +125,14 @@ __device__ __forceinline__ T strided_dot(const int* __restrict__ col, const T* _
         T v[unroll];
 #pragma unroll
         for (int u = 0; u < unroll; u++) {
-            c[u] = load_col(col, k + u * step);
-            v[u] = load_val(val, k + u * step);
+            c[u] = load_stream(col, k + u * step);
+            v[u] = load_stream(val, k + u * step);
         }
 #pragma unroll
         for (int u = 0; u < unroll; u++) sum += v[u] * load_x(x, c[u]);
     }
 #endif
-    for (; k < end; k += step) sum += load_val(val, k) * load_x(x, load_col(col, k));
+    for (; k < end; k += step) sum += load_stream(val, k) * load_x(x, load_stream(col, k));
     return sum;
 }
 
@@ -137,14 +143,15 @@ __device__ __forceinline__ T group_sum(T sum, int width) {
 }
 
 #if variant >= 3
-// first r in [0, rows] with row_ptr[r] >= target (row_ptr[rows] = nnz >= target): each step probes 32
-// positions at once, so about log32(rows) dependent loads instead of log2(rows). All 32 lanes call it.
-__device__ int warp_lower_bound(const int* __restrict__ row_ptr, int rows, int target, int lane) {
-    int lo = 0, hi = rows;
+// first r in [0, n] with row_ptr[r] + with_index * r >= target (a nondecreasing sequence; r = n must
+// qualify): each step probes 32 positions at once, so about log32(n) dependent loads instead of log2(n).
+// All 32 lanes call it. with_index = 1 searches the merge path of row ends and nonzeros (variant 5).
+__device__ int warp_lower_bound(const int* __restrict__ row_ptr, int n, long long target, int with_index, int lane) {
+    int lo = 0, hi = n;
     while (lo < hi) {
         int stride = (hi - lo + 31) / 32;
         int probe = lo + lane * stride;
-        bool ge = probe >= hi || row_ptr[probe] >= target;
+        bool ge = probe >= hi || (long long)row_ptr[probe] + (long long)with_index * probe >= target;
         unsigned mask = __ballot_sync(FULL_MASK, ge);
         if (mask == 0) {
             lo = lo + 31 * stride + 1;
@@ -158,6 +165,22 @@ __device__ int warp_lower_bound(const int* __restrict__ row_ptr, int rows, int t
     return lo;
 }
 
+// the last block to finish adds every block's carry (a partial sum of a row that a later block stores)
+// into its row; all blocks call it after storing their rows. `counter` wraps back to 0 for the next launch.
+__device__ void add_carries(T* __restrict__ y, const T* carry_val, const int* carry_row, unsigned int* counter) {
+    __shared__ bool last_block;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last_block = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;
+    __syncthreads();
+    if (last_block) {
+        for (int b = threadIdx.x; b < gridDim.x; b += block_size_x) {
+            int row = __ldcg(carry_row + b);
+            if (row >= 0) atomicAdd(y + row, __ldcg(carry_val + b));
+        }
+    }
+}
+
 __device__ T block_sum(T sum, T* shared) {  // the whole block's sum, returned to thread 0
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     sum = group_sum(sum, 32);
@@ -168,6 +191,19 @@ __device__ T block_sum(T sum, T* shared) {  // the whole block's sum, returned t
         sum = group_sum(sum, 32);
     }
     return sum;
+}
+#endif
+
+#if variant == 5
+// inclusive scan by key over a warp: each lane gets the sum of the values of the lanes up to it whose key
+// equals its own. Keys must be nondecreasing over the lanes (rows, in merge order).
+__device__ __forceinline__ T warp_scan_by_key(int key, T value, int lane) {
+    for (int offset = 1; offset < 32; offset *= 2) {
+        int other_key = __shfl_up_sync(FULL_MASK, key, offset);
+        T other = __shfl_up_sync(FULL_MASK, value, offset);
+        if (lane >= offset && other_key == key) value += other;
+    }
+    return value;
 }
 #endif
 
@@ -194,9 +230,9 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
 #else
         T sum = 0;
         for (int k = begin; k < end; k++) {
-            int j = load_col(col, k);
+            int j = load_stream(col, k);
             T xj = (j >= first && j < window_end) ? window[j - first] : load_x(x, j);
-            sum += load_val(val, k) * xj;
+            sum += load_stream(val, k) * xj;
         }
         y[row] = sum;
 #endif
@@ -216,15 +252,14 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
 #elif variant == 3  // nonzero split
     __shared__ int bounds[2];
     __shared__ T partial[32];
-    __shared__ bool last_block;
     const int nnz = row_ptr[rows];
     const int chunk = (int)(((long long)nnz + gridDim.x - 1) / gridDim.x);
     const int start = (int)min((long long)blockIdx.x * chunk, (long long)nnz);
     const int stop = (int)min((long long)start + chunk, (long long)nnz);
     const bool final_block = blockIdx.x == gridDim.x - 1;
     if (threadIdx.x < 32) {
-        int r0 = warp_lower_bound(row_ptr, rows, start, threadIdx.x);
-        int r1 = final_block ? rows : warp_lower_bound(row_ptr, rows, stop, threadIdx.x);
+        int r0 = warp_lower_bound(row_ptr, rows, start, 0, threadIdx.x);
+        int r1 = final_block ? rows : warp_lower_bound(row_ptr, rows, stop, 0, threadIdx.x);
         if (threadIdx.x == 0) bounds[0] = r0, bounds[1] = r1;
     }
     __syncthreads();
@@ -249,29 +284,18 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
         if (lane == 0 && row < r1) y[row] = sum;
     }
 
-    // the last block to finish adds every block's carry into its row (after all own rows are stored)
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last_block = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;  // wraps to 0
-    __syncthreads();
-    if (last_block) {
-        for (int b = threadIdx.x; b < gridDim.x; b += block_size_x) {
-            int row = __ldcg(carry_row + b);
-            if (row >= 0) atomicAdd(y + row, __ldcg(carry_val + b));
-        }
-    }
-#else  // variant 4: nonzero split through shared memory
+    add_carries(y, carry_val, carry_row, counter);
+#elif variant == 4  // nonzero split through shared memory
     constexpr int chunk = block_size_x * row_iters;
     __shared__ T products[chunk];
     __shared__ int bounds[2];
     __shared__ T partial[32];
-    __shared__ bool last_block;
     const int nnz = row_ptr[rows];
     const int start = (int)min((long long)blockIdx.x * chunk, (long long)nnz);
     const int stop = (int)min((long long)start + chunk, (long long)nnz);
     if (threadIdx.x < 32) {
-        int r0 = warp_lower_bound(row_ptr, rows, start, threadIdx.x);
-        int r1 = blockIdx.x == gridDim.x - 1 ? rows : warp_lower_bound(row_ptr, rows, stop, threadIdx.x);
+        int r0 = warp_lower_bound(row_ptr, rows, start, 0, threadIdx.x);
+        int r1 = blockIdx.x == gridDim.x - 1 ? rows : warp_lower_bound(row_ptr, rows, stop, 0, threadIdx.x);
         if (threadIdx.x == 0) bounds[0] = r0, bounds[1] = r1;
     }
     {  // the block's products: first every column index and value, then the gathers of x
@@ -280,8 +304,8 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
 #pragma unroll
         for (int i = 0; i < row_iters; i++) {
             int k = start + threadIdx.x + i * block_size_x;
-            c[i] = k < stop ? load_col(col, k) : 0;
-            v[i] = k < stop ? load_val(val, k) : T(0);
+            c[i] = k < stop ? load_stream(col, k) : 0;
+            v[i] = k < stop ? load_stream(val, k) : T(0);
         }
 #pragma unroll
         for (int i = 0; i < row_iters; i++) {
@@ -315,14 +339,127 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
         if (lane == 0 && row < r1) y[row] = sum;
     }
 
-    __threadfence();
+    add_carries(y, carry_val, carry_row, counter);
+#else  // variant 5: merge path
+    // The merge of the row ends (row_ptr[1..rows]) with the nonzero indices 0..nnz-1 is cut into tiles of
+    // block_size_x * row_iters items, each thread taking row_iters consecutive ones, so every block and every
+    // thread gets the same number of rows plus nonzeros, whatever the row lengths (Merrill & Garland).
+    // The merge-path point (i, j) at diagonal d = i + j: i = the rows whose end comes before the d-th item,
+    // i.e. the last i with row_ptr[i] + i <= d.
+    constexpr int tile = block_size_x * row_iters;
+    __shared__ T products[tile];
+    __shared__ int row_end[tile + 1];
+    __shared__ int corner[4];  // the tile's first merge-path point (i0, j0) and its end (i1, j1)
+    __shared__ int warp_key[block_size_x / 32];
+    __shared__ T warp_total[block_size_x / 32];
+    __shared__ T head_tail[2];  // this tile's part of row i0 (when it began earlier) and of row i1
+    const int nnz = row_ptr[rows];
+    const long long items = (long long)rows + nnz;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp < 2) {  // warp 0 finds the tile's start, warp 1 its end
+        long long d = min((long long)(blockIdx.x + warp) * tile, items);
+        int i = d == items ? rows : warp_lower_bound(row_ptr, rows, d + 1, 1, lane) - 1;
+        if (lane == 0) corner[2 * warp] = i, corner[2 * warp + 1] = (int)(d - i);
+    }
     __syncthreads();
-    if (threadIdx.x == 0) last_block = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;  // wraps to 0
+    const int i0 = corner[0], j0 = corner[1], i1 = corner[2], j1 = corner[3];
+    const int tile_rows = i1 - i0, tile_items = tile_rows + (j1 - j0);
+    {  // the tile's products (column indices and values first, then the gathers of x) and row ends
+        int c[row_iters];
+        T v[row_iters];
+#pragma unroll
+        for (int u = 0; u < row_iters; u++) {
+            int k = j0 + threadIdx.x + u * block_size_x;
+            c[u] = k < j1 ? load_stream(col, k) : 0;
+            v[u] = k < j1 ? load_stream(val, k) : T(0);
+        }
+        // ends of rows i0 .. i1 (i1's only where it exists: the tile's last items may lie in it)
+        for (int r = threadIdx.x; r <= tile_rows; r += block_size_x)
+            row_end[r] = i0 + r < rows ? row_ptr[i0 + r + 1] : 0x7fffffff;
+#pragma unroll
+        for (int u = 0; u < row_iters; u++) {
+            int k = j0 + threadIdx.x + u * block_size_x;
+            if (k < j1) products[k - j0] = v[u] * load_x(x, c[u]);
+        }
+    }
     __syncthreads();
-    if (last_block) {
-        for (int b = threadIdx.x; b < gridDim.x; b += block_size_x) {
-            int row = __ldcg(carry_row + b);
-            if (row >= 0) atomicAdd(y + row, __ldcg(carry_val + b));
+
+    // this thread's items [d, d_end) of the tile: its merge-path point by binary search in shared memory
+    const int d = min(threadIdx.x * row_iters, tile_items), d_end = min(d + row_iters, tile_items);
+    int lo = max(0, d - (j1 - j0)), hi = min(d, tile_rows);
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (row_end[mid] <= j0 + d - mid - 1) lo = mid + 1; else hi = mid;
+    }
+    int row = lo, k = d - lo;  // tile-relative row and nonzero
+    // walk: a nonzero adds to the running sum, a row end stores it. Every row but the thread's first ends
+    // where it began, here; the first may have begun in earlier threads, so it waits for their partial sums.
+    T sum = 0, first_sum = 0;
+    int first_row = -1;
+#pragma unroll
+    for (int s = 0; s < row_iters; s++) {
+        if (d + s < d_end) {
+            if (j0 + k < row_end[row]) {
+                sum += products[k++];
+            } else {
+                if (first_row < 0) first_row = row, first_sum = sum;
+                else y[i0 + row] = sum;
+                sum = 0;
+                row++;
+            }
+        }
+    }
+
+    // partial sums of the rows that cross threads: scan by key (key = the row a thread ends in) over the block
+    T inclusive = warp_scan_by_key(row, sum, lane);
+    if (lane == 31) warp_key[warp] = row, warp_total[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+        int key = lane < block_size_x / 32 ? warp_key[lane] : 0x7fffffff;
+        T total = warp_scan_by_key(key, lane < block_size_x / 32 ? warp_total[lane] : T(0), lane);
+        __syncwarp();
+        if (lane < block_size_x / 32) warp_total[lane] = total;
+    }
+    __syncthreads();
+    // what the threads before this one hold of the row it begins in (exclusive scan by key)
+    int before_key = __shfl_up_sync(FULL_MASK, row, 1);
+    T before = __shfl_up_sync(FULL_MASK, inclusive, 1);
+    if (lane == 0) before_key = warp > 0 ? warp_key[warp - 1] : -1, before = warp > 0 ? warp_total[warp - 1] : T(0);
+    else if (warp > 0 && before_key == warp_key[warp - 1]) before += warp_total[warp - 1];
+    // a row that crosses tiles is summed by the last of its tiles to finish (no wait, no global fix-up):
+    // the tile that closes it (head) and every tile whose end lies in it (tail) publish their partial sum
+    // and count themselves in at the row's first tile; the last to count adds the parts and stores the row
+    const bool head_crosses = tile_rows > 0 && row_ptr[i0] < j0;  // row i0 began in an earlier tile
+    if (first_row >= 0) {
+        T value = first_sum + (before_key == first_row ? before : T(0));
+        if (first_row == 0 && head_crosses) head_tail[0] = value;
+        else y[i0 + first_row] = value;
+    }
+    if (threadIdx.x == block_size_x - 1) head_tail[1] = sum + (before_key == row ? before : T(0));
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+        for (int role = 0; role < 2; role++) {  // 0: row i0 (closed here), 1: row i1 (goes on after this tile)
+            const int r = role == 0 ? i0 : i1;
+            if (role == 0 ? !head_crosses : (i1 >= rows || row_ptr[i1] >= j1)) continue;
+            const int first_tile = (int)(((long long)r + row_ptr[r]) / tile);
+            const int last_tile = (int)(((long long)r + row_ptr[r + 1]) / tile);
+            unsigned int counted = 0;
+            if (lane == 0) {
+                carry_val[2 * blockIdx.x + 1 - role] = head_tail[role];  // tail parts at even, heads at odd
+                __threadfence();
+                counted = atomicAdd(counter + 1 + first_tile, 1u);
+            }
+            if (__shfl_sync(FULL_MASK, counted, 0) == (unsigned int)(last_tile - first_tile)) {
+                __threadfence();
+                T total = 0;
+                for (int b = first_tile + lane; b < last_tile; b += 32) total += __ldcg(carry_val + 2 * b);
+                total = group_sum(total, 32);
+                if (lane == 0) {
+                    y[r] = total + __ldcg(carry_val + 2 * last_tile + 1);
+                    counter[1 + first_tile] = 0;  // every tile of the row has counted: ready for the next launch
+                }
+            }
         }
     }
 #endif

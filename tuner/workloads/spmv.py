@@ -55,11 +55,11 @@ class SpMV(Workload):
         return m
 
     def carry_length(self, size: dict) -> int:
-        """Entries of carry_val / carry_row: one per block of the largest grid the space can launch."""
+        """Blocks of the largest grid the space can launch (variants 3-5 keep a carry per block)."""
         p = self.space.params
         rows_per_block = max(1, min(p["block_size_x"]) // max(p["threads_per_row"])) * min(p["row_iters"])
-        nnz_per_block = min(p["block_size_x"]) * min(p["row_iters"])  # variant 4
-        return max(-(-size["rows"] // rows_per_block), -(-size["nnz"] // nnz_per_block)) + 1
+        items_per_block = min(p["block_size_x"]) * min(p["row_iters"])  # nonzeros (4) or rows + nonzeros (5)
+        return max(-(-size["rows"] // rows_per_block), -(-(size["rows"] + size["nnz"]) // items_per_block)) + 1
 
     def arguments(self, size, dtype, rng):
         m = self.matrix(size)
@@ -68,8 +68,8 @@ class SpMV(Workload):
         pad = 1 if m.nnz == 0 else 0  # no zero-length buffers (a 0-byte cudaMalloc fails); never read past nnz
         return [m.indptr.astype(np.int32), np.append(m.indices, [0] * pad).astype(np.int32),
                 np.append(m.data, [0] * pad).astype(dtype), x,
-                np.zeros(size["rows"], dtype=dtype), np.zeros(n_carry, dtype=dtype), np.zeros(n_carry, dtype=np.int32),
-                np.zeros(1, dtype=np.uint32), np.int32(size["rows"]), np.int32(size["cols"])]
+                np.zeros(size["rows"], dtype=dtype), np.zeros(2 * n_carry, dtype=dtype), np.zeros(n_carry, dtype=np.int32),
+                np.zeros(1 + n_carry, dtype=np.uint32), np.int32(size["rows"]), np.int32(size["cols"])]
 
     def answer(self, args, size, dtype):
         y = reference(args, size)

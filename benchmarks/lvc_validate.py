@@ -34,7 +34,7 @@ from tuner.workloads.locvolcalib_io import problem_from_size, read_output, valid
 DATASETS = {"finpar-small": "Small", "finpar-medium": "Medium", "finpar-large": "Large",
             "finpar-small-n32": "Small_legacy_N32"}
 NAIVE = {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8,
-         "TILE_Y": 8, "BLOCK": 256}
+         "TILE_Y": 8, "BLOCK": 256, "KPB": 1, "STEPS": 1}
 
 
 def all_configs():

@@ -13,7 +13,7 @@ from tuner.workloads.locvolcalib import FINPAR_DATA
 
 pytestmark = pytest.mark.gpu
 
-CONFIGS = [
+OLD = [
     # naive; Thomas both ways with shared coefficients, fused; cyclic reduction both ways, nothing shared;
     # Thomas x / CR y, unfused explicit step; partitioned Thomas both ways; partitioned x / Thomas y
     {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 8, "BLOCK": 256},
@@ -22,6 +22,14 @@ CONFIGS = [
     {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 1, "TILE_X": 16, "TILE_Y": 8, "BLOCK": 128},
     {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 2, "SOLVER_Y": 2, "TILE_X": 16, "TILE_Y": 8, "BLOCK": 128},
     {"STRUCTURE": 1, "SHARE_COEF": 0, "FUSE_EXPLICIT": 1, "SOLVER_X": 2, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 16, "BLOCK": 256},
+]
+WARP = {"STRUCTURE": 2, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 0, "SOLVER_Y": 0, "BLOCK": 256}
+CONFIGS = [{**c, "KPB": 1, "STEPS": 1} for c in OLD] + [
+    # a warp per system (47 and 181 rows: 2 and 6 rows per lane, partial tiles); STEPS = 32 leaves a partial last
+    # batch (T - 1 = 92 steps)
+    {**WARP, "TILE_X": 8, "TILE_Y": 8, "KPB": 1, "STEPS": 1},
+    {**WARP, "TILE_X": 4, "TILE_Y": 16, "KPB": 4, "STEPS": 32},
+    {**WARP, "TILE_X": 16, "TILE_Y": 4, "KPB": 8, "STEPS": 32},
 ]
 
 
@@ -32,6 +40,20 @@ def test_configs_match_numpy_through_kernel_tuner(dtype):
     size = space.sizes["course-medium"]
     bad = failed_configs("locvolcalib", size, dtype, [[c[k] for k in space.params] for c in CONFIGS], timeout=120)
     assert not bad, bad
+
+
+def test_warp_structure_with_partial_groups_and_its_row_limit():
+    """K = 13 leaves a partial group of KPB outer indices, T - 1 = 8 a partial batch of STEPS; systems of more
+    than 256 rows are refused by the warp structure (a runtime failure, not a wrong answer)."""
+    w = get_workload("locvolcalib")
+    space = w.space
+    warp = [{**WARP, "TILE_X": 8, "TILE_Y": 4, "KPB": kpb, "STEPS": 32} for kpb in (4, 8)]
+    bad = failed_configs("locvolcalib", w.parse_size("course:13x40x70x9"), "float64",
+                         [[c[k] for k in space.params] for c in warp], timeout=120)
+    assert not bad, bad
+    bad = failed_configs("locvolcalib", w.parse_size("course:2x300x16x3"), "float64",
+                         [[warp[0][k] for k in space.params]], timeout=120)
+    assert len(bad) == 1 and bad[0][0] != "ok", bad
 
 
 @pytest.mark.skipif(not FINPAR_DATA.is_dir(), reason=f"Finpar's datasets not found at {FINPAR_DATA} (TUNER_FINPAR_DATA)")
@@ -50,7 +72,7 @@ def test_tuner_run_float32_course_input(tmp_path, capsys):
     src.write_text("16 32 256 90\n")
     out_file = tmp_path / "prices.data"
     rc = main(["run", "locvolcalib", str(src), "--precision", "float32", "-o", str(out_file),
-               "--config", *[f"{k}={v}" for k, v in CONFIGS[2].items()]])
+               "--config", *[f"{k}={v}" for k, v in CONFIGS[-1].items()]])
     assert rc == 0
     from tuner.workloads.locvolcalib_io import parse_input, parse_output
     from tuner.workloads.locvolcalib_ref import price

@@ -14,10 +14,15 @@
 //   coalesced whichever way its systems run: the shared-memory tile is the transposition.
 //   SOLVER_X/Y 0: Thomas, one thread per system ("OUT"); 1: cyclic reduction by the whole block ("ALL");
 //   2: partitioned Thomas, one thread per segment of SEG rows held in registers, plus a reduced system.
+// STRUCTURE 2: a warp per system. Arrays are [k][i][j]. The coefficients and LU factors of STEPS time steps
+//   are computed ahead by two small kernels (they do not depend on k); per step, warp_kernel_x (explicit
+//   steps fused, x-solves) and warp_kernel_y (y-solves), each system held by one warp in registers and
+//   solved by a shuffle scan; tiles pass through shared memory so global memory is read and written
+//   coalesced in both directions; KPB outer indices per block share the factors held in registers.
 //
 // REAL is float or double (the space's dtypes). Parameters: STRUCTURE, SHARE_COEF, FUSE_EXPLICIT,
 // SOLVER_X, SOLVER_Y, TILE_X, TILE_Y, BLOCK (threads of the element-wise kernels and of the tile kernels
-// with solvers 0 and 1; a partitioned solve takes one thread per segment).
+// with solvers 0 and 1; a partitioned solve takes one thread per segment), KPB and STEPS (STRUCTURE 2).
 #include <cuda_runtime.h>
 #include <cmath>
 #include <cstdio>
@@ -153,6 +158,7 @@ struct Coef {
     REAL *vx, *vy;         // VarX, VarY [M][N]
     REAL *xbeta, *xinv;    // Thomas factors of the x-systems (along i), [M][N]: a_i / uu_{i-1} and 1 / uu_i
     REAL *ybeta, *yinv;    // same for the y-systems (along j), stored [j][i] so the y-solve reads them coalesced
+    REAL *xgam, *ygam;     // STRUCTURE 2 only: c_p / uu_p; its factors are stored lane-major (warp_coef_at)
 };
 
 __global__ void coef_kernel(Coef cf, Grid g, Step s) {
@@ -199,62 +205,71 @@ __device__ __forceinline__ void row_y(const Coef &cf, const Grid &g, const Step 
     c = j < g.N - 1 ? -REAL(0.5) * w[2] : REAL(0);
 }
 
-// The LU recurrences of both directions (SOLVER 0 with SHARE_COEF): threads [0, N) take column j (an
-// x-system), [N, N+M) row i. The rows are computed here, off the recurrence's critical path.
-__global__ void factor_kernel(Coef cf, Grid g, Step s) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x, M = g.M, N = g.N;
+// The LU (Thomas) factors of one system of n rows (SPEC §3), for both directions: rows(p, a, b, c) gives
+// row p, put(p, beta, inv, c) takes beta_p = a_p / uu_{p-1} (0 at p = 0), inv_p = 1 / uu_p and c_p.
+template <class Rows, class Put>
+__device__ void lu_factor(int n, Rows rows, Put put) {
     REAL a, b, c, cprev, uu;
-    if (t < N) {
-        int j = t;
-        row_x(cf, g, s, 0, j, a, uu, cprev);
-        cf.xbeta[j] = REAL(0);
-        cf.xinv[j] = REAL(1) / uu;
-        for (int i = 1; i < M; ++i) {
-            row_x(cf, g, s, i, j, a, b, c);
-            REAL beta = a / uu;
-            uu = b - beta * cprev;
-            cprev = c;
-            cf.xbeta[i * N + j] = beta;
-            cf.xinv[i * N + j] = REAL(1) / uu;
-        }
-    } else if (t < N + M) {
-        int i = t - N;
-        row_y(cf, g, s, i, 0, a, uu, cprev);
-        cf.ybeta[i] = REAL(0);
-        cf.yinv[i] = REAL(1) / uu;
-        for (int j = 1; j < N; ++j) {
-            row_y(cf, g, s, i, j, a, b, c);
-            REAL beta = a / uu;
-            uu = b - beta * cprev;
-            cprev = c;
-            cf.ybeta[j * M + i] = beta;
-            cf.yinv[j * M + i] = REAL(1) / uu;
-        }
+    rows(0, a, uu, cprev);
+    put(0, REAL(0), REAL(1) / uu, cprev);
+    for (int p = 1; p < n; ++p) {
+        rows(p, a, b, c);
+        REAL beta = a / uu;
+        uu = b - beta * cprev;
+        cprev = c;
+        put(p, beta, REAL(1) / uu, c);
     }
 }
 
-// V = Ly R at (k, i, j)
-__device__ __forceinline__ REAL explicit_y(const REAL *r, const Coef &cf, const Grid &g, const Step &s, int k, int i, int j) {
+// The LU factors of both directions (SOLVER 0 with SHARE_COEF): threads [0, N) take column j (an x-system,
+// factors [i][j]), [N, N+M) row i (a y-system, factors [j][i] so the y-solve reads them coalesced).
+__global__ void factor_kernel(Coef cf, Grid g, Step s) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, M = g.M, N = g.N;
+    if (t < N) {
+        lu_factor(M, [&](int i, REAL &a, REAL &b, REAL &c) { row_x(cf, g, s, i, t, a, b, c); },
+                  [&](int i, REAL beta, REAL inv, REAL) { cf.xbeta[i * N + t] = beta; cf.xinv[i * N + t] = inv; });
+    } else if (t < N + M) {
+        const int i = t - N;
+        lu_factor(N, [&](int j, REAL &a, REAL &b, REAL &c) { row_y(cf, g, s, i, j, a, b, c); },
+                  [&](int j, REAL beta, REAL inv, REAL) { cf.ybeta[j * M + i] = beta; cf.yinv[j * M + i] = inv; });
+    }
+}
+
+// The explicit steps at (i, j); val(di, dj) is R at (i + di, j + dj), read from global or shared memory.
+// V = Ly R
+template <class Val>
+__device__ __forceinline__ REAL ly_at(const Coef &cf, const Grid &g, const Step &s, int i, int j, Val val) {
     REAL w[3];
     weights_y(cf, g, s, i, j, w);
-    size_t c = at(k, i, j, g.M, g.N);
     REAL acc = REAL(0);
-    if (j > 0) acc += w[0] * r[c - 1];
-    acc += w[1] * r[c];
-    if (j < g.N - 1) acc += w[2] * r[c + 1];
+    if (j > 0) acc += w[0] * val(0, -1);
+    acc += w[1] * val(0, 0);
+    if (j < g.N - 1) acc += w[2] * val(0, 1);
     return acc;
+}
+
+// dtInv*R + 0.5*(Lx R); the x right-hand side adds V
+template <class Val>
+__device__ __forceinline__ REAL explicit_x_at(const Coef &cf, const Grid &g, const Step &s, int i, int j, Val val) {
+    REAL w[3];
+    weights_x(cf, g, s, i, j, w);
+    REAL acc = s.dt_inv * val(0, 0);
+    if (i > 0) acc += REAL(0.5) * w[0] * val(-1, 0);
+    acc += REAL(0.5) * w[1] * val(0, 0);
+    if (i < g.M - 1) acc += REAL(0.5) * w[2] * val(1, 0);
+    return acc;
+}
+
+__device__ __forceinline__ REAL explicit_y(const REAL *r, const Coef &cf, const Grid &g, const Step &s, int k, int i, int j) {
+    const size_t c = at(k, i, j, g.M, g.N);
+    return ly_at(cf, g, s, i, j, [&](int di, int dj) { return r[c + (ptrdiff_t)di * g.N + dj]; });
 }
 
 // the right-hand side of the x-systems: dtInv*R + 0.5*(Lx R) + Ly R
 __device__ __forceinline__ REAL rhs_x(const REAL *r, const Coef &cf, const Grid &g, const Step &s, int k, int i, int j) {
-    REAL w[3];
-    weights_x(cf, g, s, i, j, w);
-    size_t c = at(k, i, j, g.M, g.N);
-    REAL acc = s.dt_inv * r[c];
-    if (i > 0) acc += REAL(0.5) * w[0] * r[c - g.N];
-    acc += REAL(0.5) * w[1] * r[c];
-    if (i < g.M - 1) acc += REAL(0.5) * w[2] * r[c + g.N];
-    return acc + explicit_y(r, cf, g, s, k, i, j);
+    const size_t c = at(k, i, j, g.M, g.N);
+    auto val = [&](int di, int dj) { return r[c + (ptrdiff_t)di * g.N + dj]; };
+    return explicit_x_at(cf, g, s, i, j, val) + ly_at(cf, g, s, i, j, val);
 }
 
 // the explicit steps as their own kernel: U (the x right-hand side) and V, both [k][i][j]
@@ -561,6 +576,231 @@ __global__ void __launch_bounds__(BOUNDS_Y) kernel_y(REAL *r, const REAL *yr, Co
     }
 }
 
+
+// =====================================================================================================
+// STRUCTURE 2: a warp per system, values in registers
+// =====================================================================================================
+#if STRUCTURE == 2
+// A system of n <= 32 * EMAX rows is held by one warp: lane l keeps rows E*l .. E*l+E-1 (E = ceil(n/32)) in
+// registers. With the LU factors precomputed (they do not depend on k, SPEC §2.6) both sweeps are
+// first-order linear recurrences, y_p = d_p - beta_p*y_{p-1} and x_p = y_p*inv_p - gam_p*x_{p+1}: each lane
+// composes its rows' affine maps, a 5-step shuffle scan composes the lanes', and each lane replays its rows
+// from the carry it receives. No serial chain longer than E, and one read and one write of the data.
+#define EMAX 8
+#define FULL_MASK 0xffffffffu
+
+__host__ __device__ __forceinline__ int rows_per_lane(int n) { return (n + 31) / 32; }
+
+// Per time step (a slot of the batch of STEPS steps): VarX, VarY [M][N] and the factors of both directions,
+// lane-major: x-systems (column j, row i = E*l + q) at (q*N + j)*32 + l, y-systems (row i, column
+// j = E*l + q) at (i*E + q)*32 + l, so a warp reads its rows' factors coalesced. Unused slots stay zero.
+__host__ __device__ inline size_t warp_coef_slot(int M, int N) {
+    return 2 * (size_t)M * N + 3 * (size_t)rows_per_lane(M) * 32 * N + 3 * (size_t)M * rows_per_lane(N) * 32;
+}
+
+__host__ __device__ inline Coef warp_coef_at(REAL *base, int slot, int M, int N) {
+    REAL *p = base + (size_t)slot * warp_coef_slot(M, N);
+    const size_t mn = (size_t)M * N, xs = (size_t)rows_per_lane(M) * 32 * N, ys = (size_t)M * rows_per_lane(N) * 32;
+    Coef cf;
+    cf.vx = p; cf.vy = p + mn;
+    cf.xbeta = p + 2 * mn; cf.xinv = cf.xbeta + xs; cf.xgam = cf.xinv + xs;
+    cf.ybeta = cf.xgam + xs; cf.yinv = cf.ybeta + ys; cf.ygam = cf.yinv + ys;
+    return cf;
+}
+
+// VarX and VarY of the steps it0 .. it0+gridDim.y-1 of the time loop (step it is g = T-2-it)
+__global__ void warp_var_kernel(REAL *base, Grid g, const Step *steps, int T, int it0) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x, slot = blockIdx.y;
+    if (e >= g.M * g.N) return;
+    const Step s = steps[T - 2 - (it0 + slot)];
+    Coef cf = warp_coef_at(base, slot, g.M, g.N);
+    cf.vx[e] = var_x(g, s, e / g.N, e % g.N);
+    cf.vy[e] = var_y(g, s, e / g.N, e % g.N);
+}
+
+// The LU factors of both directions for the same steps (reads the VarX, VarY that warp_var_kernel wrote)
+__global__ void warp_factor_kernel(REAL *base, Grid g, const Step *steps, int T, int it0) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x, slot = blockIdx.y, M = g.M, N = g.N;
+    const Step s = steps[T - 2 - (it0 + slot)];
+    const Coef cf = warp_coef_at(base, slot, M, N);
+    if (t < N) {
+        const int E = rows_per_lane(M);
+        lu_factor(M, [&](int i, REAL &a, REAL &b, REAL &c) { row_x(cf, g, s, i, t, a, b, c); },
+                  [&](int i, REAL beta, REAL inv, REAL c) {
+                      const size_t o = ((size_t)(i % E) * N + t) * 32 + i / E;
+                      cf.xbeta[o] = beta; cf.xinv[o] = inv; cf.xgam[o] = c * inv;
+                  });
+    } else if (t < N + M) {
+        const int i = t - N, E = rows_per_lane(N);
+        lu_factor(N, [&](int j, REAL &a, REAL &b, REAL &c) { row_y(cf, g, s, i, j, a, b, c); },
+                  [&](int j, REAL beta, REAL inv, REAL c) {
+                      const size_t o = ((size_t)i * E + j % E) * 32 + j / E;
+                      cf.ybeta[o] = beta; cf.yinv[o] = inv; cf.ygam[o] = c * inv;
+                  });
+    }
+}
+
+// the factors of one system into the lane's registers; f(q) is the lane-major index of its row q
+template <class Index>
+__device__ __forceinline__ void load_factors(const REAL *beta, const REAL *inv, const REAL *gam, int E, Index f,
+                                             REAL (&cb)[EMAX], REAL (&ci)[EMAX], REAL (&cg)[EMAX]) {
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q) {
+        cb[q] = REAL(0); ci[q] = REAL(0); cg[q] = REAL(0);
+        if (q < E) { cb[q] = beta[f(q)]; ci[q] = inv[f(q)]; cg[q] = gam[f(q)]; }
+    }
+}
+
+// Solve the warp's system in place: v holds the right-hand side of the lane's rows, then the solution.
+// Rows past n have beta = gam = 0 and v = 0, so they stay 0 and feed nothing back.
+__device__ __forceinline__ void warp_solve(REAL (&v)[EMAX], const REAL (&cb)[EMAX], const REAL (&ci)[EMAX],
+                                           const REAL (&cg)[EMAX], int E, int lane) {
+    // forward: the lane's map y_in -> y_out is y_out = A*y_in + B
+    REAL A = REAL(1), B = REAL(0);
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q)
+        if (q < E) { B = v[q] - cb[q] * B; A = -cb[q] * A; }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {  // inclusive scan: lane l ends with the maps of lanes 0..l composed
+        REAL A2 = __shfl_up_sync(FULL_MASK, A, o), B2 = __shfl_up_sync(FULL_MASK, B, o);
+        if (lane >= o) { B += A * B2; A *= A2; }
+    }
+    REAL y = __shfl_up_sync(FULL_MASK, B, 1);
+    if (lane == 0) y = REAL(0);
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q)
+        if (q < E) { y = v[q] - cb[q] * y; v[q] = y; }
+    // backward, from the last row up: x_out = A*x_in + B, x_in being the first row of the next lane
+    A = REAL(1); B = REAL(0);
+#pragma unroll
+    for (int q = EMAX - 1; q >= 0; --q)
+        if (q < E) { B = v[q] * ci[q] - cg[q] * B; A = -cg[q] * A; }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        REAL A2 = __shfl_down_sync(FULL_MASK, A, o), B2 = __shfl_down_sync(FULL_MASK, B, o);
+        if (lane + o < 32) { B += A * B2; A *= A2; }
+    }
+    REAL x = __shfl_down_sync(FULL_MASK, B, 1);
+    if (lane == 31) x = REAL(0);
+#pragma unroll
+    for (int q = EMAX - 1; q >= 0; --q)
+        if (q < E) { x = v[q] * ci[q] - cg[q] * x; v[q] = x; }
+}
+
+// Implicit x with the explicit steps fused: block (j-tile of TILE_X columns, KPB planes k), a warp per
+// column. Per plane: R's tile with a column of halo each side [M][TILE_X+2] in shared memory (read
+// coalesced), the right-hand sides into a second tile (rows skewed by one slot per E rows, so the warp's
+// column reads are free of bank conflicts), the solve, and dtInv*Ux - 0.5*V written coalesced into yr.
+// The factors of the warp's column stay in registers across the KPB planes.
+#define WX_THREADS (32 * TILE_X)
+__global__ void __launch_bounds__(WX_THREADS, 512 / WX_THREADS) warp_kernel_x(REAL *yr, const REAL *r, Coef cf, Grid g, Step s) {
+    extern __shared__ unsigned char smem_raw[];
+    REAL *rt = reinterpret_cast<REAL *>(smem_raw);
+    const int M = g.M, N = g.N, W = TILE_X + 2, E = rows_per_lane(M);
+    REAL *dt = rt + M * W;
+    const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, j0 = blockIdx.x * TILE_X;
+    const bool solver = j0 + w < N;
+    // the thread's elements (i, jj), i = 32q + tid / TILE_X, sit at tile slot i*TILE_X + jj + i/E; the warp's
+    // rows E*lane + q of column w at (E*lane + q)*TILE_X + w + lane
+    const int jj = tid % TILE_X;
+    int slot[EMAX];
+    REAL cb[EMAX], ci[EMAX], cg[EMAX], v[EMAX];
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q) {
+        const int i = 32 * q + tid / TILE_X;
+        slot[q] = i * TILE_X + jj + i / E;
+    }
+    if (solver)
+        load_factors(cf.xbeta, cf.xinv, cf.xgam, E, [&](int q) { return ((size_t)q * N + j0 + w) * 32 + lane; }, cb, ci, cg);
+#pragma unroll 1
+    for (int kk = 0; kk < KPB; ++kk) {
+        const int k = blockIdx.y * KPB + kk;
+        if (k >= g.K) break;
+        for (int e = tid; e < M * W; e += WX_THREADS) {
+            const int i = e / W, c = e % W, j = j0 - 1 + c;
+            rt[e] = j >= 0 && j < N ? r[at(k, i, j, M, N)] : REAL(0);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) {
+            const int i = 32 * q + tid / TILE_X, j = j0 + jj;
+            if (q < E && i < M && j < N) {
+                auto val = [&](int di, int dj) { return rt[(i + di) * W + jj + 1 + dj]; };
+                dt[slot[q]] = explicit_x_at(cf, g, s, i, j, val) + ly_at(cf, g, s, i, j, val);
+            }
+        }
+        __syncthreads();
+        if (solver) {
+#pragma unroll
+            for (int q = 0; q < EMAX; ++q)
+                v[q] = q < E && E * lane + q < M ? dt[(E * lane + q) * TILE_X + w + lane] : REAL(0);
+            warp_solve(v, cb, ci, cg, E, lane);
+#pragma unroll
+            for (int q = 0; q < EMAX; ++q)
+                if (q < E && E * lane + q < M) dt[(E * lane + q) * TILE_X + w + lane] = v[q];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) {
+            const int i = 32 * q + tid / TILE_X, j = j0 + jj;
+            if (q < E && i < M && j < N) {  // V again from R's tile, which stays until the next plane
+                auto val = [&](int di, int dj) { return rt[(i + di) * W + jj + 1 + dj]; };
+                yr[at(k, i, j, M, N)] = s.dt_inv * dt[slot[q]] - REAL(0.5) * ly_at(cf, g, s, i, j, val);
+            }
+        }
+        __syncthreads();  // before the next plane overwrites R's tile
+    }
+}
+
+// Implicit y: block (TILE_Y rows, KPB planes), a warp per row, working alone (no block barrier): the row
+// read coalesced into the warp's shared-memory row (skewed by `pad` slots per E values against bank
+// conflicts), solved in registers, written back to R coalesced.
+#define WY_THREADS (32 * TILE_Y)
+__host__ __device__ inline int warp_row_pad(int E) { return E % 2 ? 2 : 1; }
+__host__ __device__ inline int warp_row_len(int N) {
+    return 32 * rows_per_lane(N) + 31 * warp_row_pad(rows_per_lane(N)) + 1;
+}
+
+__global__ void __launch_bounds__(WY_THREADS, 512 / WY_THREADS) warp_kernel_y(REAL *r, const REAL *yr, Coef cf, Grid g) {
+    extern __shared__ unsigned char smem_raw[];
+    const int M = g.M, N = g.N, E = rows_per_lane(N), pad = warp_row_pad(E);
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, i = blockIdx.x * TILE_Y + w;
+    if (i >= M) return;  // the whole warp
+    REAL *row = reinterpret_cast<REAL *>(smem_raw) + w * warp_row_len(N);
+    // value j sits at j + (j/E)*pad: the lane's coalesced values j = lane + 32q, and its own rows E*lane + q
+    int slot[EMAX];
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q) slot[q] = lane + 32 * q + (lane + 32 * q) / E * pad;
+    const int own = lane * (E + pad);
+    REAL cb[EMAX], ci[EMAX], cg[EMAX], v[EMAX];
+    load_factors(cf.ybeta, cf.yinv, cf.ygam, E, [&](int q) { return ((size_t)i * E + q) * 32 + lane; }, cb, ci, cg);
+#pragma unroll 1
+    for (int kk = 0; kk < KPB; ++kk) {
+        const int k = blockIdx.y * KPB + kk;
+        if (k >= g.K) break;
+        const size_t base = at(k, i, 0, M, N);
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q)
+            if (lane + 32 * q < N) row[slot[q]] = yr[base + lane + 32 * q];
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) v[q] = q < E && E * lane + q < N ? row[own + q] : REAL(0);
+        warp_solve(v, cb, ci, cg, E, lane);
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q)
+            if (q < E && E * lane + q < N) row[own + q] = v[q];
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q)
+            if (lane + 32 * q < N) r[base + lane + 32 * q] = row[slot[q]];
+        __syncwarp();
+    }
+}
+
+static size_t warp_shared_x(int M) { return ((size_t)M * (TILE_X + 2) + (size_t)M * TILE_X + 32) * sizeof(REAL); }
+static size_t warp_shared_y(int N) { return (size_t)TILE_Y * warp_row_len(N) * sizeof(REAL); }
+#endif
+
 // =====================================================================================================
 // host
 // =====================================================================================================
@@ -597,6 +837,8 @@ extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int 
         h_dyy(3 * (N > 0 ? N : 1), REAL(0));
     REAL *d_x = nullptr, *d_lnx = nullptr, *d_y = nullptr, *d_dxx = nullptr, *d_dyy = nullptr, *d_res = nullptr;
     REAL *d_r = nullptr, *d_work = nullptr, *d_coef = nullptr;
+    Step *d_steps = nullptr;
+    std::vector<Step> h_steps(T > 1 ? T - 1 : 1);
     cudaEvent_t start = nullptr, stop = nullptr;
     Grid g;
     [[maybe_unused]] Coef cf = {};
@@ -643,6 +885,33 @@ extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int 
     g.lnx = d_lnx; g.y = d_y; g.dxx = d_dxx; g.dyy = d_dyy;
 #if STRUCTURE == 0
     CHECK(cudaMalloc(&d_work, 9 * total * sizeof(REAL)));  // VarX VarY U V a b c y uu
+#elif STRUCTURE == 2
+    if (M > 32 * EMAX || N > 32 * EMAX) {
+        fprintf(stderr, "locvolcalib: the warp solver holds systems of at most %d rows, not %d x %d\n", 32 * EMAX, M, N);
+        status = -1.0f;
+        goto done;
+    }
+    CHECK(cudaMalloc(&d_work, total * sizeof(REAL)));  // the y right-hand side
+    CHECK(cudaMalloc(&d_coef, STEPS * warp_coef_slot(M, N) * sizeof(REAL)));
+    CHECK(cudaMemset(d_coef, 0, STEPS * warp_coef_slot(M, N) * sizeof(REAL)));  // the factors' padding rows
+    for (int gi = 0; gi < T - 1; ++gi) {
+        h_steps[gi].dt_inv = (REAL)(1.0 / (tl[gi + 1] - tl[gi]));
+        h_steps[gi].drift = (REAL)(0.5 * nu * nu * tl[gi]);
+    }
+    CHECK(cudaMalloc(&d_steps, (T - 1) * sizeof(Step)));
+    CHECK(cudaMemcpy(d_steps, h_steps.data(), (T - 1) * sizeof(Step), cudaMemcpyHostToDevice));
+    {
+        int optin = 0;
+        CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        if (warp_shared_x(M) > (size_t)optin || warp_shared_y(N) > (size_t)optin) {
+            fprintf(stderr, "locvolcalib: the tiles need %zu and %zu bytes of shared memory, the GPU has %d\n",
+                    warp_shared_x(M), warp_shared_y(N), optin);
+            status = -1.0f;
+            goto done;
+        }
+        CHECK(cudaFuncSetAttribute(warp_kernel_x, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)warp_shared_x(M)));
+        CHECK(cudaFuncSetAttribute(warp_kernel_y, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)warp_shared_y(N)));
+    }
 #else
     CHECK(cudaMalloc(&d_work, (FUSE_EXPLICIT ? 1 : 3) * total * sizeof(REAL)));  // y rhs (+ U, V)
     if (SHARE_COEF) {
@@ -675,6 +944,18 @@ extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int 
     CHECK(cudaEventRecord(start));
     payoff_kernel<<<blocks_for(total, 256), 256>>>(d_r, d_x, K, M, N);
     for (int gi = T - 2; gi >= 0; --gi) {
+#if STRUCTURE == 2
+        const int it = T - 2 - gi, slot = it % STEPS;
+        if (slot == 0) {  // the coefficients and factors of the next STEPS steps (fewer at the end)
+            const unsigned nb = (unsigned)(T - 1 - it < STEPS ? T - 1 - it : STEPS);
+            warp_var_kernel<<<dim3(blocks_for((size_t)M * N, 256), nb), 256>>>(d_coef, g, d_steps, T, it);
+            warp_factor_kernel<<<dim3(blocks_for((size_t)M + N, 64), nb), 64>>>(d_coef, g, d_steps, T, it);
+        }
+        const Coef wc = warp_coef_at(d_coef, slot, M, N);
+        const unsigned kb = (unsigned)((K + KPB - 1) / KPB);
+        warp_kernel_x<<<dim3((N + TILE_X - 1) / TILE_X, kb), WX_THREADS, warp_shared_x(M)>>>(d_work, d_r, wc, g, h_steps[gi]);
+        warp_kernel_y<<<dim3((M + TILE_Y - 1) / TILE_Y, kb), WY_THREADS, warp_shared_y(N)>>>(d_r, d_work, wc, g);
+#else
         Step s;
         s.dt_inv = (REAL)(1.0 / (tl[gi + 1] - tl[gi]));
         s.drift = (REAL)(0.5 * nu * nu * tl[gi]);
@@ -700,6 +981,7 @@ extern "C" float locvolcalib(REAL *res, const double *params, int K, int M, int 
         kernel_x<<<dim3((N + TILE_X - 1) / TILE_X, K), threads_x(M), shared_x(M)>>>(yr, d_r, u, v, cf, g, s);
         kernel_y<<<dim3((M + TILE_Y - 1) / TILE_Y, K), threads_y(N), shared_y(N)>>>(d_r, yr, cf, g, s);
 #endif
+#endif
     }
     gather_kernel<<<blocks_for(K, 128), 128>>>(d_res, d_r, K, M, N, ind_x, ind_y);
     CHECK(cudaGetLastError());
@@ -714,5 +996,6 @@ done:
     REAL *bufs[] = {d_x, d_lnx, d_y, d_dxx, d_dyy, d_res, d_r, d_work, d_coef};
     for (REAL *p : bufs)
         if (p) cudaFree(p);
+    if (d_steps) cudaFree(d_steps);
     return status;
 }

@@ -22,6 +22,11 @@ SPREAD = [(8, 8, 1, 32), (8, 8, 2, 32), (8, 8, 4, 32), (8, 8, 1, 1), (4, 8, 1, 3
           (8, 16, 1, 32), (16, 16, 4, 32)]
 
 
+def first_configs(spread: int = len(SPREAD)) -> list:
+    return [NAIVE, EARLIER_BEST] + [{**WARP, "TILE_X": tx, "TILE_Y": ty, "KPB": kpb, "STEPS": steps}
+                                    for tx, ty, kpb, steps in SPREAD[:spread]]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="course-large")
@@ -30,8 +35,7 @@ def main():
     ap.add_argument("--first", type=int, default=len(SPREAD), help="how many of the warp spread to measure first")
     args = ap.parse_args()
     max_evals, time_limit = parse_budget(args.budget)
-    first = [NAIVE, EARLIER_BEST] + [{**WARP, "TILE_X": tx, "TILE_Y": ty, "KPB": kpb, "STEPS": steps}
-                                     for tx, ty, kpb, steps in SPREAD[:args.first]]
+    first = first_configs(args.first)
     result = run_campaign(CampaignRequest(workload="locvolcalib", size=args.size, dtype=args.dtype, strategy="tpe",
                                           max_evals=max_evals, time_limit=time_limit, timeout=60, quiet=True,
                                           first=tuple(first)))

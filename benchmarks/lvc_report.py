@@ -47,25 +47,39 @@ def main():
               f"| {tuned['ms']:.2f} | {naive['ms'] / tuned['ms']:.1f}x | {t32['ms']:.2f} | {valid} "
               f"| {tuned['rel_err']:.1e} | {seed_txt} |")
 
-    df = load_evaluations("locvolcalib")
-    df = df[(df.gpu == H100) & (df["size"] == "course-large") & (df.dtype == "float64") & (df.status == "ok")]
-    best = df.loc[df.objective_value.idxmin()]
-    naive = df[df.p_STRUCTURE == 0].iloc[0]
-    base = pd.concat(pd.read_parquet(p) for p in (workload_dir(results_root(), H100, "locvolcalib") / "baselines").glob("*.parquet"))
-    copy = base[base.baseline == "copy"].iloc[0]
-    size = space.sizes["course-large"]
-    gbs = traffic_bytes(size, 8) / (best.objective_value / 1e3) / 1e9
-    print()
-    print(f"course-large float64 campaign ({len(df)} configs, TPE, {df.campaign_id.iloc[0]}, commit {df.git_commit.iloc[0]}):")
-    print(f"  tuned {best.objective_value:.1f} ms  naive {naive.objective_value:.1f} ms  "
-          f"speed-up {naive.objective_value / best.objective_value:.1f}x")
-    print(f"  effective {gbs:.0f} GB/s (4 value arrays per step)  copy {json.loads(copy.metrics)['GB/s']:.0f} GB/s "
-          f"(median {statistics.median(copy.times):.4f} ms)  ratio {gbs / json.loads(copy.metrics)['GB/s']:.2f}")
-    print(f"  best config {json.loads(best.config)}")
-    for solver in ("SOLVER_X", "SOLVER_Y"):
-        print(f"  best time per {solver}: " + ", ".join(
-            f"{v}: {g.objective_value.min():.1f} ms" for v, g in df[df.p_STRUCTURE == 1].groupby(f"p_{solver}")))
+    for dtype in ("float64", "float32"):
+        campaign_summary(space, dtype)
 
+
+def campaign_summary(space, dtype: str):
+    """The course-large campaign of this dtype: tuned, naive and the copy baseline, all from that campaign."""
+    df = load_evaluations("locvolcalib")
+    df = df[(df.gpu == H100) & (df["size"] == "course-large") & (df.dtype == dtype) & (df.status == "ok")]
+    if df.empty:
+        return
+    best = df.loc[df.objective_value.idxmin()]
+    naive = df[df.p_STRUCTURE == 0]
+    base = pd.concat(pd.read_parquet(p) for p in (workload_dir(results_root(), H100, "locvolcalib") / "baselines").glob("*.parquet"))
+    copy = base[(base.baseline == "copy") & (base.campaign_id == best.campaign_id)].iloc[0]
+    copy_gbs = json.loads(copy.metrics)["GB/s"]
+    itemsize = 8 if dtype == "float64" else 4
+    gbs = traffic_bytes(space.sizes["course-large"], itemsize) / (best.objective_value / 1e3) / 1e9
+    print()
+    print(f"course-large {dtype} campaign ({len(df)} configs, TPE, {best.campaign_id}, commit {best.git_commit}):")
+    if len(naive):
+        n = naive.iloc[0]
+        print(f"  tuned {best.objective_value:.2f} ms  naive {n.objective_value:.1f} ms (same campaign)  "
+              f"speed-up {n.objective_value / best.objective_value:.1f}x")
+    print(f"  effective {gbs:.0f} GB/s (4 value arrays per step)  copy {copy_gbs:.0f} GB/s "
+          f"(median {statistics.median(copy.times):.4f} ms, same campaign)  ratio {gbs / copy_gbs:.2f}")
+    print(f"  best config {json.loads(best.config)}")
+    print("  best per structure: " + ", ".join(f"{v}: {g.objective_value.min():.2f} ms ({len(g)} configs)"
+                                              for v, g in df.groupby("p_STRUCTURE")))
+    warp = df[df.p_STRUCTURE == 2]
+    for param in ("KPB", "STEPS", "TILE_X", "TILE_Y"):
+        if len(warp):
+            print(f"  warp structure, best per {param}: " + ", ".join(
+                f"{v}: {g.objective_value.min():.2f} ms" for v, g in warp.groupby(f"p_{param}")))
 
 if __name__ == "__main__":
     main()

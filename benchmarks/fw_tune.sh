@@ -27,7 +27,8 @@ if stage tests; then
   timeout "${FW_TESTS_S:-100}" python3 -m pytest -q -x -k "awkward or campaign_path" tests/test_floyd_warshall_gpu.py 2>&1 | tail -5
 fi
 if stage sweep; then
-  timeout "${FW_SWEEP_S:-200}" python3 benchmarks/fw_sweep.py 11000 --repeats 2 --out "$OUT/sweep_11k.json" --top 12
+  timeout "${FW_SWEEP_S:-200}" python3 benchmarks/fw_sweep.py 11000 --repeats 2 --out "$OUT/sweep_11k.json" --top 12 \
+    --budget-s "$(( ${FW_SWEEP_S:-200} - 15 ))"
 fi
 if stage campaign; then
   TOP=$(python3 - "$OUT/sweep_11k.json" "${FW_TOP:-8}" <<'PY'
@@ -44,7 +45,7 @@ if stage small; then
   timeout "${FW_SMALL_S:-100}" python3 -m tuner tune floyd-warshall-small --size 5k --strategy brute_force --timeout 60 --quiet
   python3 -c "
 from tuner.store import load_evaluations
-df = load_evaluations('floyd-warshall-small'); print(len(df), 'of 88 configs of floyd-warshall-small recorded;', (df.status == 'ok').sum(), 'ok')"
+df = load_evaluations('floyd-warshall-small'); print(df.config.nunique(), 'configs of floyd-warshall-small recorded,', (df.status == 'ok').sum(), 'rows ok')"
 fi
 if stage sizes; then
   BEST=$(best 11k)

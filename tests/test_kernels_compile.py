@@ -44,8 +44,8 @@ def test_stored_best_configs_compile(tmp_path):
     if df.empty:
         pytest.skip("nothing stored yet")
     ok = df[df.status == "ok"]
-    bests = set()  # many sizes share a best config: each (workload, dtype, config) is compiled once
-    for (workload, dtype, _size_vars), group in ok.groupby(["workload", "dtype", "size_vars"]):
+    bests = set()  # many sizes and GPUs share a best config: each (workload, dtype, config) is compiled once
+    for (workload, dtype, _size_vars, _gpu), group in ok.groupby(["workload", "dtype", "size_vars", "gpu"]):
         space = get_workload(workload).space
         per_config = group.groupby("config")["objective_value"].median()
         bests.add((workload, dtype, per_config.idxmax() if space.maximize else per_config.idxmin()))

@@ -347,7 +347,9 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
     // The merge-path point (i, j) at diagonal d = i + j: i = the rows whose end comes before the d-th item,
     // i.e. the last i with row_ptr[i] + i <= d.
     constexpr int tile = block_size_x * row_iters;
-    __shared__ T products[tile];
+    // products[k] at k + k / 32: threads walk runs of about row_iters items, and the padding spreads their
+    // starts over the banks (exactly so where the runs are 8 or 16 nonzeros long)
+    __shared__ T products[tile + tile / 32];
     __shared__ int row_end[tile + 1];
     __shared__ int corner[4];  // the tile's first merge-path point (i0, j0) and its end (i1, j1)
     __shared__ int warp_key[block_size_x / 32];
@@ -379,13 +381,13 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
 #pragma unroll
         for (int u = 0; u < row_iters; u++) {
             int k = j0 + threadIdx.x + u * block_size_x;
-            if (k < j1) products[k - j0] = v[u] * load_x(x, c[u]);
+            if (k < j1) products[(k - j0) + (k - j0) / 32] = v[u] * load_x(x, c[u]);
         }
     }
     __syncthreads();
 
     // this thread's items [d, d_end) of the tile: its merge-path point by binary search in shared memory
-    const int d = min(threadIdx.x * row_iters, tile_items), d_end = min(d + row_iters, tile_items);
+    const int d = min((int)threadIdx.x * row_iters, tile_items), d_end = min(d + row_iters, tile_items);
     int lo = max(0, d - (j1 - j0)), hi = min(d, tile_rows);
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -400,7 +402,8 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
     for (int s = 0; s < row_iters; s++) {
         if (d + s < d_end) {
             if (j0 + k < row_end[row]) {
-                sum += products[k++];
+                sum += products[k + k / 32];
+                k++;
             } else {
                 if (first_row < 0) first_row = row, first_sum = sum;
                 else y[i0 + row] = sum;

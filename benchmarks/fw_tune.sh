@@ -16,7 +16,9 @@ set -uo pipefail
 OUT=${OUT:-/tmp}
 STAGES=${*:-tests sweep campaign small sizes}
 SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0}'
-best() { python3 -m tuner best floyd-warshall --size "$1" --json | python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)['config']))"; }
+best() {  # a config stored before a parameter existed lacks it: the seed's value (the kernel's default) fills it in
+  python3 -m tuner best floyd-warshall --size "$1" --json \
+    | python3 -c "import json,sys; print(json.dumps({**json.loads(sys.argv[1]), **json.load(sys.stdin)['config']}))" "$SEED"; }
 stage() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 2000 > "$OUT/clocks.csv" &

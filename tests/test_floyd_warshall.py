@@ -231,3 +231,16 @@ def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
     assert out.best["config"] == stored["config"] and out.best["value"] == pytest.approx(stored["value"], rel=0.02)  # mean vs median of the repeats
     seed = df[(df.status == "ok") & (df.config == canonical_config(SEED_CONFIG))]
     assert len(seed) and stored["value"] < seed.time_ms.median()
+
+
+def test_reduced_space_is_a_brute_forceable_part_of_the_full_one():
+    """floyd-warshall-small (the strategy comparison's complete recording) runs the same pipeline: each of
+    its configs is a valid config of the full space, and there are few enough to brute-force in minutes."""
+    from tuner import kt
+
+    small = get_workload("floyd-warshall-small").space
+    assert small.kernel_source == W.space.kernel_source and list(small.params) == list(W.space.params)
+    configs = [dict(zip(small.params, c)) for c in kt.searchspace(small).list]
+    assert 20 <= len(configs) <= 100
+    assert all(W.space.is_valid(c) and all(c[k] in W.space.params[k] for k in c) for c in configs)
+    assert {c["BLOCK"] for c in configs} == {64, 128} and {c["KCHUNK"] for c in configs} == {0, 16}

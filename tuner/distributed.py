@@ -23,12 +23,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import queue
 import random
 import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import warnings
 import zlib
@@ -108,21 +110,46 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
         raise TunerError(f"storage '{url}': a distributed campaign needs a database URL (sqlite:///path on one host, "
                          "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
                          "a dead worker, exists only in its RDB storage")
-    engine_kwargs = {"creator": _sqlite_connector(url)} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    sqlite = url.startswith("sqlite")
+    engine_kwargs = {"creator": _sqlite_connector(url)} if sqlite else {"pool_pre_ping": True}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s))
+            storage = (_SQLiteStorage if sqlite else optuna.storages.RDBStorage)(
+                url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s))
     except ImportError as e:
         raise TunerError(f"storage '{_redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'") from None
     except Exception as e:  # noqa: BLE001  (sqlalchemy's errors: no server, wrong password, no such database)
         raise TunerError(f"cannot open storage '{_redact(url)}': {str(e).splitlines()[0]}") from None
-    if url.startswith("sqlite"):
+    if sqlite:
         # Optuna pops a queued trial by reading its state and then updating it. PostgreSQL locks the row
         # (SELECT ... FOR UPDATE); SQLite ignores that, so two workers could both pop the same trial,
-        # unless every transaction takes the write lock at its start.
-        sqlalchemy.event.listen(storage.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        # unless every transaction that may write takes the write lock at its start. Reads of trials do
+        # not: in WAL mode they run beside the writer instead of queueing for its lock.
+        sqlalchemy.event.listen(storage.engine, "begin", lambda conn: conn.exec_driver_sql(
+            "BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"))
     return storage
+
+
+_reading = threading.local()  # set while a _SQLiteStorage method that only reads runs (per thread: heartbeats)
+
+
+class _SQLiteStorage(optuna.storages.RDBStorage):
+    """Optuna's RDB storage whose pure reads of trials open plain (deferred) SQLite transactions."""
+
+    def _get_trials(self, *args, **kwargs):
+        return self._read(super()._get_trials, *args, **kwargs)
+
+    def get_trial(self, *args, **kwargs):
+        return self._read(super().get_trial, *args, **kwargs)
+
+    @staticmethod
+    def _read(method, *args, **kwargs):
+        _reading.on = True
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _reading.on = False
 
 
 def _heartbeat_options(heartbeat_s, grace_s) -> dict:
@@ -309,6 +336,7 @@ class _Worker:
         self.counts = {"measured": 0, "served": 0, "trials": 0}
         self.ok_costs = []
         self.last_row = None
+        self.next_check = 0.0  # when to look for trials of dead workers next
         runner = session.runner
         runner.known = known_rows(store.load_evaluations(camp.workload, root), space, session.common, session.provenance)
         runner.on_row = self._on_row
@@ -316,45 +344,158 @@ class _Worker:
                                   runner, snap=False)
 
     def _on_row(self, row, fresh):
-        self.last_row = (row, fresh)
-        if fresh:
-            self.session.writer.append({**store_row(row, self.space, self.camp.size_vars, self.camp.dtype,
-                                                     self.session.common, self.session.provenance, self.req),
-                                        "worker": self.me})
+        self.last_row = (row, fresh)  # written to the store by the scheduler, before it tells the study
 
     def run(self) -> dict:
+        """Two threads: this one measures, one config at a time; a scheduler thread keeps the books with
+        the study (asks for the next trial while this one measures, then stores and tells the last), so
+        the GPU waits for the database only when a measurement is quicker than the bookkeeping."""
+        todo, done = queue.Queue(maxsize=1), queue.Queue()
+        self.beats, self.scheduler_error = set(), None
         with warnings.catch_warnings():  # heartbeats outside Study.optimize are what we mean
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
-            return self._loop()
-
-    def _loop(self) -> dict:
-        deadline = time.monotonic() + self.camp.time_limit if self.camp.time_limit else None
-        brute = self.camp.strategy == "brute_force"
-        next_check = 0.0
-        while deadline is None or time.monotonic() < deadline:
-            if time.monotonic() >= next_check:  # a dead worker's trial goes back to the queue
-                _adopt_orphans(self.study, self.camp.grace_s)
-                optuna.storages.fail_stale_trials(self.study)
-                next_check = time.monotonic() + min(self.camp.heartbeat_s, self.camp.grace_s / 4)
-            tally = _tally(self.study.get_trials(deepcopy=False), self.codec)
-            for config in tally["held"]:
-                self.repair.mark(config)
-            if brute:
-                wanted = tally["waiting"] + (self._feed(tally) if tally["waiting"] < FEED else 0) > 0
-            else:
-                wanted = len(tally["done"]) + tally["running"] < self.camp.max_evals and not self.repair.exhausted()
-            if wanted:
-                trial = self.study.ask(self.codec.dists)
-                self.study._storage.record_heartbeat(trial._trial_id)  # at once: see _adopt_orphans
-                with optuna.storages._heartbeat.get_heartbeat_thread(trial._trial_id, self.study._storage):
-                    trial.set_user_attr("worker", self.me)
-                    self._run_trial(trial, brute)
-                continue
-            if tally["running"] == 0:
-                break
-            time.sleep(POLL_S)  # others still measure; the trial of one that dies comes back
+            scheduler = threading.Thread(target=self._schedule, args=(todo, done), name="scheduler", daemon=True)
+            scheduler.start()
+            try:
+                while (job := todo.get()) is not None:
+                    self.last_row = None
+                    try:
+                        cost = self.cost_func(list(job[1]), check_restrictions=False)
+                    except BaseException as e:
+                        done.put((job, e))
+                        raise
+                    done.put((job, (cost, self.last_row)))
+            finally:
+                scheduler.join(timeout=60)
+                for beat in list(self.beats):  # not daemon threads: they would keep a failed worker alive
+                    beat.__exit__(None, None, None)
+        if self.scheduler_error is not None:
+            raise self.scheduler_error
         return {"worker": self.me, "gpu": self.session.gpu["gpu"], **self.counts}
+
+    def _schedule(self, todo, done):
+        """Keep one trial measuring and one waiting behind it; finish each as its result comes back."""
+        deadline = time.monotonic() + self.camp.time_limit if self.camp.time_limit else None
+        inflight, idle = 0, False
+        try:
+            while True:
+                while inflight and not done.empty():
+                    if not self._finish(*done.get()):
+                        return
+                    inflight -= 1
+                if inflight < 2 and not (deadline and time.monotonic() >= deadline):
+                    job, idle = self._next_job()
+                    if job is not None:
+                        todo.put(job)
+                        inflight += 1
+                        continue
+                    if idle and inflight == 0:
+                        return  # nothing left to ask and nobody measuring anywhere
+                elif inflight == 0:
+                    return  # out of time
+                try:
+                    if not self._finish(*done.get(timeout=None if inflight == 2 else POLL_S)):
+                        return
+                    inflight -= 1
+                except queue.Empty:
+                    pass  # others still measure; the trial of one that dies comes back
+        except BaseException as e:  # noqa: BLE001  (raised again by the measuring thread)
+            self.scheduler_error = e
+        finally:
+            todo.put(None)
+
+    def _next_job(self):
+        """The next (trial, config, heartbeat) to measure, or None; and whether the campaign is over here
+        (nothing to ask, no trial running anywhere). Trials that need no measurement are told here."""
+        brute = self.camp.strategy == "brute_force"
+        if time.monotonic() >= self.next_check:  # a dead worker's trial goes back to the queue
+            _adopt_orphans(self.study, self.camp.grace_s)
+            optuna.storages.fail_stale_trials(self.study)
+            self.next_check = time.monotonic() + min(self.camp.heartbeat_s, self.camp.grace_s / 4)
+        tally = _tally(self.study.get_trials(deepcopy=False), self.codec)
+        for config in tally["held"]:
+            self.repair.mark(config)
+        if brute:
+            wanted = tally["waiting"] + (self._feed(tally) if tally["waiting"] < FEED else 0) > 0
+        else:
+            wanted = len(tally["done"]) + tally["running"] < self.camp.max_evals and not self.repair.exhausted()
+        if not wanted:
+            return None, tally["running"] == 0
+        # brute force takes its config from the queued trial's fixed params: asking without distributions
+        # spares one write transaction per parameter, which workers queue for
+        trial = self.study.ask() if brute else self.study.ask(self.codec.dists)
+        self.study._storage.record_heartbeat(trial._trial_id)  # at once: see _adopt_orphans
+        beat = optuna.storages._heartbeat.get_heartbeat_thread(trial._trial_id, self.study._storage)
+        beat.__enter__()
+        self.beats.add(beat)
+        self.counts["trials"] += 1
+        try:
+            trial.set_user_attr("worker", self.me)
+            config = self._config_to_measure(trial, brute)
+        except BaseException:
+            self._stop(beat)
+            raise
+        if config is None:
+            self._stop(beat)
+            return None, False
+        return (trial, config, beat), False
+
+    def _config_to_measure(self, trial, brute: bool):
+        """The trial's config, or None once the trial is told (surplus, invalid, or another trial's)."""
+        frozen = self.study._storage.get_trial(trial._trial_id)
+        if brute and not ({"fixed_params", "failed_trial"} & set(frozen.system_attrs)):
+            # others emptied the queue between looking and asking: Optuna sampled this trial
+            self._tell(trial, "surplus", state=TrialState.FAIL)
+            return None
+        config = self.codec.config_of(frozen)
+        if not self.searchspace.is_param_config_valid(config):
+            self._tell(trial, "invalid", value=self._penalty())
+            self._enqueue_nearest(config, brute)
+            return None
+        prior = _prior_claims(self.study, self.codec, trial.number, config)
+        if prior is not None:  # a lower-numbered trial holds this config: step aside
+            if prior.state == TrialState.COMPLETE:
+                self._tell(trial, "repeat", value=prior.value)
+            else:
+                self._tell(trial, "taken", state=TrialState.FAIL)
+            self._enqueue_nearest(config, brute)
+            return None
+        if "failed_trial" in frozen.system_attrs:  # a retry: its dead worker may have stored the row already
+            self.session.runner.known.update(known_rows(store.load_evaluations(self.camp.workload, self.root),
+                                                         self.space, self.session.common, self.session.provenance))
+        return config
+
+    def _finish(self, job, result) -> bool:
+        """Store and tell one measured trial; False when the measuring thread failed (it raises)."""
+        trial, config, beat = job
+        try:
+            if isinstance(result, BaseException):
+                self.study.tell(trial, state=TrialState.FAIL)
+                return False
+            cost, (row, fresh) = result
+            if fresh:  # the row first: a retry of this trial looks for it in the store
+                self.session.writer.append({**store_row(row, self.space, self.camp.size_vars, self.camp.dtype,
+                                                         self.session.common, self.session.provenance, self.req),
+                                            "worker": self.me})
+            ok = row["status"] == "ok"
+            value = self.space.objective_value(row, self.camp.size_vars, self.camp.dtype) if ok else None
+            self.counts["measured" if fresh else "served"] += 1
+            if ok:
+                self.ok_costs.append(cost)
+            self._tell(trial, "measured" if fresh else "served",
+                       value=cost if cost < sys.float_info.max else self._penalty(), status=row["status"],
+                       objective=value, config=store.canonical_config(dict(zip(self.codec.names, config))),
+                       time_ms=statistics.median(row["times"]) if ok and row.get("times") else None)
+            self.log(f"{self.me}: {row['status']:<12} {dict(zip(self.codec.names, config))}"
+                     + (f"  {value:.4g} {self.space.objective}" if value is not None else ""))
+            return True
+        finally:
+            self._stop(beat)
+
+    def _stop(self, beat):
+        beat.__exit__(None, None, None)
+        self.beats.discard(beat)
 
     def _feed(self, tally) -> int:
         """Brute force: enqueue a few configs no trial holds, picked at random so that workers feeding at
@@ -365,44 +506,6 @@ class _Worker:
         for config in picked:
             self.study.enqueue_trial(self.codec.encode(config))
         return len(picked)
-
-    def _run_trial(self, trial, brute: bool):
-        self.counts["trials"] += 1
-        frozen = self.study._storage.get_trial(trial._trial_id)
-        if brute and not ({"fixed_params", "failed_trial"} & set(frozen.system_attrs)):
-            # others emptied the queue between looking and asking: Optuna sampled this trial
-            return self._tell(trial, "surplus", state=TrialState.FAIL)
-        config = self.codec.decode(trial.params)
-        if not self.searchspace.is_param_config_valid(config):
-            self._tell(trial, "invalid", value=self._penalty())
-            return self._enqueue_nearest(config, brute)
-        prior = _prior_claims(self.study, self.codec, trial.number, config)
-        if prior is not None:  # a lower-numbered trial holds this config: step aside
-            if prior.state == TrialState.COMPLETE:
-                self._tell(trial, "repeat", value=prior.value)
-            else:
-                self._tell(trial, "taken", state=TrialState.FAIL)
-            return self._enqueue_nearest(config, brute)
-        if "failed_trial" in frozen.system_attrs:  # a retry: its dead worker may have stored the row already
-            self.session.runner.known.update(known_rows(store.load_evaluations(self.camp.workload, self.root),
-                                                         self.space, self.session.common, self.session.provenance))
-        self.last_row = None
-        try:
-            cost = self.cost_func(list(config), check_restrictions=False)
-        except BaseException:
-            self.study.tell(trial, state=TrialState.FAIL)
-            raise
-        row, fresh = self.last_row
-        ok = row["status"] == "ok"
-        value = self.space.objective_value(row, self.camp.size_vars, self.camp.dtype) if ok else None
-        self.counts["measured" if fresh else "served"] += 1
-        if ok:
-            self.ok_costs.append(cost)
-        self._tell(trial, "measured" if fresh else "served", value=cost if cost < sys.float_info.max else self._penalty(),
-                   status=row["status"], objective=value, config=store.canonical_config(dict(zip(self.codec.names, config))),
-                   time_ms=statistics.median(row["times"]) if ok and row.get("times") else None)
-        self.log(f"{self.me}: {row['status']:<12} {dict(zip(self.codec.names, config))}"
-                 + (f"  {value:.4g} {self.space.objective}" if value is not None else ""))
 
     def _tell(self, trial, kind, *, value=None, state=None, **attrs):
         try:

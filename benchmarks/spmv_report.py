@@ -13,11 +13,11 @@ from tuner.workloads import get_workload
 from tuner.workloads.spmv import SEED_CONFIGS
 from tuner.workloads.spmv_matrices import CLASS_NAMES
 
-VARIANTS = {0: "scalar", 1: "scalar + shared x", 2: "vector", 3: "nonzero split", 4: "CSR-stream split"}
+VARIANTS = {0: "scalar", 1: "scalar + shared x", 2: "vector", 3: "nonzero split", 4: "CSR-stream split", 5: "merge path"}
 
 
 def describe(c: dict) -> str:
-    lanes = f", {c['threads_per_row']} lanes/row" if c["variant"] >= 2 else ""
+    lanes = f", {c['threads_per_row']} lanes/row" if 2 <= c["variant"] <= 4 else ""
     hints = "".join([", ldg" if c["ldg"] else "", ", stream" if c["stream"] else "",
                      f", unroll {c['unroll']}" if c["unroll"] > 1 else ""])
     return f"{VARIANTS[c['variant']]}: {c['block_size_x']} threads{lanes}, row_iters {c['row_iters']}{hints}"

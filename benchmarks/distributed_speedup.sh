@@ -88,7 +88,8 @@ doc = {
     "provenance": {"git_commit": git_commit(), "host": platform.node(), "gpus": smi.stdout.strip().splitlines() if smi else [],
                    "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), **software()},
 }
-out = results_root() / gpu_slug(two["gpu"]) / one["workload"] / "distributed"
+# a rehearsal on a replayed recording stays in WORK: results/ holds what a GPU measured
+out = (work if doc["simulated"] else results_root() / gpu_slug(two["gpu"]) / one["workload"]) / "distributed"
 out.mkdir(parents=True, exist_ok=True)
 stem = f"speedup-{one['size']}_{one['dtype']}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
 (out / f"{stem}.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -7,7 +7,15 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from tuner.check import CheckResult, check_one, exit_code, junit, markdown, session_noise
+from tuner.check import (
+    BASELINE_SESSIONS,
+    CheckResult,
+    check_one,
+    exit_code,
+    junit,
+    markdown,
+    session_noise,
+)
 from tuner.stats import compare, normalise
 
 GPU = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "cuda": "13.3"}
@@ -17,7 +25,7 @@ def rounds(rng, k, scale=1.0, sigma=0.01):
     return list(scale * np.exp(rng.normal(0, sigma, k)))
 
 
-def baseline(rng, sessions=3, per=10, sigma=0.01, session_sigma=0.0, ms=0.35, ref_ms=0.73):
+def baseline(rng, sessions=BASELINE_SESSIONS, per=10, sigma=0.01, session_sigma=0.0, ms=0.35, ref_ms=0.73):
     kern, ref = [], []
     for _ in range(sessions):
         shift = np.exp(rng.normal(0, session_sigma))
@@ -64,6 +72,48 @@ def test_faster_is_not_a_failure():
     rng = np.random.default_rng(5)
     res = check_one(baseline(rng), GPU, now(rng, slow=-0.10))
     assert res.verdict == "faster" and res.exit_code == 0
+
+
+def session_verdicts(slow, trials=400, sessions=6, session_sigma=0.01, sigma=0.01, seed=11):
+    """Checks as they run on a GPU: each worker session (the baseline's, and the check's own) lands at its
+    own offset, drawn with `session_sigma`, on top of the round-to-round noise `sigma`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(trials):
+        base = baseline(rng, sessions=sessions, sigma=sigma, session_sigma=session_sigma)
+        offset = np.exp(rng.normal(0, session_sigma))
+        out.append(check_one(base, GPU, now(rng, slow, sigma=sigma, ms=0.35 * offset)).verdict)
+    return out
+
+
+def test_aa_with_session_offsets_flags_at_most_1_percent():
+    """Session offsets of 1% (the H100's 2^26 kernels) or 6% (tiny kernels in L2): the noise floor, an
+    upper prediction bound from the baseline's sessions, keeps false alarms rare."""
+    for session_sigma in (0.01, 0.06):
+        v = session_verdicts(0.0, session_sigma=session_sigma)
+        assert v.count("regression") / len(v) <= 0.01, session_sigma
+
+
+def test_a_fixed_three_sigma_floor_over_three_sessions_would_alarm_often():
+    """Why the floor uses the t quantile: with 3 sessions their spread is a rough estimate, and 3 x that
+    spread is exceeded by several percent of unchanged checks (the first A/A measurement, 93%)."""
+    rng = np.random.default_rng(12)
+    alarms = 0
+    for _ in range(2000):
+        medians = rng.normal(0, 0.01, 3)
+        fresh = rng.normal(0, 0.01)
+        alarms += fresh - medians.mean() > max(0.0, 3 * medians.std(ddof=1))
+    assert alarms / 2000 > 0.03
+    b = baseline(np.random.default_rng(13), sessions=3, session_sigma=0.01)
+    spread = np.std([np.median(p) for p in np.array_split(b["rounds"], 3)], ddof=1) / np.median(b["rounds"])
+    assert session_noise(b["rounds"], 3) > 9 * spread  # t(2) at 99.5% is 9.9
+
+
+def test_ab_with_session_offsets_catches_5_percent_on_steady_kernels():
+    """Large kernels (sessions within about 0.3% of each other on the H100): 5% is caught in at least 95%
+    of checks, 10% always."""
+    assert session_verdicts(0.05, session_sigma=0.003).count("regression") / 400 >= 0.95
+    assert session_verdicts(0.10, session_sigma=0.003).count("regression") == 400
 
 
 def test_session_spread_raises_the_noise_floor():
@@ -141,9 +191,9 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
                                  max_evals=30, timeout=3.0, quiet=True, worker_target=fake_worker_main))
     monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
     monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
-    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
+    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "4"]) == 0
     stored = tuner.check.load_baselines()
-    assert len(stored) == 1 and stored.iloc[0]["sessions"] == 2 and len(stored.iloc[0]["rounds"]) == 20
+    assert len(stored) == 1 and stored.iloc[0]["sessions"] == 4 and len(stored.iloc[0]["rounds"]) == 40
     report = tmp_path / "r.xml"
     assert main(["check", "--junit", str(report)]) == 0
     monkeypatch.setenv("FAKE_SLOWDOWN", "0.10")

@@ -17,6 +17,7 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 
 from tuner import kt, query, store
 from tuner.errors import TunerError
@@ -28,6 +29,8 @@ from tuner.workloads import get_workload
 
 BASELINE_FILE = "check/baseline.parquet"
 CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
+BASELINE_SESSIONS = 6  # worker sessions per baseline kernel: their spread sets the noise floor (session_noise)
+NOISE_ALPHA = 0.005  # how often an unchanged kernel may exceed its noise floor by session wobble alone
 worker_target = None  # the worker process's main function (None: the real one); tests substitute a GPU-free one
 
 
@@ -70,7 +73,7 @@ def load_baselines(root=None, gpu: str | None = None) -> pd.DataFrame:
     return df
 
 
-def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per_baseline=3, backend="nvcuda",
+def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per_baseline=BASELINE_SESSIONS, backend="nvcuda",
                   device=0, timeout=120, root=None, log=print) -> list[dict]:
     """Re-measure the best stored config of each (workload, size, dtype) and store it as the baseline.
 
@@ -145,13 +148,19 @@ def _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend) 
             **software(), "timestamp": datetime.now(timezone.utc).isoformat()}
 
 
-def session_noise(rounds, sessions: int, k: float = 3.0) -> float:
-    """k times the relative spread of the per-session medians of a baseline (0 for a single session):
-    a change smaller than the baseline's own session-to-session wobble is not a regression."""
+def session_noise(rounds, sessions: int, alpha: float = NOISE_ALPHA) -> float:
+    """The relative slowdown that one fresh session of an unchanged kernel exceeds with probability `alpha`
+    (0 for a single session, whose spread is unknown). Every session (worker process) lands at its own
+    offset, so a check, itself one session, is one more draw from the baseline's per-session medians: the
+    one-sided upper prediction bound t(n-1) quantile x s x sqrt(1 + 1/n), s their relative spread.
+    A fixed 3 s instead, with the spread of 3 sessions (2 degrees of freedom), is exceeded by about 6% of
+    unchanged checks, which is what the first A/A runs on the H100 showed; the t quantile prices in how
+    little a few sessions say about the spread (with 3 it is wide: a baseline wants 6 or more)."""
     if sessions < 2:
         return 0.0
     medians = [float(np.median(part)) for part in np.array_split(np.asarray(rounds, float), sessions)]
-    return k * float(np.std(medians, ddof=1) / np.median(medians))
+    spread = float(np.std(medians, ddof=1) / np.median(medians))
+    return float(scipy.stats.t.ppf(1 - alpha, sessions - 1) * spread * np.sqrt(1 + 1 / sessions))
 
 
 def _save_baseline(root, row: dict) -> None:
@@ -205,8 +214,11 @@ def check_one(base: dict, gpu: dict, now: dict, *, threshold=0.03, allow_differe
         setattr(res, label, {"change": c.change, "ci": [c.ci_low, c.ci_high], "verdict": c.verdict,
                              "threshold": res.noise_floor})
         res.verdict = c.verdict
-    if refusal:
-        res.reason = "compared anyway: " + refusal
+    notes = ["compared anyway: " + refusal] if refusal else []
+    if int(base.get("sessions") or 1) < 2:
+        notes.append("one baseline session: its session-to-session noise is unknown, so only the "
+                     f"{threshold:.0%} threshold guards against it (take the baseline with --sessions 6)")
+    res.reason = "; ".join(notes)
     return res
 
 

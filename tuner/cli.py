@@ -149,10 +149,10 @@ def _export(args) -> int:
 
 
 def _baseline(args) -> int:
-    from tuner.check import take_baseline
+    from tuner.check import BASELINE_SESSIONS, take_baseline
 
     rows = take_baseline(args.workloads, args.size, args.dtype, rounds=args.rounds,
-                         sessions_per_baseline=args.sessions, backend=args.backend,
+                         sessions_per_baseline=args.sessions or BASELINE_SESSIONS, backend=args.backend,
                          device=args.device, root=args.results, log=console.print)
     console.print(f"{len(rows)} baseline(s) recorded")
     return 0 if rows else 2
@@ -275,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--size", action="append", help="size(s) to baseline (default: every size stored)")
     s.add_argument("--dtype", action="append", help="dtype(s) (default: every dtype stored)")
     s.add_argument("--rounds", type=int, default=10, help="rounds per session")
-    s.add_argument("--sessions", type=int, default=3, help="independent worker sessions (their spread sets the noise floor)")
+    s.add_argument("--sessions", type=int, help="independent worker sessions per kernel (their spread sets the "
+                   "noise floor; default 6)")  # tuner.check.BASELINE_SESSIONS
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
     s.set_defaults(func=_baseline)

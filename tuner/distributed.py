@@ -350,8 +350,8 @@ class _Worker:
         """Two threads: this one measures, one config at a time; a scheduler thread keeps the books with
         the study (asks for the next trial while this one measures, then stores and tells the last), so
         the GPU waits for the database only when a measurement is quicker than the bookkeeping."""
-        todo, done = queue.Queue(maxsize=1), queue.Queue()
-        self.beats, self.scheduler_error = set(), None
+        todo, done = queue.Queue(), queue.Queue()  # the scheduler keeps at most two trials in flight
+        self.beats, self.scheduler_error, self.stopping = set(), None, threading.Event()
         with warnings.catch_warnings():  # heartbeats outside Study.optimize are what we mean
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
@@ -367,6 +367,7 @@ class _Worker:
                         raise
                     done.put((job, (cost, self.last_row)))
             finally:
+                self.stopping.set()  # after an error here, the scheduler asks for nothing more
                 scheduler.join(timeout=60)
                 for beat in list(self.beats):  # not daemon threads: they would keep a failed worker alive
                     beat.__exit__(None, None, None)
@@ -377,37 +378,40 @@ class _Worker:
     def _schedule(self, todo, done):
         """Keep one trial measuring and one waiting behind it; finish each as its result comes back."""
         deadline = time.monotonic() + self.camp.time_limit if self.camp.time_limit else None
-        inflight, idle = 0, False
+        inflight = 0
         try:
-            while True:
+            while not self.stopping.is_set():
                 while inflight and not done.empty():
                     if not self._finish(*done.get()):
                         return
                     inflight -= 1
                 if inflight < 2 and not (deadline and time.monotonic() >= deadline):
-                    job, idle = self._next_job()
+                    job, state = self._next_job()
                     if job is not None:
                         todo.put(job)
                         inflight += 1
                         continue
-                    if idle and inflight == 0:
+                    if state == "again":  # the trial was told at once (invalid, surplus, another's config)
+                        continue
+                    if state == "over" and inflight == 0:
                         return  # nothing left to ask and nobody measuring anywhere
                 elif inflight == 0:
                     return  # out of time
                 try:
-                    if not self._finish(*done.get(timeout=None if inflight == 2 else POLL_S)):
+                    if not self._finish(*done.get(timeout=POLL_S)):
                         return
                     inflight -= 1
                 except queue.Empty:
-                    pass  # others still measure; the trial of one that dies comes back
+                    pass  # still measuring here, or others are; the trial of one that dies comes back
         except BaseException as e:  # noqa: BLE001  (raised again by the measuring thread)
             self.scheduler_error = e
         finally:
             todo.put(None)
 
     def _next_job(self):
-        """The next (trial, config, heartbeat) to measure, or None; and whether the campaign is over here
-        (nothing to ask, no trial running anywhere). Trials that need no measurement are told here."""
+        """The next (trial, config, heartbeat) to measure, or None and why: "again" (the trial needed no
+        measurement and is told already), "wait" (nothing to ask while others measure), "over" (nothing to
+        ask and no trial running anywhere)."""
         brute = self.camp.strategy == "brute_force"
         if time.monotonic() >= self.next_check:  # a dead worker's trial goes back to the queue
             _adopt_orphans(self.study, self.camp.grace_s)
@@ -421,7 +425,7 @@ class _Worker:
         else:
             wanted = len(tally["done"]) + tally["running"] < self.camp.max_evals and not self.repair.exhausted()
         if not wanted:
-            return None, tally["running"] == 0
+            return None, "over" if tally["running"] == 0 else "wait"
         # brute force takes its config from the queued trial's fixed params: asking without distributions
         # spares one write transaction per parameter, which workers queue for
         trial = self.study.ask() if brute else self.study.ask(self.codec.dists)
@@ -438,8 +442,8 @@ class _Worker:
             raise
         if config is None:
             self._stop(beat)
-            return None, False
-        return (trial, config, beat), False
+            return None, "again"
+        return (trial, config, beat), "measure"
 
     def _config_to_measure(self, trial, brute: bool):
         """The trial's config, or None once the trial is told (surplus, invalid, or another trial's)."""

@@ -5,7 +5,8 @@ settings (workload, size, dtype, strategy, budget, GPU model) are the study's us
 of workers join it, each a process bound to one GPU with its own isolated worker process
 (tuner/isolation.py) and its own Parquet part in the store (merged on read):
 
-- a worker asks the study for a trial, measures its config, writes the row, then tells the study;
+- a worker asks the study for a trial, measures its config, writes the row, then tells the study; its
+  bookkeeping runs on a scheduler thread that asks for the next trial while the current one measures;
 - brute force enqueues the configs no trial holds yet, a few at a time: Optuna hands each WAITING trial
   to exactly one worker (the queue stays short: each pop reads every waiting trial);
 - TPE samples with a constant liar, so workers do not all try the same region;

@@ -1,7 +1,9 @@
 """The regression check's figures on a GPU: A/A (nothing changed: how often is a regression flagged?)
 and A/B (a planted slowdown: how often is it caught?). Uses the baselines stored by `tuner baseline`
-and the same measurement and verdict code as `tuner check`, with one persistent worker per kernel so
-many checks fit in a short lease. Writes one JSON line per kernel check.
+and the same measurement and verdict code as `tuner check`. Each check starts a fresh worker, as `tuner
+check` does: every worker session lands at its own offset, which is what the noise floor is about
+(`--persistent` keeps one worker per kernel instead: more checks per minute, but it hides that offset and
+so flatters the A/A rate). Writes one JSON line per kernel check.
 
   python benchmarks/check_figures.py aa --seconds 300 --out aa.jsonl
   python benchmarks/check_figures.py ab --plant large:float32:finish=0 --plant large:float32:block_size_x=256 \
@@ -26,6 +28,7 @@ def main():
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--plant", action="append", default=[], help="SIZE:DTYPE:NAME=VALUE")
     p.add_argument("--out", required=True)
+    p.add_argument("--persistent", action="store_true", help="one worker per kernel for the whole run")
     a = p.parse_args()
     here = gpu_info()["gpu"]
     bases = {(b["workload"], b["size"], b["dtype"]): b for b in load_baselines(gpu=here).to_dict("records")}
@@ -47,14 +50,17 @@ def main():
                 key = (base["workload"], base["size"], base["dtype"])
                 if key not in workers:
                     workers[key] = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], "nvcuda", 0, 120)
-                runner, gpu = workers[key]
+                runner, gpu = workers[key] if a.persistent else workers.pop(key)
                 space = get_workload(base["workload"]).space
                 config = {**json.loads(base["config"]), **(plant or {})}
                 now = runner.measure_rounds([config[k] for k in space.params], list(space.params), a.rounds)
                 res = check_one(base, gpu, now)
                 rec = {"mode": a.mode, "repeat": rep, "kernel": "/".join(key), "plant": plant, "verdict": res.verdict,
+                       "noise_floor": res.noise_floor, "fresh_worker": not a.persistent,
                        "raw": res.raw, "normalised": res.normalised, "baseline_ms": res.baseline_ms, "now_ms": res.now_ms,
                        "t": round(time.monotonic() - start, 1)}
+                if not a.persistent:
+                    runner.shutdown()
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 n += 1

@@ -2,7 +2,8 @@
 # Speed-up of a distributed brute-force campaign: the whole space once with 1 worker (one GPU) and once with
 # 2 workers (two GPUs), each in a fresh results directory and Optuna database; prints both wall times, the
 # speed-up and whether the best configs match, and records it with provenance in
-# results/<gpu>/<workload>/distributed/speedup-<size>_<dtype>-<timestamp>.{json,md}.
+# results/<gpu>/<workload>/distributed/speedup-<size>_<dtype>-<timestamp>.{json,md}, with each run's rows
+# (-rows-<n>-worker(s).parquet, every worker's evaluations) beside them.
 #
 #   benchmarks/distributed_speedup.sh gemm 2048x2048x2048 float32       # on a machine with 2 GPUs
 #   SIMULATE=1 benchmarks/distributed_speedup.sh reduction seed float32  # no GPU: replays the recording
@@ -93,6 +94,13 @@ out = (work if doc["simulated"] else results_root() / gpu_slug(two["gpu"]) / one
 out.mkdir(parents=True, exist_ok=True)
 stem = f"speedup-{one['size']}_{one['dtype']}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
 (out / f"{stem}.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+# every run's rows (all workers' parts), so near-ties between the runs' bests can be looked at later
+from tuner.store import read_parts
+for n in (1, 2):
+    base = work / f"w{n}" / ("simulated" if doc["simulated"] else "")
+    rows = read_parts(f"*/{one['workload']}/evaluations/*.parquet", base)
+    if not rows.empty:
+        rows.to_parquet(out / f"{stem}-rows-{n}-worker{'s' if n > 1 else ''}.parquet", index=False)
 best = lambda r: ", ".join(f"{k}={v}" for k, v in r["best"]["config"].items()) if r["best"] else "none"
 md = [f"# Distributed brute force: {doc['what']}", "",
       f"GPU: {doc['gpu']}{' (simulated: replayed recording)' if doc['simulated'] else ''}; commit {doc['provenance']['git_commit']}; "

@@ -238,3 +238,33 @@ def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(results):
     retried = [t for t in study.get_trials() if t.system_attrs.get("failed_trial") == orphan.number]
     assert len(retried) == 1 and retried[0].user_attrs["tuner"]["kind"] == "measured"
     assert study.trials[orphan.number].state == optuna.trial.TrialState.FAIL
+
+
+def test_a_measurement_that_raises_stops_the_worker_at_once(results, monkeypatch):
+    """The measuring thread's error reaches the caller without waiting on the scheduler thread; the failed
+    trial is told FAIL, and the trial asked ahead is left running, for another worker to retry."""
+    from kernel_tuner.strategies.common import CostFunc
+
+    with_recording(results)
+    name, url = f"ci-{uuid.uuid4().hex[:8]}", f"sqlite:///{results / 'campaigns.sqlite3'}"
+    create_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                    simulate=True, results=results), name, url)
+    calls = {"n": 0}
+    real_call = CostFunc.__call__
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("the GPU fell off the bus")
+        return real_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(CostFunc, "__call__", flaky)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="fell off the bus"):
+        run_worker(name, url, 0, results=results)
+    assert time.monotonic() - started < 30
+    study = optuna.load_study(study_name=name, storage=url)
+    states = [t.state for t in study.trials if t.user_attrs.get("worker")]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 2
+    assert states.count(optuna.trial.TrialState.FAIL) == 1
+    assert states.count(optuna.trial.TrialState.RUNNING) <= 1  # asked ahead: a heartbeat check retries it

@@ -404,6 +404,8 @@ class _Worker:
                     inflight -= 1
                 except queue.Empty:
                     pass  # still measuring here, or others are; the trial of one that dies comes back
+            while not done.empty():  # stopped by the measuring thread: tell what it left (its failure)
+                self._finish(*done.get())
         except BaseException as e:  # noqa: BLE001  (raised again by the measuring thread)
             self.scheduler_error = e
         finally:

@@ -11,10 +11,8 @@ import sys
 
 import pandas as pd
 
-from tuner.check import session_noise
-from tuner.stats import normalise
-
-THRESHOLD = 0.03  # tuner check's default practical threshold
+from tuner.check import noise_floor
+from tuner.stats import normalise, verdict
 
 
 def main(baseline_path: str, *records: str) -> None:
@@ -22,12 +20,13 @@ def main(baseline_path: str, *records: str) -> None:
     floors = {}
     for key, b in baselines.items():
         ref = json.loads(b.references)[b.reference]
-        floors[key] = max(THRESHOLD, session_noise(normalise(b.rounds, ref), int(b.sessions)))
+        floors[key] = noise_floor(normalise(b.rounds, ref), int(b.sessions))
         print(f"{key}: {b.sessions} sessions, floor {floors[key]:.1%}")
     for path in records:
         rows = [json.loads(line) for line in open(path)]
         then = sum(r["verdict"] == "regression" for r in rows)
-        now = sum(r["normalised"]["ci"][0] > 0 and r["normalised"]["change"] > floors[r["kernel"]] for r in rows)
+        now = sum(verdict(r["normalised"]["change"], *r["normalised"]["ci"], floors[r["kernel"]]) == "regression"
+                  for r in rows)
         print(f"{path}: {len(rows)} checks, flagged then {then}, flagged with today's floor {now}")
 
 

@@ -40,9 +40,16 @@ def now(rng, slow=0.0, throttle=1.0, sigma=0.01, ms=0.35, ref_ms=0.73, k=20):
             "references": {"copy": rounds(rng, k, ref_ms * throttle, sigma)}}
 
 
-def verdicts(slow, trials=200, sigma=0.01, throttle=1.0):
-    rng = np.random.default_rng(7)
-    return [check_one(baseline(rng, sigma=sigma), GPU, now(rng, slow, throttle, sigma)).verdict for _ in range(trials)]
+def verdicts(slow, trials=200, sigma=0.01, throttle=1.0, session_sigma=0.0, seed=7):
+    """Checks as they run on a GPU: each worker session (the baseline's, and the check's own) lands at its
+    own offset, drawn with `session_sigma`, on top of the round-to-round noise `sigma`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(trials):
+        base = baseline(rng, sigma=sigma, session_sigma=session_sigma)
+        offset = np.exp(rng.normal(0, session_sigma))
+        out.append(check_one(base, GPU, now(rng, slow, throttle, sigma, ms=0.35 * offset)).verdict)
+    return out
 
 
 def test_aa_flags_almost_nothing():
@@ -74,23 +81,11 @@ def test_faster_is_not_a_failure():
     assert res.verdict == "faster" and res.exit_code == 0
 
 
-def session_verdicts(slow, trials=400, sessions=6, session_sigma=0.01, sigma=0.01, seed=11):
-    """Checks as they run on a GPU: each worker session (the baseline's, and the check's own) lands at its
-    own offset, drawn with `session_sigma`, on top of the round-to-round noise `sigma`."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(trials):
-        base = baseline(rng, sessions=sessions, sigma=sigma, session_sigma=session_sigma)
-        offset = np.exp(rng.normal(0, session_sigma))
-        out.append(check_one(base, GPU, now(rng, slow, sigma=sigma, ms=0.35 * offset)).verdict)
-    return out
-
-
 def test_aa_with_session_offsets_flags_at_most_1_percent():
     """Session offsets of 1% (the H100's 2^26 kernels) or 6% (tiny kernels in L2): the noise floor, an
     upper prediction bound from the baseline's sessions, keeps false alarms rare."""
     for session_sigma in (0.01, 0.06):
-        v = session_verdicts(0.0, session_sigma=session_sigma)
+        v = verdicts(0.0, trials=400, session_sigma=session_sigma, seed=11)
         assert v.count("regression") / len(v) <= 0.01, session_sigma
 
 
@@ -112,8 +107,8 @@ def test_a_fixed_three_sigma_floor_over_three_sessions_would_alarm_often():
 def test_ab_with_session_offsets_catches_5_percent_on_steady_kernels():
     """Large kernels (sessions within about 0.3% of each other on the H100): 5% is caught in at least 95%
     of checks, 10% always."""
-    assert session_verdicts(0.05, session_sigma=0.003).count("regression") / 400 >= 0.95
-    assert session_verdicts(0.10, session_sigma=0.003).count("regression") == 400
+    assert verdicts(0.05, trials=400, session_sigma=0.003, seed=11).count("regression") / 400 >= 0.95
+    assert verdicts(0.10, trials=400, session_sigma=0.003, seed=11).count("regression") == 400
 
 
 def test_session_spread_raises_the_noise_floor():

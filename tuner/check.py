@@ -24,7 +24,7 @@ from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.provenance import gpu_info, software, source_hash
 from tuner.space import format_size
-from tuner.stats import compare, normalise
+from tuner.stats import THRESHOLD, compare, normalise
 from tuner.workloads import get_workload
 
 BASELINE_FILE = "check/baseline.parquet"
@@ -163,6 +163,11 @@ def session_noise(rounds, sessions: int, alpha: float = NOISE_ALPHA) -> float:
     return float(scipy.stats.t.ppf(1 - alpha, sessions - 1) * spread * np.sqrt(1 + 1 / sessions))
 
 
+def noise_floor(rounds, sessions: int, threshold: float = THRESHOLD) -> float:
+    """The slowdown a kernel must show to be flagged: the practical threshold or its session noise."""
+    return max(threshold, session_noise(rounds, sessions))
+
+
 def _save_baseline(root, row: dict) -> None:
     """Add (or replace) one (size, dtype) baseline in its workload's file, atomically."""
     path = _baseline_path(root, row["gpu"], row["workload"])
@@ -189,7 +194,7 @@ def _refusal(base, gpu) -> str | None:
     return None
 
 
-def check_one(base: dict, gpu: dict, now: dict, *, threshold=0.03, allow_different=False) -> CheckResult:
+def check_one(base: dict, gpu: dict, now: dict, *, threshold=THRESHOLD, allow_different=False) -> CheckResult:
     """The verdict for one baseline row and one fresh measurement (pure: unit-tested without a GPU)."""
     res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "pass",
                       reference=base.get("reference") or "")
@@ -208,8 +213,7 @@ def check_one(base: dict, gpu: dict, now: dict, *, threshold=0.03, allow_differe
     if b_ref and n_ref:
         pairs.append(("normalised", list(normalise(b_rounds, b_ref)), list(normalise(n_rounds, n_ref))))
     for label, b, n in pairs:  # the last (normalised, where a reference exists) decides
-        floor = session_noise(b, int(base.get("sessions") or 1))
-        res.noise_floor = max(threshold, floor)
+        res.noise_floor = noise_floor(b, int(base.get("sessions") or 1), threshold)
         c = compare(b, n, threshold=res.noise_floor)
         setattr(res, label, {"change": c.change, "ci": [c.ci_low, c.ci_high], "verdict": c.verdict,
                              "threshold": res.noise_floor})
@@ -222,7 +226,7 @@ def check_one(base: dict, gpu: dict, now: dict, *, threshold=0.03, allow_differe
     return res
 
 
-def run_check(workloads=None, *, rounds=20, threshold=0.03, allow_different=False, backend="nvcuda", device=0,
+def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different=False, backend="nvcuda", device=0,
               timeout=120, root=None, plant: dict | None = None, retune: int = 0, log=print) -> list[CheckResult]:
     root = Path(root or store.results_root())
     here = gpu_info(device)

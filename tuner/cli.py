@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("check", help="re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run")
     s.add_argument("workloads", nargs="*", help="default: every workload with a baseline")
     s.add_argument("--rounds", type=int, default=20)
-    s.add_argument("--threshold", type=float, default=0.03,
+    s.add_argument("--threshold", type=float, default=0.03,  # tuner.stats.THRESHOLD (imported lazily)
                    help="smallest slowdown reported, as a fraction (default 0.03: a 5%% slowdown is caught)")
     s.add_argument("--allow-different", action="store_true",
                    help="compare even across GPU models or major driver/CUDA versions")

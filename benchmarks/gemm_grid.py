@@ -54,7 +54,7 @@ def best_per_tile(evals, size: dict, gpu: str) -> list[dict]:
                & (evals.size_vars != json.dumps(size, sort_keys=True))]
     picks = {}
     for size_vars, rows in sorted(ok.groupby("size_vars"), key=lambda g: size_distance(size, json.loads(g[0]))):
-        per_config = rows.groupby("config")["objective_value"].median().sort_values(ascending=False)
+        per_config = store.config_medians(rows, maximize=True)
         ceiling = per_config.iloc[0]
         for config_text, value in per_config.items():
             config = json.loads(config_text)

@@ -12,6 +12,7 @@ import sys
 
 from tuner.store import (
     canonical_config,
+    config_medians,
     load_baselines,
     load_evaluations,
     results_root,
@@ -43,8 +44,8 @@ def at(m, n, k, dtype="float32"):
 
 def best_row(rows):
     """The best config by the median of its measurements, reported by its best-measured row's campaign."""
-    med = rows.groupby("config")["objective_value"].median()
-    config = med.idxmax()
+    med = config_medians(rows, maximize=True)
+    config = med.index[0]
     row = rows[rows.config == config].sort_values("objective_value").iloc[-1].copy()
     row["objective_value"] = med[config]
     return row

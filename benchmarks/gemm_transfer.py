@@ -30,7 +30,7 @@ def top_configs(size_text: str, dtype: str, k: int, diverse: bool = False) -> li
     _, size = workload.space.resolve_size(size_text, workload.parse_size)
     df = store.load_evaluations(WORKLOAD)
     df = df[(df["size_vars"] == json.dumps(size, sort_keys=True)) & (df["dtype"] == dtype) & (df["status"] == "ok")]
-    ranked = [json.loads(c) for c in df.groupby("config")["objective_value"].median().sort_values(ascending=False).index]
+    ranked = [json.loads(c) for c in store.config_medians(df, maximize=True).index]
     if diverse:
         tiles, firsts = set(), []
         for c in ranked:

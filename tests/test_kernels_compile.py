@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tuner import kt
-from tuner.store import load_evaluations
+from tuner.store import config_medians, load_evaluations
 from tuner.workloads import WORKLOADS, get_workload
 
 NVCC = shutil.which("nvcc")
@@ -47,7 +47,6 @@ def test_stored_best_configs_compile(tmp_path):
     bests = set()  # many sizes and GPUs share a best config: each (workload, dtype, config) is compiled once
     for (workload, dtype, _size_vars, _gpu), group in ok.groupby(["workload", "dtype", "size_vars", "gpu"]):
         space = get_workload(workload).space
-        per_config = group.groupby("config")["objective_value"].median()
-        bests.add((workload, dtype, per_config.idxmax() if space.maximize else per_config.idxmin()))
+        bests.add((workload, dtype, config_medians(group, space.maximize).index[0]))
     for workload, dtype, best in sorted(bests):
         nvcc_compile(get_workload(workload).space, dtype, json.loads(best), tmp_path)

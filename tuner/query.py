@@ -34,8 +34,8 @@ def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
 
 def _best_of(rows: pd.DataFrame, maximize: bool) -> pd.Series:
     """Configs measured several times count by the median of their objective values."""
-    per_config = rows.groupby("config")["objective_value"].median()
-    config = per_config.idxmax() if maximize else per_config.idxmin()
+    per_config = store.config_medians(rows, maximize)
+    config = per_config.index[0]
     latest = rows[rows["config"] == config].sort_values("timestamp").iloc[-1].copy()
     latest["objective_value"] = per_config[config]
     latest["measurements"] = int((rows["config"] == config).sum())

@@ -71,6 +71,11 @@ class PartWriter:
         self._last = time.monotonic()
 
 
+def config_medians(rows: pd.DataFrame, maximize: bool) -> pd.Series:
+    """Each config's objective value, the median of its measurements, best first (ties in config order)."""
+    return rows.groupby("config")["objective_value"].median().sort_values(ascending=not maximize, kind="stable")
+
+
 def read_parts(pattern: str, root: Path) -> pd.DataFrame:
     parts = sorted(Path(root).glob(pattern))
     # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole

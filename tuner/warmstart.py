@@ -10,6 +10,7 @@ import json
 import pandas as pd
 
 from tuner.space import Space, size_distance
+from tuner.store import config_medians
 
 
 def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str, gpu: str | None,
@@ -28,8 +29,7 @@ def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str
         return []
     recordings = []
     for (size_vars, rec_dtype, rec_gpu), rows in ok.groupby(["size_vars", "dtype", "gpu"]):
-        per_config = rows.groupby("config")["objective_value"].median()
-        ranked = per_config.sort_values(ascending=not space.maximize).index[:per_recording]
+        ranked = config_medians(rows, space.maximize).index[:per_recording]
         key = (rec_gpu != gpu, rec_dtype != dtype, size_distance(size, json.loads(size_vars)))
         recordings.append((key, [json.loads(c) for c in ranked]))
     recordings.sort(key=lambda r: r[0])

@@ -57,7 +57,7 @@ from tuner.errors import TunerError
 from tuner.provenance import source_hash
 from tuner.strategies import (
     OPTUNA_SAMPLERS,
-    OptunaStrategy,
+    Codec,
     Repair,
     make_sampler,
     penalty_for,
@@ -192,22 +192,11 @@ def _load(name: str, url: str, *, heartbeat: bool, sampler=None):
     return study, camp
 
 
-class _Codec:
-    """Configs <-> Optuna params: numeric parameters as ordinals, as the single-process strategy encodes them."""
+class _Codec(Codec):
+    """The campaign's configs <-> Optuna params, encoded as the single-process strategy encodes them."""
 
     def __init__(self, searchspace):
-        self.names = list(searchspace.tune_params)
-        self.dists, self._decode = OptunaStrategy("random")._distributions(searchspace.tune_params)
-        self.values = {n: sorted(searchspace.tune_params[n]) for n in self.names}
-
-    def decode(self, params: dict) -> tuple | None:
-        if not all(n in params for n in self.names):
-            return None
-        return tuple(self._decode[n](params[n]) for n in self.names)
-
-    def encode(self, config, names=None) -> dict:
-        return {n: (self.values[n].index(v) if isinstance(self.dists[n], optuna.distributions.IntDistribution) else v)
-                for n, v in zip(names or self.names, config)}
+        super().__init__(searchspace.tune_params)
 
     def config_of(self, trial) -> tuple | None:
         return self.decode(trial.params) or self.decode(trial.system_attrs.get("fixed_params") or {})
@@ -332,8 +321,7 @@ class _Worker:
         if camp.strategy != "brute_force":  # a sampler of its own, seeded apart from the other workers'
             study.sampler = make_sampler(camp.strategy, seed=(camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31, parallel=True)
         self.rng = random.Random(zlib.crc32(me.encode()))
-        self.repair = Repair(searchspace, self.codec.names,
-                              {n: (lambda v, n=n: self.codec.encode([v], [n])[n]) for n in self.codec.names}, self.rng)
+        self.repair = Repair(searchspace, self.codec, self.rng)
         self.counts = {"measured": 0, "served": 0, "trials": 0}
         self.ok_costs = []
         self.last_row = None

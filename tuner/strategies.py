@@ -110,25 +110,10 @@ class OptunaStrategy:
         self.sampler_name, self.seed, self.storage = sampler, seed, storage
         self.study_name, self.encoding = study_name, encoding
 
-    def _distributions(self, tune_params):
-        dists, decode = {}, {}
-        for name, values in tune_params.items():
-            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-            if self.encoding == "ordinal" and numeric:
-                ordered = sorted(values)
-                dists[name] = optuna.distributions.IntDistribution(0, len(ordered) - 1)
-                decode[name] = ordered.__getitem__
-            else:
-                dists[name] = optuna.distributions.CategoricalDistribution(list(values))
-                decode[name] = lambda v: v
-        return dists, decode
-
     def tune(self, searchspace, runner, tuning_options):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        names = list(searchspace.tune_params)
-        dists, decode = self._distributions(searchspace.tune_params)
-        encode = {n: (lambda v, n=n: sorted(searchspace.tune_params[n]).index(v)
-                      if isinstance(dists[n], optuna.distributions.IntDistribution) else v) for n in names}
+        codec = Codec(searchspace.tune_params, self.encoding)
+        names, dists = codec.names, codec.dists
         study = optuna.create_study(storage=self.storage, study_name=self.study_name, load_if_exists=True,
                                     direction="minimize", sampler=make_sampler(self.sampler_name, self.seed))
         cost_func = CostFunc(searchspace, tuning_options, runner, snap=False)
@@ -137,14 +122,14 @@ class OptunaStrategy:
         visited = {}  # config -> cost, from this study's earlier trials and this run
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             if t.user_attrs.get("measured"):
-                visited[tuple(decode[n](t.params[n]) for n in names)] = t.value
-        repair = Repair(searchspace, names, encode, rng)
+                visited[codec.decode(t.params)] = t.value
+        repair = Repair(searchspace, codec, rng)
         for config in visited:
             repair.mark(config)
         for warm in self.warm_start:  # tried first, in order (Optuna serves enqueued trials before sampling)
             config = tuple(warm.get(n) for n in names)
             if config not in visited and None not in config and searchspace.is_param_config_valid(config):
-                study.enqueue_trial({n: encode[n](v) for n, v in zip(names, config)}, skip_if_exists=True)
+                study.enqueue_trial(codec.encode(config), skip_if_exists=True)
         stop = Patience(self.patience)
 
         def penalty():
@@ -153,14 +138,14 @@ class OptunaStrategy:
         try:
             while not repair.exhausted():
                 trial = study.ask(dists)
-                config = tuple(decode[n](trial.params[n]) for n in names)
+                config = codec.decode(trial.params)
                 if config in visited or not searchspace.is_param_config_valid(config):
                     # costs no benchmark: Optuna learns the known value (or a penalty for breaking a
                     # restriction), and the nearest unmeasured valid config is the next trial
                     known = visited.get(config)
                     trial.set_user_attr("invalid" if known is None else "repeat", True)
                     study.tell(trial, known if known is not None and known < sys.float_info.max else penalty())
-                    study.enqueue_trial(dict(zip(names, (encode[n](v) for n, v in zip(names, repair.nearest(config))))))
+                    study.enqueue_trial(codec.encode(repair.nearest(config)))
                     continue
                 try:
                     cost = cost_func(list(config), check_restrictions=False)
@@ -188,16 +173,47 @@ def penalty_for(costs) -> float:
     return hi + 0.25 * (hi - lo) + 1e-9 * abs(hi)
 
 
+class Codec:
+    """Configs <-> Optuna params. Numeric parameters are encoded as the index into their sorted values
+    (`ordinal`), so samplers see that 64 lies between 32 and 128; `categorical` gives every parameter a
+    categorical distribution (its values as they are)."""
+
+    def __init__(self, tune_params: dict, encoding: str = "ordinal"):
+        self.names = list(tune_params)
+        self.dists, self._values = {}, {}
+        for name, values in tune_params.items():
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            if encoding == "ordinal" and numeric:
+                self._values[name] = sorted(values)
+                self.dists[name] = optuna.distributions.IntDistribution(0, len(values) - 1)
+            else:
+                self.dists[name] = optuna.distributions.CategoricalDistribution(list(values))
+
+    def code(self, name, value):
+        """One parameter's value as Optuna sees it."""
+        return self._values[name].index(value) if name in self._values else value
+
+    def encode(self, config, names=None) -> dict:
+        return {n: self.code(n, v) for n, v in zip(names or self.names, config)}
+
+    def decode(self, params: dict) -> tuple | None:
+        """The config of a trial's params; None when some are missing."""
+        if not all(n in params for n in self.names):
+            return None
+        return tuple(self._values[n][params[n]] if n in self._values else params[n] for n in self.names)
+
+
 class Repair:
     """Nearest unmeasured valid configuration to a suggestion, by L1 distance over value indices."""
 
-    def __init__(self, searchspace, names, encode, rng):
+    def __init__(self, searchspace, codec: Codec, rng):
         self.configs = [tuple(c) for c in searchspace.list]
         self.index = {c: i for i, c in enumerate(self.configs)}
-        self.codes = np.array([[_code(encode[n], v) for n, v in zip(names, c)] for c in self.configs], dtype=float)
+        self.codes = np.array([[_distance_code(codec, n, v) for n, v in zip(codec.names, c)] for c in self.configs],
+                              dtype=float)
         self.codes += np.array([rng.random() * 1e-3 for _ in self.configs])[:, None]  # random tie-break
         self.free = np.ones(len(self.configs), dtype=bool)
-        self.names, self.encode = names, encode
+        self.codec = codec
 
     def mark(self, config):
         i = self.index.get(tuple(config))
@@ -208,13 +224,13 @@ class Repair:
         return not self.free.any()
 
     def nearest(self, config):
-        target = np.array([_code(self.encode[n], v) for n, v in zip(self.names, config)], dtype=float)
+        target = np.array([_distance_code(self.codec, n, v) for n, v in zip(self.codec.names, config)], dtype=float)
         dist = np.abs(self.codes - target).sum(axis=1)
         dist[~self.free] = np.inf
         return self.configs[int(np.argmin(dist))]
 
 
-def _code(encode, value):
+def _distance_code(codec: Codec, name, value):
     """Ordinal parameters by their index; categorical ones are 0 (equal) or apart by their hash."""
-    code = encode(value)
+    code = codec.code(name, value)
     return code if isinstance(code, (int, np.integer)) else (hash(code) % 997)

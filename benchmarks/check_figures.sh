@@ -1,30 +1,53 @@
 #!/usr/bin/env bash
-# Issue 8's figures on a GPU in one command: a fresh baseline of the eight reduction kernels (6 sessions,
-# spread over the run), the time of one full `tuner check`, A/A checks for AA_S seconds (a fresh worker per
-# check, as `tuner check` does), and A/B checks with planted slowdowns on the 2^28 kernels.
-#   bash benchmarks/check_figures.sh            # AA_S=300 AB_REPEATS=10 by default
-# Records go to results/<gpu>/reduction/check/figures/ (the baseline itself to check/baseline.parquet).
+# Issue 8's figures on a GPU, in phases (run them in one device command, or split over two):
+#   baseline  a fresh baseline (6 sessions each, spread over the run) of every workload: the eight reduction
+#             kernels, GEMM 2048^3, three SpMV matrices, Floyd-Warshall 11k, LocVolCalib course-large float64
+#   check     the time of one full `tuner check` of all of them (the issue's "under 5 minutes")
+#   aa        A/A checks for AA_S seconds over every baselined kernel (a fresh worker per check, as `tuner
+#             check` does)
+#   ab        A/B checks with planted slowdowns on the 2^28 reduction kernels, AB_REPEATS each
+#   bash benchmarks/check_figures.sh baseline check aa ab
+# Records go to results/<gpu>/<workload>/check/ (the baselines) and results/<gpu>/reduction/check/figures/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 AA_S=${AA_S:-300}
 AB_REPEATS=${AB_REPEATS:-10}
+phases=${*:-baseline check aa ab}
 gpu_dir=$("$PYTHON" -c "from tuner.provenance import gpu_info, gpu_slug; print(gpu_slug(gpu_info()['gpu']))")
 figs=results/$gpu_dir/reduction/check/figures
 mkdir -p "$figs"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-t0=$(date +%s.%N); "$PYTHON" -m tuner baseline reduction --sessions 6; t1=$(date +%s.%N)
-echo "baseline: $("$PYTHON" -c "print(round($t1 - $t0, 1))") s"
-t0=$(date +%s.%N); "$PYTHON" -m tuner check reduction --markdown "$figs/check-$stamp.md" || true; t1=$(date +%s.%N)
-echo "full check of the eight kernels: $("$PYTHON" -c "print(round($t1 - $t0, 1))") s" | tee "$figs/check-$stamp.time"
-"$PYTHON" benchmarks/check_figures.py aa --seconds "$AA_S" --out "$figs/aa-6-sessions-$stamp.jsonl"
-"$PYTHON" benchmarks/check_figures.py ab --plant large:float32:finish=0 --plant large:int32:finish=0 \
-    --repeats "$AB_REPEATS" --out "$figs/ab-6-sessions-$stamp.jsonl"
-"$PYTHON" - "$figs" "$stamp" <<'PY'
-import json, sys
-figs, stamp = sys.argv[1:]
+secs() { "$PYTHON" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$@"; }
+
+for phase in $phases; do
+  case $phase in
+  baseline)
+    t0=$(date +%s.%N)
+    # one command per workload: --size names differ between workloads
+    "$PYTHON" -m tuner baseline reduction --sessions 6
+    "$PYTHON" -m tuner baseline gemm --size 2048x2048x2048 --dtype float32 --sessions 6
+    "$PYTHON" -m tuner baseline spmv --size uniform-1M-8 --size powerlaw-2M-16 --size laplace2d-4M \
+        --dtype float32 --sessions 6
+    "$PYTHON" -m tuner baseline floyd-warshall --size 11k --sessions 6
+    "$PYTHON" -m tuner baseline locvolcalib --size course-large --dtype float64 --sessions 6
+    echo "baseline of all workloads: $(secs "$t0" "$(date +%s.%N)") s" | tee "$figs/baseline-$stamp.time" ;;
+  check)
+    t0=$(date +%s.%N)
+    "$PYTHON" -m tuner check --markdown "$figs/check-$stamp.md" --junit "$figs/check-$stamp.xml" || true
+    echo "full check of all workloads: $(secs "$t0" "$(date +%s.%N)") s" | tee "$figs/check-$stamp.time" ;;
+  aa)
+    "$PYTHON" benchmarks/check_figures.py aa --seconds "$AA_S" --out "$figs/aa-6-sessions-$stamp.jsonl" ;;
+  ab)
+    "$PYTHON" benchmarks/check_figures.py ab --plant large:float32:finish=0 --plant large:int32:finish=0 \
+        --repeats "$AB_REPEATS" --out "$figs/ab-6-sessions-$stamp.jsonl" ;;
+  *) echo "unknown phase $phase (baseline, check, aa, ab)" >&2; exit 2 ;;
+  esac
+done
+"$PYTHON" - "$figs" <<'PY'
+import glob, json, sys
 for mode in ("aa", "ab"):
-    rows = [json.loads(line) for line in open(f"{figs}/{mode}-6-sessions-{stamp}.jsonl")]
+    rows = [json.loads(line) for f in sorted(glob.glob(f"{sys.argv[1]}/{mode}-6-sessions-*.jsonl")) for line in open(f)]
     flagged = sum(r["verdict"] == "regression" for r in rows)
-    print(f"{mode}: {len(rows)} kernel checks, {flagged} flagged ({flagged / max(1, len(rows)):.1%})")
+    print(f"{mode} (all runs so far): {len(rows)} kernel checks, {flagged} flagged ({flagged / max(1, len(rows)):.1%})")
 PY

@@ -217,3 +217,48 @@ def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
     assert sorted(r["size"] for r in rows) == ["16M", "seed"] and all(r["sessions"] == 3 for r in rows)
     stored = tuner.check.load_baselines()
     assert len(stored) == 2 and set(stored["sessions"]) == {3} and all(len(r) == 9 for r in stored["rounds"])
+
+
+class _FakeDev:
+    """Kernel Tuner's DeviceInterface as _measure_rounds meets it: compile, verify (when an answer is set), time."""
+
+    def __init__(self):
+        self.compiles, self.verifies = 0, 0
+
+    def compile_kernel(self, instance, verbose):
+        self.compiles += 1
+        return f"binary {self.compiles}"
+
+
+class _FakeRunner:
+    def __init__(self):
+        self.dev, self.binaries = _FakeDev(), []
+
+    def run(self, configs, tuning_options):
+        func = self.dev.compile_kernel(None, False)
+        if tuning_options.answer is not None:
+            self.dev.verifies += 1
+        self.binaries.append(func)
+        return [{"block_size_x": configs[0][0], "times": [1.0, 2.0, 3.0]}]
+
+
+def test_rounds_compile_and_verify_once_then_time_the_same_binary(monkeypatch):
+    import tuner.workloads
+    from tuner.isolation import WorkerSpec, _measure_rounds
+
+    class Workload:
+        def baselines(self, args, size, dtype, repeats):
+            return {"copy": [0.5] * repeats}
+
+    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: Workload())
+    runner = _FakeRunner()
+    spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
+    spec.args = None
+    opts = {"answer": [1], "verify": None, "cache": {}, "cachefile": None}
+    row = _measure_rounds(runner, opts, ["block_size_x"], [128], rounds=5, spec=spec, warmup=2)
+    assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
+    assert (runner.dev.compiles, runner.dev.verifies) == (1, 1)
+    assert runner.binaries == ["binary 1"] * 7
+    assert opts["answer"] == [1]  # the caller's options are left as they were
+    runner.dev.compile_kernel(None, False)  # and the worker compiles again for its next config
+    assert runner.dev.compiles == 2

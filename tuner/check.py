@@ -102,6 +102,7 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
             if session > 0 and not sessions:
                 continue  # nothing tuned for it: skipped in the first pass
             space = get_workload(name).space
+            t0 = time.monotonic()
             runner, gpu = _worker(name, size, dtype, backend, device, timeout)
             try:
                 if kernel.config is None:
@@ -122,7 +123,7 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
             rows[(name, size_name, dtype)] = _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend)
             _save_baseline(root, rows[(name, size_name, dtype)])  # at once: an interrupted run keeps what it measured
             log(f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
-                f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds")
+                f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds ({time.monotonic() - t0:.1f} s)")
     return list(rows.values())
 
 

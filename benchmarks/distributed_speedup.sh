@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Speed-up of a distributed brute-force campaign: the whole space once with 1 worker (one GPU) and once with
 # 2 workers (two GPUs), each in a fresh results directory and Optuna database; prints both wall times, the
-# speed-up and whether the best configs match, and records it with provenance in
+# speed-up and whether the best configs match (each run's best is chosen by its confirmation step among the
+# near-ties, tuner/confirm.py), and records it with provenance in
 # results/<gpu>/<workload>/distributed/speedup-<size>_<dtype>-<timestamp>.{json,md}, with each run's rows
 # (-rows-<n>-worker(s).parquet, every worker's evaluations) beside them.
 #
@@ -83,7 +84,7 @@ doc = {
     "speedup": round(speedup, 3), "target": 1.8, "meets_target": speedup >= 1.8, "same_best": same_best,
     "runs": {f"{n}_worker{'s' if n > 1 else ''}": {
         "seconds": round(r["seconds"], 2), "evaluated": r["result"]["evaluated"], "measured": r["result"]["measured"],
-        "failures": r["result"]["failures"], "best": r["result"]["best"],
+        "failures": r["result"]["failures"], "best": r["result"]["best"], "confirmed": r["status"].get("confirmed"),
         "per_worker": {w: {k: v.get(k) for k in ("done", "device", "gpu", "host")} for w, v in r["status"]["workers"].items()},
     } for n, r in runs.items()},
     "provenance": {"git_commit": git_commit(), "host": platform.node(), "gpus": smi.stdout.strip().splitlines() if smi else [],
@@ -112,6 +113,11 @@ for n, r in runs.items():
               f"{b['value']:.4g} {b['objective']} |" if b else f"| {n} | {r['seconds']:.1f} | {r['result']['evaluated']} | none | |")
 md += ["", f"Speed-up: **{speedup:.2f}x** (target 1.8x: {'met' if speedup >= 1.8 else 'NOT met'}); "
        f"best configs {'identical' if same_best else 'DIFFER'}.", ""]
+for n, r in runs.items():  # the confirmation step (tuner/confirm.py) is part of each run's wall time
+    c = r["status"].get("confirmed")
+    md.append(f"- {n} worker(s): " + (f"best chosen among {c['finalists']} near-ties measured again in {c['seconds']:.1f} s"
+                                      if c else "no confirmation (fewer than two near-ties)"))
+md.append("")
 (out / f"{stem}.md").write_text("\n".join(md))
 print("\n".join(md))
 print(f"written: {out / stem}.json, .md")

@@ -38,11 +38,15 @@ def fake_worker_main(conn, spec):
         if isinstance(values, dict) and "cachefile" in values:
             conn.send(("cache", None))
             continue
-        if isinstance(values, dict):  # a regression check's rounds; FAKE_SLOWDOWN plants a slowdown
-            t = synthetic_time_ms(dict(zip(keys, values["config"]))) * (1 + float(os.environ.get("FAKE_SLOWDOWN", "0")))
+        if isinstance(values, dict):  # configs measured in rounds; FAKE_SLOWDOWN plants a slowdown
             noisy = lambda x: x * math.exp(rng.gauss(0, 0.01))
-            conn.send(("result", {"status": "ok", "error": "", "rounds": [noisy(t) for _ in range(values["rounds"])],
-                                  "references": {"copy": [noisy(0.5) for _ in range(values["rounds"])]}}))
+            rows = []
+            for config in values["configs"]:
+                t = synthetic_time_ms(dict(zip(keys, config))) * (1 + float(os.environ.get("FAKE_SLOWDOWN", "0")))
+                rows.append({**dict(zip(keys, config)), "status": "ok", "error": "",
+                             "rounds": [noisy(t) for _ in range(values["rounds"])],
+                             "references": {"copy": [noisy(0.5) for _ in range(values["rounds"])]}})
+            conn.send(("result", rows))
             continue
         cfg = dict(zip(keys, values))
         time.sleep(delay)

@@ -16,6 +16,7 @@ from tuner.check import (
     markdown,
     session_noise,
 )
+from tuner.isolation import _Opts
 from tuner.stats import compare, normalise
 
 GPU = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "cuda": "13.3"}
@@ -235,14 +236,16 @@ class _FakeRunner:
         self.dev, self.binaries = _FakeDev(), []
 
     def run(self, configs, tuning_options):
-        func = self.dev.compile_kernel(None, False)
+        instance = type("Instance", (), {"params": {"block_size_x": configs[0][0]}})()
+        func = self.dev.compile_kernel(instance, False)
         if tuning_options.answer is not None:
             self.dev.verifies += 1
-        self.binaries.append(func)
+        self.binaries.append((configs[0][0], func))
         return [{"block_size_x": configs[0][0], "times": [1.0, 2.0, 3.0]}]
 
 
-def test_rounds_compile_and_verify_once_then_time_the_same_binary(monkeypatch):
+@pytest.mark.parametrize("lang, compiles", [("CUDA", 2), ("C", 14)])
+def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeypatch, lang, compiles):
     import tuner.workloads
     from tuner.isolation import WorkerSpec, _measure_rounds
 
@@ -253,12 +256,18 @@ def test_rounds_compile_and_verify_once_then_time_the_same_binary(monkeypatch):
     monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: Workload())
     runner = _FakeRunner()
     spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
-    spec.args = None
+    spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": lang})()
     opts = {"answer": [1], "verify": None, "cache": {}, "cachefile": None}
-    row = _measure_rounds(runner, opts, ["block_size_x"], [128], rounds=5, spec=spec, warmup=2)
-    assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
-    assert (runner.dev.compiles, runner.dev.verifies) == (1, 1)
-    assert runner.binaries == ["binary 1"] * 7
+    rows = _measure_rounds(runner, opts, ["block_size_x"], [[128], [256]], rounds=5, spec=spec, warmup=2)
+    assert [r["block_size_x"] for r in rows] == [128, 256]
+    for row in rows:
+        assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
+    # interleaved: 128, 256, 128, 256, ...; each verified once; device code keeps both binaries, while
+    # Kernel Tuner's C backend holds one library at a time, so host code compiles at every turn
+    assert [b[0] for b in runner.binaries] == [128, 256] * 7
+    assert (runner.dev.compiles, runner.dev.verifies) == (compiles, 2)
+    if lang == "CUDA":
+        assert runner.binaries[:2] * 7 == runner.binaries
     assert opts["answer"] == [1]  # the caller's options are left as they were
-    runner.dev.compile_kernel(None, False)  # and the worker compiles again for its next config
-    assert runner.dev.compiles == 2
+    runner.run([[128]], _Opts(opts))  # and the worker compiles again for its next config
+    assert runner.dev.compiles == compiles + 1

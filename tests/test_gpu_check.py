@@ -35,3 +35,21 @@ def test_measure_rounds_compiles_once_and_times_every_round(workload, size, dtyp
         assert again["status"] == "ok"
     finally:
         runner.shutdown()
+
+
+@pytest.mark.parametrize("workload, size, dtype, config", CASES, ids=[c[0] for c in CASES])
+def test_interleaved_configs_each_keep_their_own_binary(workload, size, dtype, config):
+    """Two configs in alternation, as the confirmation step measures near-ties: device code keeps both
+    binaries, host code (one library at a time in Kernel Tuner's C backend) compiles again at each turn."""
+    params = list(get_workload(workload).space.params)
+    other = dict(config, block_size_x=128) if workload == "reduction" else dict(config, block_size_x=16, block_size_y=16)
+    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0, iterations=5),
+                            timeout=120)
+    runner.start()
+    try:
+        rows = runner.measure_interleaved([[c[k] for k in params] for c in (config, other)], params, 4, references=False)
+        assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("error") for r in rows]
+        assert [r["block_size_x"] for r in rows] == [config["block_size_x"], other["block_size_x"]]
+        assert all(len(r["rounds"]) == 4 and not r["references"] for r in rows)
+    finally:
+        runner.shutdown()

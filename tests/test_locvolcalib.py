@@ -137,7 +137,8 @@ def test_stored_finpar_large_reference_validates():
 def test_stored_references_are_what_the_reference_computes(size_name):
     size = get_workload("locvolcalib").space.sizes[size_name]
     stored = np.loadtxt(reference_path(size_name))
-    assert np.array_equal(stored, price(problem_from_size(size)))
+    # equal up to rounding: numpy releases may order the float64 sums differently (2.4 moved them by 1e-15)
+    np.testing.assert_allclose(stored, price(problem_from_size(size)), rtol=1e-12, atol=0)
 
 
 def test_every_named_size_has_a_stored_reference():

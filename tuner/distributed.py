@@ -43,7 +43,7 @@ import optuna
 import sqlalchemy
 from optuna.trial import TrialState
 
-from tuner import kt, store
+from tuner import confirm, kt, store
 from tuner.campaign import (
     CampaignRequest,
     CampaignResult,
@@ -302,7 +302,9 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
                                          "pid": os.getpid(), "started": _now()})
     log(f"worker {me} on {session.gpu['gpu']} joined campaign {name}")
     try:
-        return _Worker(study, camp, space, searchspace, session, me, root, req, log).run()
+        summary = _Worker(study, camp, space, searchspace, session, me, root, req, log).run()
+        _confirm_campaign(study, space, searchspace, session, root, me, log)
+        return summary
     finally:
         session.runner.shutdown()
         session.writer.flush()
@@ -567,6 +569,29 @@ def _prior_claims(study, codec, number: int, config, settle_s: float = 5.0):
         time.sleep(0.02)
 
 
+def _confirm_campaign(study, space, searchspace, session, root, me, log) -> None:
+    """The campaign is done: re-measure its near-ties in this worker and record the choice (tuner/confirm.py).
+    Every worker that finishes before a choice is recorded measures (workers that finish together do so
+    side by side, each on its own GPU); the first choice recorded in the study stands, and each worker's
+    measurements go to the store."""
+    if "confirmed" in study.user_attrs:
+        return
+    codec = _Codec(searchspace)
+    values = {}
+    for config, t in _tally(study.get_trials(deepcopy=False), codec)["done"].items():
+        info = t.user_attrs["tuner"]
+        if info.get("status") == "ok" and config is not None:
+            values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
+    order = [store.canonical_config(dict(zip(space.params, c))) for c in searchspace.list]
+    record = confirm.confirm(session.runner, list(space.params), values, order, space.maximize, log=log)
+    if record is None:
+        return
+    confirm.save(root, record, session.common, session.provenance, me)
+    if "confirmed" not in study.user_attrs:  # Optuna has no compare-and-set: two workers may both get here
+        study.set_user_attr("confirmed", {"config": record["chosen"], "seconds": record["seconds"], "worker": me,
+                                          "finalists": len(record["finalists"]), "rule": record["rule"]})
+
+
 def _tally(trials, codec) -> dict:
     done, held, running, waiting = {}, set(), 0, 0
     for t in trials:
@@ -622,9 +647,20 @@ def replay_worker_main(conn, spec):
         msg = conn.recv()
         if msg is None:
             return
-        if isinstance(msg, dict):  # a cache file to open (a replay writes none) or a regression check's rounds
-            conn.send(("cache", None) if "cachefile" in msg else
-                      ("result", {"status": "runtime", "error": "a replay cannot measure rounds"}))
+        if isinstance(msg, dict) and "cachefile" in msg:  # a replay writes no cache
+            conn.send(("cache", None))
+            continue
+        if isinstance(msg, dict):  # configs in rounds: each round the median of a resample of its recorded times
+            rows = []
+            for values in msg["configs"]:
+                row = _evaluate(runner, tuning_options, keys, values)
+                if row["status"] == "ok":
+                    rng = random.Random(zlib.crc32(",".join(map(str, values)).encode()))
+                    row["rounds"] = [statistics.median(rng.choices(row["times"], k=len(row["times"])))
+                                     for _ in range(msg["rounds"])]
+                    row["references"] = {}
+                rows.append(row)
+            conn.send(("result", rows))
             continue
         time.sleep(delay)
         conn.send(("result", _evaluate(runner, tuning_options, keys, msg)))
@@ -699,7 +735,7 @@ def campaign_status(name: str, url: str) -> dict:
             "done": len(tally["done"]), "running": tally["running"], "waiting": tally["waiting"],
             "retried": sum(1 for t in trials if "failed_trial" in t.system_attrs),
             "lost_workers": sum(1 for t in trials if t.state == TrialState.FAIL and "tuner" not in t.user_attrs),
-            "failures": failures, "best": best, "workers": workers}
+            "failures": failures, "best": best, "confirmed": attrs.get("confirmed"), "workers": workers}
 
 
 def format_status(s: dict) -> str:
@@ -711,6 +747,9 @@ def format_status(s: dict) -> str:
     if s["best"]:
         b = s["best"]
         lines.append(f"best so far: {b['value']:.4g} {b['objective']}  {b['config']}  (by {b['worker']})")
+    if s.get("confirmed"):
+        c = s["confirmed"]
+        lines.append(f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {c['config']}")
     for w, info in sorted(s["workers"].items()):
         where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, device {info.get('device', '?')})"
         lines.append(f"  worker {w}: {info['done']} done, {info['running']} running  {where}")
@@ -783,6 +822,15 @@ def campaign_result(name: str, url: str, root: Path) -> CampaignResult:
     s = campaign_status(name, url)
     rows = campaign_rows(name, root, s["simulated"], s["workload"])
     best = {k: v for k, v in s["best"].items() if k in ("config", "objective", "value", "time_ms")} if s["best"] else None
+    if best and s["confirmed"] and s["confirmed"]["config"] != best["config"]:
+        # the confirmation's choice among the near-ties, with its own campaign measurement
+        chosen = rows[rows["config"] == store.canonical_config(s["confirmed"]["config"])] if not rows.empty else rows
+        if not chosen.empty:
+            r = chosen.iloc[0]
+            best = {"config": s["confirmed"]["config"], "objective": best["objective"],
+                    "value": float(r["objective_value"]), "time_ms": float(r["time_ms"])}
+    if best:
+        best["confirmed"] = bool(s["confirmed"])
     return CampaignResult(s["workload"], s["size"], s["dtype"], s["gpu"] or "?", s["strategy"], evaluated=s["done"],
                           measured=len(rows), failures=s["failures"], best=best, simulated=s["simulated"])
 

@@ -66,10 +66,14 @@ def worker_main(conn, spec: WorkerSpec):
             _open_cache(spec, runner, tuning_options)
             conn.send(("cache", None))
             continue
-        if isinstance(msg, dict):  # {"rounds": R, "config": values}: a regression check's measurement
-            row = _measure_rounds(runner, tuning_options, keys, msg["config"], msg["rounds"], spec)
-        else:
-            row = _evaluate(runner, tuning_options, keys, msg)
+        if isinstance(msg, dict):  # {"rounds": R, "configs": [values, ...]}: re-measurement in rounds
+            rows = _measure_rounds(runner, tuning_options, keys, msg["configs"], msg["rounds"], spec,
+                                   references=msg.get("references", True))
+            conn.send(("result", rows))
+            if rows[0]["status"] not in WORKER_SURVIVES:
+                return
+            continue
+        row = _evaluate(runner, tuning_options, keys, msg)
         conn.send(("result", row))
         if row["status"] not in WORKER_SURVIVES:
             return
@@ -150,44 +154,55 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
     return row
 
 
-def _measure_rounds(runner, tuning_options, keys, values, rounds, spec, warmup=3) -> dict:
-    """Alternate `rounds` times: one Kernel Tuner run of the config (its repeats' median), then the
-    workload's references (their medians), so a throttled or slower card shows in both. The first
-    `warmup` rounds are not kept: the clocks of an idle card take a moment to rise.
+def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=3, references=True) -> list[dict]:
+    """Alternate `rounds` times over `configs`: one Kernel Tuner run of each config (its repeats' median),
+    then, with `references`, the workload's references (their medians), so a throttled or slower card shows
+    in both. The first `warmup` rounds are not kept: the clocks of an idle card take a moment to rise.
+    Returns one row per config (the first failure instead, should a config fail).
 
-    The config is compiled and verified once, in the first round; later rounds re-run that same binary
-    (a compile per round made nvcc, not the GPU, the cost of a check: ~1 s a round)."""
+    Each config is compiled and verified once, in its first round; later rounds re-run that binary (a
+    compile per round made nvcc, not the GPU, the cost of a check). Kernel Tuner's C backend (host code)
+    holds one library at a time, so there interleaved configs are compiled again when their turn comes."""
     import statistics
 
     from tuner.workloads import get_workload
 
     workload = get_workload(spec.workload)
     opts = dict(tuning_options, cache=None, cachefile=None)  # every round really runs
+    unverified = dict(opts, answer=None, verify=None)  # a binary verified in its first round does not change
     dev, compile_kernel = runner.dev, runner.dev.compile_kernel
-    compiled = []
+    kernel_options = getattr(spec, "kernel_options", None)
+    one_binary = kernel_options is not None and str(kernel_options.lang).upper() == "C"
+    binaries = {}
 
     def compile_once(instance, verbose):
-        if not compiled:
-            compiled.append(compile_kernel(instance, verbose))
-        return compiled[0]
+        key = config_key(instance.params[k] for k in keys)
+        if key not in binaries:
+            if one_binary:
+                binaries.clear()
+            binaries[key] = compile_kernel(instance, verbose)
+        return binaries[key]
 
     dev.compile_kernel = compile_once
-    kernel, references = [], {}
+    out = [{"rounds": [], "references": {}} for _ in configs]
+    verified = set()
     try:
         for i in range(warmup + rounds):
-            row = _evaluate(runner, _Opts(opts), keys, values)
-            if row["status"] != "ok":
-                return row
-            opts.update(answer=None, verify=None)  # verified in the first round; the binary does not change
-            refs = workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"]))
-            if i < warmup:
-                continue
-            kernel.append(statistics.median(row["times"]))
-            for name, times in refs.items():
-                references.setdefault(name, []).append(statistics.median(times))
+            for j, values in enumerate(configs):
+                row = _evaluate(runner, _Opts(unverified if j in verified else opts), keys, values)
+                if row["status"] != "ok":
+                    return [row]
+                verified.add(j)
+                refs = workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"])) if references else {}
+                out[j] = {**row, "rounds": out[j]["rounds"], "references": out[j]["references"]}
+                if i < warmup:
+                    continue
+                out[j]["rounds"].append(statistics.median(row["times"]))
+                for name, times in refs.items():
+                    out[j]["references"].setdefault(name, []).append(statistics.median(times))
     finally:
         dev.compile_kernel = compile_kernel
-    return {**row, "rounds": kernel, "references": references}
+    return out
 
 
 def record_failure_in_cache(tuning_options, values, params, status):
@@ -302,8 +317,15 @@ class IsolatedRunner(Runner):
 
     def measure_rounds(self, values, keys, rounds: int) -> dict:
         """A regression check's measurement of one config: see _measure_rounds."""
-        return self._measure(values, keys, request={"config": list(values), "rounds": rounds},
-                             timeout=self.timeout * rounds)
+        return self.measure_interleaved([values], keys, rounds)[0]
+
+    def measure_interleaved(self, configs, keys, rounds: int, references: bool = True) -> list[dict]:
+        """Several configs measured in alternation, `rounds` times each, in this worker (see _measure_rounds):
+        one row per config, or a single failure row."""
+        configs = [list(v) for v in configs]
+        rows = self._measure(configs[0], keys, timeout=self.timeout * rounds * len(configs),
+                             request={"configs": configs, "rounds": rounds, "references": references})
+        return rows if isinstance(rows, list) else [rows]
 
     def _measure(self, values, keys, request=None, timeout=None) -> dict:
         if self._proc is None or not self._proc.is_alive():
@@ -316,7 +338,7 @@ class IsolatedRunner(Runner):
         if self._conn.poll(timeout or self.timeout):
             try:
                 kind, row = self._conn.recv()
-                if row["status"] not in WORKER_SURVIVES:
+                if (row[0] if isinstance(row, list) else row)["status"] not in WORKER_SURVIVES:
                     self._proc.join(30)
                     self._kill()
                 return row

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
-from tuner import store
+from tuner import confirm, store
 from tuner.errors import TunerError
 from tuner.provenance import gpu_info
 from tuner.space import format_size, size_distance
@@ -32,13 +33,18 @@ def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
     return min(measured, key=lambda k: size_distance(measured[k], size)), ""
 
 
-def _best_of(rows: pd.DataFrame, maximize: bool) -> pd.Series:
-    """Configs measured several times count by the median of their objective values."""
+def _best_of(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
+    """Configs measured several times count by the median of their objective values; among near-ties that a
+    confirmation measured again (tuner/confirm.py), its choice."""
     per_config = store.config_medians(rows, maximize)
     config = per_config.index[0]
+    confirmed = confirm.choice_for(rows, config, Path(root or store.results_root()))
+    if confirmed and confirmed[0] in per_config.index:
+        config = confirmed[0]
     latest = rows[rows["config"] == config].sort_values("timestamp").iloc[-1].copy()
     latest["objective_value"] = per_config[config]
     latest["measurements"] = int((rows["config"] == config).sum())
+    latest["confirmed_among"] = confirmed[1] if confirmed else 0
     return latest
 
 
@@ -82,7 +88,9 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
                      + format_size(measured[nearest]))
         df = df[df["size_vars"] == nearest]
 
-    row = _best_of(df, space.maximize)
+    row = _best_of(df, space.maximize, root)
+    if row["confirmed_among"]:
+        notes.append(f"chosen among {row['confirmed_among']} near-ties measured again side by side after the campaign")
     config = json.loads(row["config"])
     metrics = json.loads(row["metrics"])
     answer = {

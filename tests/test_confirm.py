@@ -1,0 +1,107 @@
+"""The confirmation step after a distributed campaign (tuner/confirm.py): finalists, the tie rule, and, on
+the GEMM 2048^3 space recorded on the H100 (replayed: each round resamples a config's recorded times), one
+worker and two workers choosing the same config among the near-ties."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tuner import confirm
+from tuner.cli import main
+from tuner.store import cache_path, read_parts, results_root
+
+H100 = "NVIDIA H100 80GB HBM3"
+GEMM = ("gemm", "2048x2048x2048", "float32")
+RECORDING = cache_path(results_root(), H100, *GEMM)
+
+
+def key(i):
+    return json.dumps({"x": i})
+
+
+def test_finalists_are_the_near_ties_nearest_first_and_capped():
+    order = [key(i) for i in range(10)]
+    times = {key(0): 1.05, key(1): 1.0, key(2): 1.015, key(3): 1.03, key(4): 1.0}
+    assert confirm.finalists(times, order, maximize=False) == [key(1), key(4), key(2)]
+    assert confirm.finalists(times, order, maximize=False, most=2) == [key(1), key(4)]
+    gflops = {key(0): 100.0, key(1): 99.0, key(2): 90.0}
+    assert confirm.finalists(gflops, order, maximize=True) == [key(0), key(1)]
+    assert confirm.finalists({}, order, maximize=True) == []
+
+
+def test_ties_resolve_to_the_first_in_space_order_a_clear_winner_stands():
+    rng = np.random.default_rng(0)
+    noisy = lambda ms: list(ms * np.exp(rng.normal(0, 0.002, 15)))
+    order = [key(i) for i in range(3)]
+    # key(0) 0.2% slower than key(1): a tie, and first in the space's order
+    chosen, table = confirm.choose({key(1): noisy(1.0), key(0): noisy(1.002), key(2): noisy(1.05)}, order)
+    assert chosen == key(0) and table[key(0)]["tie"] and not table[key(2)]["tie"]
+    # 3% slower is no tie, however early in the order
+    chosen, table = confirm.choose({key(0): noisy(1.03), key(1): noisy(1.0)}, order)
+    assert chosen == key(1) and table[key(0)]["change"] > 0.02
+
+
+class _Failing:
+    def measure_interleaved(self, configs, params, rounds, references=True):
+        return [{"status": "wrong_answer", "error": "verification failed"}]
+
+
+def test_a_finalist_that_fails_again_leaves_the_campaign_unconfirmed():
+    said = []
+    values = {json.dumps({"x": 1}): 1.0, json.dumps({"x": 2}): 1.001}
+    assert confirm.confirm(_Failing(), ["x"], values, list(values), False, log=said.append) is None
+    assert "wrong_answer" in said[0]
+
+
+@pytest.mark.skipif(not RECORDING.is_file(), reason="no recorded GEMM 2048^3 campaign in results/")
+def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys):
+    bests = {}
+    for workers in (1, 2):
+        root = tmp_path / f"w{workers}"
+        target = cache_path(root, H100, *GEMM)
+        target.parent.mkdir(parents=True)
+        shutil.copy(RECORDING, target)
+        monkeypatch.setenv("TUNER_RESULTS", str(root))
+        rc = main(["tune", "gemm", "--size", GEMM[1], "--dtype", GEMM[2], "--strategy", "brute_force", "--simulate",
+                   "--workers", str(workers), "--quiet", "--json"])
+        assert rc == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["evaluated"] == 292 and doc["best"]["confirmed"]
+        bests[workers] = doc["best"]["config"]
+        rows = read_parts("*/gemm/confirmations/*.parquet", root / "simulated")
+        assert not rows.empty and rows.chosen.sum() == rows.campaign_id.nunique() * rows.worker.nunique()
+        first = rows[rows.worker == rows.worker.iloc[0]]
+        assert len(first) >= 2 and json.loads(first[first.chosen].config.iloc[0]) == doc["best"]["config"]
+        assert all(len(r) == confirm.ROUNDS for r in first.rounds_ms)
+        assert (first.campaign_value >= first.campaign_value.max() * (1 - confirm.FINALIST_WITHIN)).all()
+    assert bests[1] == bests[2]
+
+
+def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_path):
+    from tuner import query, store
+
+    root = tmp_path / "results"
+    wdir = store.workload_dir(root, H100, "gemm")
+    (wdir / "evaluations").mkdir(parents=True)
+    rows = read_parts("*/gemm/evaluations/*.parquet", results_root())
+    rows = rows[(rows["size"] == GEMM[1]) & (rows["dtype"] == GEMM[2]) & (rows["gpu"] == H100)]
+    rows.to_parquet(wdir / "evaluations" / "recorded.parquet", index=False)
+    leader = query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
+    medians = store.config_medians(rows[rows.status == "ok"], maximize=True)
+    runner_up = medians.index[1]
+    record = {"chosen": json.loads(runner_up), "rounds": 15, "seconds": 1.0, "rule": "test", "timestamp": "2026-11-23T00:00:00+00:00",
+              "finalists": [{"config": json.loads(k), "campaign_value": medians[k], "rounds_ms": [0.4] * 3, "median_ms": 0.4,
+                             "change": 0.0, "ci": [0.0, 0.0], "tie": True} for k in medians.index[:2]]}
+    r0 = rows.iloc[0]
+    common = {"campaign_id": "c1", "workload": "gemm", "size": GEMM[1], "size_vars": r0["size_vars"], "dtype": GEMM[2]}
+    confirm.save(root, record, common, {"gpu": H100}, "w1")
+    answer = query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
+    assert store.canonical_config(answer["config"]) == runner_up != store.canonical_config(leader["config"])
+    assert any("near-ties" in n for n in answer["notes"])
+    # a later confirmation that did not include the leader does not count
+    record = {**record, "timestamp": "2026-11-24T00:00:00+00:00",
+              "finalists": [{**f, "config": json.loads(k)} for f, k in zip(record["finalists"], medians.index[1:3])]}
+    confirm.save(root, record, {**common, "campaign_id": "c2"}, {"gpu": H100}, "w1")
+    assert query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)["config"] == leader["config"]

@@ -123,7 +123,8 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
             rows[(name, size_name, dtype)] = _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend)
             _save_baseline(root, rows[(name, size_name, dtype)])  # at once: an interrupted run keeps what it measured
             log(f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
-                f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds ({time.monotonic() - t0:.1f} s)")
+                f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds ({time.monotonic() - t0:.1f} s; "
+                f"worker set-up {runner.setup.get('setup_s')})")
     return list(rows.values())
 
 

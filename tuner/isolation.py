@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -87,13 +88,16 @@ def _setup(spec: WorkerSpec):
     from tuner.provenance import gpu_info
     from tuner.workloads import get_workload
 
+    t0 = time.perf_counter()
     workload = get_workload(spec.workload)
     space = workload.space
     args = workload.arguments(spec.size, spec.dtype, np.random.default_rng(spec.data_seed))
     answer = workload.answer(args, spec.size, spec.dtype)
+    t1 = time.perf_counter()
     kernel_options = kt.kernel_options(space, spec.size, spec.dtype, args, spec.backend)
     runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
                               kt.device_options(space, spec.dtype, spec.device), spec.iterations or space.iterations, None)
+    t2 = time.perf_counter()
     tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False,
                                        tolerances=workload.tolerances(spec.size, spec.dtype))
     spec.args = args  # kept in the worker only, for the references of a regression check
@@ -104,7 +108,12 @@ def _setup(spec: WorkerSpec):
     for method, stage in (("compile_kernel", "compile"), ("check_kernel_output", "verify"), ("benchmark", "benchmark")):
         setattr(dev, method, _staged(getattr(dev, method), stage, dev))
     baselines = workload.baselines(args, spec.size, spec.dtype, spec.baseline_repeats) if spec.baseline_repeats else {}
-    return runner, tuning_options, {"gpu": gpu_info(spec.device), "baselines": baselines}
+    gpu = gpu_info(spec.device)
+    # where a worker's start goes (a regression check starts one per kernel): inputs and numpy reference,
+    # Kernel Tuner's runner (CUDA context, arguments on the GPU), the rest (references, GPU query)
+    seconds = {"data": t1 - t0, "kernel_tuner": t2 - t1, "rest": time.perf_counter() - t2}
+    return runner, tuning_options, {"gpu": gpu, "baselines": baselines,
+                                    "setup_s": {k: round(v, 2) for k, v in seconds.items()}}
 
 
 def _open_cache(spec, runner, tuning_options):

@@ -69,7 +69,7 @@ def confirm(runner, params: list[str], values: dict, order: list[str], maximize:
     configs = [json.loads(k) for k in keys]
     rows = runner.measure_interleaved([[c[p] for p in params] for c in configs], params, rounds, references=False)
     if len(rows) != len(keys) or any(r["status"] != "ok" for r in rows):
-        bad = next(r for r in rows if r["status"] != "ok")
+        bad = next((r for r in rows if r["status"] != "ok"), {"status": "missing", "error": f"{len(rows)} rows for {len(keys)}"})
         log(f"confirmation skipped: a finalist failed when measured again ({bad['status']}: {bad.get('error', '')[:200]})")
         return None
     measured = {k: list(r["rounds"]) for k, r in zip(keys, rows)}
@@ -81,8 +81,8 @@ def confirm(runner, params: list[str], values: dict, order: list[str], maximize:
     return {"chosen": json.loads(chosen), "finalists": [{"config": json.loads(k), "campaign_value": values[k],
                                                           "rounds_ms": measured[k], **table[k]} for k in keys],
             "rounds": rounds, "seconds": round(seconds, 2),
-            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rule": f"first in space order within {TIE:.1%} "
-            "of the fastest or not significantly slower (99% bootstrap)"}
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "rule": f"first in space order within {TIE:.1%} of the fastest or not significantly slower (99% bootstrap)"}
 
 
 def save(root: Path, record: dict, common: dict, provenance: dict, worker: str) -> Path:

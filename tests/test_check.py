@@ -224,7 +224,7 @@ class _FakeDev:
     """Kernel Tuner's DeviceInterface as _measure_rounds meets it: compile, verify (when an answer is set), time."""
 
     def __init__(self):
-        self.compiles, self.verifies = 0, 0
+        self.compiles, self.verifies, self.iterations, self.launches = 0, 0, 30, []
 
     def compile_kernel(self, instance, verbose):
         self.compiles += 1
@@ -232,16 +232,17 @@ class _FakeDev:
 
 
 class _FakeRunner:
-    def __init__(self):
-        self.dev, self.binaries = _FakeDev(), []
+    def __init__(self, ms=(1.0, 2.0, 3.0)):
+        self.dev, self.binaries, self.ms = _FakeDev(), [], list(ms)
 
     def run(self, configs, tuning_options):
+        self.dev.launches.append(self.dev.iterations)
         instance = type("Instance", (), {"params": {"block_size_x": configs[0][0]}})()
         func = self.dev.compile_kernel(instance, False)
         if tuning_options.answer is not None:
             self.dev.verifies += 1
         self.binaries.append((configs[0][0], func))
-        return [{"block_size_x": configs[0][0], "times": [1.0, 2.0, 3.0]}]
+        return [{"block_size_x": configs[0][0], "times": self.ms}]
 
 
 @pytest.mark.parametrize("lang, compiles", [("CUDA", 2), ("C", 14)])
@@ -271,3 +272,18 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     assert opts["answer"] == [1]  # the caller's options are left as they were
     runner.run([[128]], _Opts(opts))  # and the worker compiles again for its next config
     assert runner.dev.compiles == compiles + 1
+    # each config's first round with the full count, then 25 launches of 2 ms (ROUND_S), then restored
+    assert runner.dev.launches == [30, 30] + [25] * 12 + [30]
+
+
+def test_slow_pipelines_get_fewer_launches_after_the_first_round(monkeypatch):
+    import tuner.workloads
+    from tuner.isolation import MIN_LAUNCHES, WorkerSpec, _measure_rounds
+
+    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"baselines": lambda *a: {}})())
+    runner = _FakeRunner(ms=[110.0] * 3)
+    spec = WorkerSpec("floyd-warshall", {"n": 8}, "int32", "nvcuda", 0, None)
+    spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": "C"})()
+    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[16]], rounds=4, spec=spec, warmup=1)
+    assert rows[0]["rounds"] == [110.0] * 4
+    assert runner.dev.launches == [30] + [MIN_LAUNCHES] * 4 and runner.dev.iterations == 30  # restored

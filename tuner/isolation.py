@@ -163,6 +163,10 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
     return row
 
 
+ROUND_S = 0.05  # launches of a round after the first: enough for this much GPU time, at least MIN_LAUNCHES
+MIN_LAUNCHES = 5
+
+
 def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=3, references=True) -> list[dict]:
     """Alternate `rounds` times over `configs`: one Kernel Tuner run of each config (its repeats' median),
     then, with `references`, the workload's references (their medians), so a throttled or slower card shows
@@ -170,8 +174,10 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     Returns one row per config (the first failure instead, should a config fail).
 
     Each config is compiled and verified once, in its first round; later rounds re-run that binary (a
-    compile per round made nvcc, not the GPU, the cost of a check). Kernel Tuner's C backend (host code)
+    compile per round made nvcc, not the GPU, the cost of a check), with as many launches as ROUND_S of
+    GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline). Kernel Tuner's C backend (host code)
     holds one library at a time, so there interleaved configs are compiled again when their turn comes."""
+    import math
     import statistics
 
     from tuner.workloads import get_workload
@@ -194,14 +200,17 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
 
     dev.compile_kernel = compile_once
     out = [{"rounds": [], "references": {}} for _ in configs]
-    verified = set()
+    launches, full = {}, dev.iterations
     try:
         for i in range(warmup + rounds):
             for j, values in enumerate(configs):
-                row = _evaluate(runner, _Opts(unverified if j in verified else opts), keys, values)
+                dev.iterations = launches.get(j, full)
+                row = _evaluate(runner, _Opts(unverified if j in launches else opts), keys, values)
                 if row["status"] != "ok":
                     return [row]
-                verified.add(j)
+                if j not in launches:  # a pipeline of 0.1 s needs no 30 launches a round for a steady median
+                    ms = statistics.median(row["times"])
+                    launches[j] = max(MIN_LAUNCHES, min(full, math.ceil(ROUND_S * 1e3 / ms))) if ms > 0 else full
                 refs = workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"])) if references else {}
                 out[j] = {**row, "rounds": out[j]["rounds"], "references": out[j]["references"]}
                 if i < warmup:
@@ -210,7 +219,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                 for name, times in refs.items():
                     out[j]["references"].setdefault(name, []).append(statistics.median(times))
     finally:
-        dev.compile_kernel = compile_kernel
+        dev.compile_kernel, dev.iterations = compile_kernel, full
     return out
 
 

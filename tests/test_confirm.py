@@ -10,6 +10,7 @@ import pytest
 
 from tuner import confirm
 from tuner.cli import main
+from tuner.distributed import default_name, default_storage
 from tuner.store import cache_path, read_parts, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -76,6 +77,9 @@ def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys
         assert len(first) >= 2 and json.loads(first[first.chosen].config.iloc[0]) == doc["best"]["config"]
         assert all(len(r) == confirm.ROUNDS for r in first.rounds_ms)
         assert (first.campaign_value >= first.campaign_value.max() * (1 - confirm.FINALIST_WITHIN)).all()
+        name = default_name("gemm", GEMM[1], GEMM[2], "brute_force", 1)
+        assert main(["status", name, "--storage", default_storage(root)]) == 0
+        assert f"confirmed among {len(first)} finalists" in capsys.readouterr().out
     assert bests[1] == bests[2]
 
 

@@ -37,8 +37,8 @@ def finalists(values: dict, order: list[str], maximize: bool, within: float = FI
     nearest first, at most `most`."""
     if not values:
         return []
-    sign = -1 if maximize else 1
-    ranked = sorted(values, key=lambda k: (sign * values[k], order.index(k) if k in order else len(order)))
+    sign, place = -1 if maximize else 1, _space_order(order)
+    ranked = sorted(values, key=lambda k: (sign * values[k], place(k)))
     best = values[ranked[0]]
     near = [k for k in ranked if abs(values[k] / best - 1) <= within]
     return near[:most]
@@ -54,8 +54,14 @@ def choose(rounds: dict, order: list[str], tie: float = TIE) -> tuple[str, dict]
         c = compare(rounds[fastest], rounds[k], threshold=tie)
         table[k] = {"median_ms": medians[k], "change": c.change, "ci": [c.ci_low, c.ci_high],
                     "tie": c.verdict != "regression"}
-    ties = [k for k in sorted(rounds, key=lambda k: order.index(k) if k in order else len(order)) if table[k]["tie"]]
+    ties = [k for k in sorted(rounds, key=_space_order(order)) if table[k]["tie"]]
     return ties[0], table
+
+
+def _space_order(order: list[str]):
+    """A sort key: a config key's place in the space's order (one lookup, not a scan of a space of thousands)."""
+    place = {k: i for i, k in enumerate(order)}
+    return lambda k: place.get(k, len(order))
 
 
 def confirm(runner, params: list[str], values: dict, order: list[str], maximize: bool, *, rounds: int = ROUNDS,

@@ -175,19 +175,20 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
 
     Each config is compiled and verified once, in its first round; later rounds re-run that binary (a
     compile per round made nvcc, not the GPU, the cost of a check), with as many launches as ROUND_S of
-    GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline). Kernel Tuner's C backend (host code)
-    holds one library at a time, so there interleaved configs are compiled again when their turn comes."""
+    GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline).
+    Kernel Tuner's C backend (host code) holds one library at a time, so there interleaved configs are
+    compiled again when their turn comes."""
     import math
     import statistics
 
+    from tuner import kt
     from tuner.workloads import get_workload
 
     workload = get_workload(spec.workload)
     opts = dict(tuning_options, cache=None, cachefile=None)  # every round really runs
     unverified = dict(opts, answer=None, verify=None)  # a binary verified in its first round does not change
     dev, compile_kernel = runner.dev, runner.dev.compile_kernel
-    kernel_options = getattr(spec, "kernel_options", None)
-    one_binary = kernel_options is not None and str(kernel_options.lang).upper() == "C"
+    one_binary = spec.kernel_options.lang == kt.kt_lang(kt.HOST_BACKEND)
     binaries = {}
 
     def compile_once(instance, verbose):

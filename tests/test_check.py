@@ -251,10 +251,14 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     from tuner.isolation import WorkerSpec, _measure_rounds
 
     class Workload:
-        def baselines(self, args, size, dtype, repeats):
-            return {"copy": [0.5] * repeats}
+        prepared = 0
 
-    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: Workload())
+        def reference_timers(self, args, size, dtype):
+            self.prepared += 1
+            return {"copy": lambda repeats: [0.5] * repeats}
+
+    workload = Workload()
+    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: workload)
     runner = _FakeRunner()
     spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
     spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": lang})()
@@ -263,6 +267,7 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     assert [r["block_size_x"] for r in rows] == [128, 256]
     for row in rows:
         assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
+    assert workload.prepared == 1  # the references' inputs go to the GPU (and are checked) once, not per round
     # interleaved: 128, 256, 128, 256, ...; each verified once; device code keeps both binaries, while
     # Kernel Tuner's C backend holds one library at a time, so host code compiles at every turn
     assert [b[0] for b in runner.binaries] == [128, 256] * 7
@@ -280,7 +285,7 @@ def test_slow_pipelines_get_fewer_launches_after_the_first_round(monkeypatch):
     import tuner.workloads
     from tuner.isolation import MIN_LAUNCHES, WorkerSpec, _measure_rounds
 
-    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"baselines": lambda *a: {}})())
+    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"reference_timers": lambda *a: {}})())
     runner = _FakeRunner(ms=[110.0] * 3)
     spec = WorkerSpec("floyd-warshall", {"n": 8}, "int32", "nvcuda", 0, None)
     spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": "C"})()

@@ -32,10 +32,11 @@ def time_with_events(fn, repeats: int = 50, warmup: int = 5) -> list[float]:
     return times
 
 
-def copy_bandwidth(nbytes: int, repeats: int = 50) -> list[float]:
-    """Device-to-device copy of nbytes; the caller counts 2 * nbytes moved (read + write)."""
+def copy_timer(nbytes: int):
+    """A timer (repeats -> [ms, ...]) of a device-to-device copy of nbytes, its buffers allocated once;
+    the caller counts 2 * nbytes moved (read + write)."""
     import cupy
 
     src = cupy.ones(nbytes // 4 or 1, dtype=cupy.float32)
     dst = cupy.empty_like(src)
-    return time_with_events(lambda: dst.__setitem__(Ellipsis, src), repeats)
+    return lambda repeats: time_with_events(lambda: dst.__setitem__(Ellipsis, src), repeats)

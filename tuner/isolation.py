@@ -201,6 +201,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
 
     dev.compile_kernel = compile_once
     out = [{"rounds": [], "references": {}} for _ in configs]
+    timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
     launches, full = {}, dev.iterations
     try:
         for i in range(warmup + rounds):
@@ -212,7 +213,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                 if j not in launches:  # a pipeline of 0.1 s needs no 30 launches a round for a steady median
                     ms = statistics.median(row["times"])
                     launches[j] = max(MIN_LAUNCHES, min(full, math.ceil(ROUND_S * 1e3 / ms))) if ms > 0 else full
-                refs = workload.baselines(spec.args, spec.size, spec.dtype, len(row["times"])) if references else {}
+                refs = {name: timer(len(row["times"])) for name, timer in timers.items()}
                 out[j] = {**row, "rounds": out[j]["rounds"], "references": out[j]["references"]}
                 if i < warmup:
                     continue

@@ -49,9 +49,15 @@ class Workload:
         """(atol, rtol) of the check against the reference; override to fit them to the size (e.g. to K)."""
         return self.space.atol, self.space.rtol
 
-    def baselines(self, args: list, size: dict, dtype: str, repeats: int) -> dict:
-        """Vendor references timed on the GPU: {name: {"times": [ms, ...], "bytes"/"flops": ...}}."""
+    def reference_timers(self, args: list, size: dict, dtype: str) -> dict:
+        """Vendor references on the GPU, their inputs copied there and their answers checked once:
+        {name: timer}, where timer(repeats) returns [ms, ...]. A regression check times them every round,
+        so the preparation (a 1 GB copy, a host-side reference) must not be repeated per round."""
         return {}
+
+    def baselines(self, args: list, size: dict, dtype: str, repeats: int) -> dict:
+        """Vendor references timed on the GPU: {name: [ms, ...]}."""
+        return {name: timer(repeats) for name, timer in self.reference_timers(args, size, dtype).items()}
 
     def baseline_metrics(self, name: str, times_median_ms: float, size: dict, dtype: str) -> dict:
         return {}

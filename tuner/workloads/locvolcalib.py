@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.baselines import copy_bandwidth, cupy_or_none
+from tuner.baselines import copy_timer, cupy_or_none
 from tuner.errors import TunerError
 from tuner.space import PROJECT_ROOT
 from tuner.workloads import Workload
@@ -80,11 +80,11 @@ class LocVolCalib(Workload):
     def tolerances(self, size, dtype):
         return TOLERANCES[dtype]
 
-    def baselines(self, args, size, dtype, repeats=50):
+    def reference_timers(self, args, size, dtype):
         if cupy_or_none() is None:
             return {}
         nbytes = size["outer"] * size["numX"] * size["numY"] * np.dtype(dtype).itemsize  # one value array
-        return {"copy": copy_bandwidth(nbytes, repeats)}
+        return {"copy": copy_timer(nbytes)}
 
     def baseline_metrics(self, name, time_ms, size, dtype):
         nbytes = size["outer"] * size["numX"] * size["numY"] * np.dtype(dtype).itemsize

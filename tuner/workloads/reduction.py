@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from tuner.baselines import copy_bandwidth, cupy_or_none, time_with_events
+from tuner.baselines import copy_timer, cupy_or_none, time_with_events
 from tuner.workloads import Workload
 
 ACCUMULATOR = {"float32": np.float32, "int32": np.int64}
@@ -28,28 +30,38 @@ class Reduction(Workload):
         total = np.array([args[0].sum(dtype=np.int64)], dtype=ACCUMULATOR[dtype])
         return [None, total, None, None, None]
 
-    def baselines(self, args, size, dtype, repeats=50):
+    def reference_timers(self, args, size, dtype):
         cp = cupy_or_none()
         if cp is None:
             return {}
-        from cupy._core import _accelerator
-
         x = cp.asarray(args[0])
-        saved = _accelerator.get_routine_accelerators()
-        _accelerator.set_routine_accelerators(["cub"])
-        try:
-            total = x.sum()
-            if int(total) != int(args[0].sum(dtype=np.int64)):
+        with _cub_routines():
+            if int(x.sum()) != int(args[0].sum(dtype=np.int64)):
                 raise RuntimeError("the CUB baseline computed a wrong sum")
-            cub = time_with_events(lambda: x.sum(), repeats)
-        finally:
-            _accelerator.set_routine_accelerators(saved)
-        return {"cub": cub, "copy": copy_bandwidth(args[0].nbytes, repeats)}
+
+        def cub(repeats):
+            with _cub_routines():
+                return time_with_events(lambda: x.sum(), repeats)
+
+        return {"cub": cub, "copy": copy_timer(args[0].nbytes)}
 
     def baseline_metrics(self, name, time_ms, size, dtype):
         nbytes = size["n"] * np.dtype(dtype).itemsize
         moved = 2 * nbytes if name == "copy" else nbytes  # a copy reads and writes every byte
         return {"GB/s": moved / (time_ms / 1e3) / 1e9}
+
+
+@contextlib.contextmanager
+def _cub_routines():
+    """cupy's sum through CUB's device reduction (its own kernel otherwise)."""
+    from cupy._core import _accelerator
+
+    saved = _accelerator.get_routine_accelerators()
+    _accelerator.set_routine_accelerators(["cub"])
+    try:
+        yield
+    finally:
+        _accelerator.set_routine_accelerators(saved)
 
 
 WORKLOAD = Reduction()

@@ -58,7 +58,8 @@ def main():
                 rec = {"mode": a.mode, "repeat": rep, "kernel": "/".join(key), "plant": plant, "verdict": res.verdict,
                        "noise_floor": res.noise_floor, "fresh_worker": not a.persistent,
                        "raw": res.raw, "normalised": res.normalised, "baseline_ms": res.baseline_ms, "now_ms": res.now_ms,
-                       "t": round(time.monotonic() - start, 1), "setup_s": runner.setup.get("setup_s")}
+                       "t": round(time.monotonic() - start, 1), "setup_s": runner.setup.get("setup_s"),
+                       "measure_s": now.get("measure_s"), "first_round_ms": now.get("first_round_ms")}
                 if not a.persistent:
                     runner.shutdown()
                 out.write(json.dumps(rec) + "\n")

@@ -203,6 +203,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     out = [{"rounds": [], "references": {}} for _ in configs]
     timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
     launches, full = {}, dev.iterations
+    started = time.perf_counter()
     try:
         for i in range(warmup + rounds):
             for j, values in enumerate(configs):
@@ -213,8 +214,11 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                 if j not in launches:  # a pipeline of 0.1 s needs no 30 launches a round for a steady median
                     ms = statistics.median(row["times"])
                     launches[j] = max(MIN_LAUNCHES, min(full, math.ceil(ROUND_S * 1e3 / ms))) if ms > 0 else full
+                    # where a check's time goes: the first round's compile, verify and benchmark (ms)
+                    out[j]["first_round_ms"] = {k: row[k] for k in ("compile_time", "verification_time", "benchmark_time")}
                 refs = {name: timer(len(row["times"])) for name, timer in timers.items()}
-                out[j] = {**row, "rounds": out[j]["rounds"], "references": out[j]["references"]}
+                kept = {k: out[j][k] for k in ("rounds", "references", "first_round_ms")}
+                out[j] = {**row, **kept, "measure_s": round(time.perf_counter() - started, 2)}
                 if i < warmup:
                     continue
                 out[j]["rounds"].append(statistics.median(row["times"]))

@@ -59,9 +59,11 @@ def main():
                        "noise_floor": res.noise_floor, "fresh_worker": not a.persistent,
                        "raw": res.raw, "normalised": res.normalised, "baseline_ms": res.baseline_ms, "now_ms": res.now_ms,
                        "t": round(time.monotonic() - start, 1), "setup_s": runner.setup.get("setup_s"),
-                       "measure_s": now.get("measure_s"), "first_round_ms": now.get("first_round_ms")}
+                       "references_s": now.get("references_s"), "measure_s": now.get("measure_s"),
+                       "first_round_ms": now.get("first_round_ms")}
                 if not a.persistent:
                     runner.shutdown()
+                    rec["worker_s"] = runner.lifecycle_s  # its start (spawn to ready) and shutdown
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
                 n += 1

@@ -176,7 +176,7 @@ def test_cli_check_without_gpu_cannot_run(monkeypatch, capsys):
     assert "no CUDA GPU found" in capsys.readouterr().err
 
 
-def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatch, tmp_path):
+def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatch, tmp_path, capsys):
     """tuner baseline stores each kernel at once; tuner check passes, then flags a planted 10% slowdown."""
     import tuner.check
     from tests.fake_worker import fake_worker_main
@@ -196,6 +196,11 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 1
     assert "**regression**" in (tmp_path / "r.md").read_text()
     assert ET.parse(report).getroot().get("failures") == "0"
+    capsys.readouterr()
+    assert main(["check", "--json"]) == 1
+    out = capsys.readouterr()
+    assert json.loads(out.out)["checks"][0]["verdict"] == "regression"  # stdout holds the JSON alone
+    assert "reduction seed float32: regression" in out.err  # progress goes to stderr
 
 
 def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):

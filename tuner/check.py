@@ -260,7 +260,8 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
             res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
         if res.verdict == "regression" and retune:
             res.retuned = _retune(base, retune, backend, device, log)
-        log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s) {res.reason}")
+        log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s: worker "
+            f"{runner.lifecycle_s}, measured {now.get('measure_s')} s) {res.reason}")
         results.append(res)
     return results
 

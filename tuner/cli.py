@@ -165,7 +165,7 @@ def _check(args) -> int:
     results = check.run_check(args.workloads or None, rounds=args.rounds, threshold=args.threshold,
                               allow_different=args.allow_different, backend=args.backend, device=args.device,
                               root=args.results, plant=plant, retune=args.retune,
-                              log=(lambda *a: None) if args.json else console.print)
+                              log=Console(stderr=True).print if args.json else console.print)  # stdout: the JSON
     if args.junit:
         Path(args.junit).write_text(check.junit(results))
     if args.markdown:

@@ -201,9 +201,10 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
 
     dev.compile_kernel = compile_once
     out = [{"rounds": [], "references": {}} for _ in configs]
-    timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
-    launches, full = {}, dev.iterations
     started = time.perf_counter()
+    timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
+    prepared_s = round(time.perf_counter() - started, 2)
+    launches, full = {}, dev.iterations
     try:
         for i in range(warmup + rounds):
             for j, values in enumerate(configs):
@@ -218,7 +219,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                     out[j]["first_round_ms"] = {k: row[k] for k in ("compile_time", "verification_time", "benchmark_time")}
                 refs = {name: timer(len(row["times"])) for name, timer in timers.items()}
                 kept = {k: out[j][k] for k in ("rounds", "references", "first_round_ms")}
-                out[j] = {**row, **kept, "measure_s": round(time.perf_counter() - started, 2)}
+                out[j] = {**row, **kept, "references_s": prepared_s, "measure_s": round(time.perf_counter() - started, 2)}
                 if i < warmup:
                     continue
                 out[j]["rounds"].append(statistics.median(row["times"]))
@@ -263,9 +264,11 @@ class IsolatedRunner(Runner):
         self.restarts = 0
         self._proc = self._conn = None
         self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
+        self.lifecycle_s = {}  # wall seconds of the last start (spawn to ready) and shutdown, as the parent saw them
 
     # -- worker lifecycle ---------------------------------------------------------------------
     def start(self) -> dict:
+        t0 = time.perf_counter()
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
         self._proc.start()
@@ -284,6 +287,7 @@ class IsolatedRunner(Runner):
             raise TunerError(f"cannot run on this machine: {msg[1]}")
         if self.setup is None:
             self.setup = msg[1]
+        self.lifecycle_s["start"] = round(time.perf_counter() - t0, 2)
         return self.setup
 
     def _kill(self):
@@ -296,6 +300,7 @@ class IsolatedRunner(Runner):
         self._proc = self._conn = None
 
     def shutdown(self):
+        t0 = time.perf_counter()
         if self._proc is not None and self._proc.is_alive():
             try:
                 self._conn.send(None)
@@ -303,6 +308,7 @@ class IsolatedRunner(Runner):
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
+        self.lifecycle_s["shutdown"] = round(time.perf_counter() - t0, 2)
 
     # -- Runner interface ---------------------------------------------------------------------
     def get_device_info(self):

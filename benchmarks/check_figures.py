@@ -60,7 +60,7 @@ def main():
                        "raw": res.raw, "normalised": res.normalised, "baseline_ms": res.baseline_ms, "now_ms": res.now_ms,
                        "t": round(time.monotonic() - start, 1), "setup_s": runner.setup.get("setup_s"),
                        "references_s": now.get("references_s"), "measure_s": now.get("measure_s"),
-                       "first_round_ms": now.get("first_round_ms")}
+                       "first_round_ms": now.get("first_round_ms"), "rounds": res.rounds}
                 if not a.persistent:
                     runner.shutdown()
                     rec["worker_s"] = runner.lifecycle_s  # its start (spawn to ready) and shutdown

@@ -268,7 +268,8 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
     spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": lang})()
     opts = {"answer": [1], "verify": None, "cache": {}, "cachefile": None}
-    rows = _measure_rounds(runner, opts, ["block_size_x"], [[128], [256]], rounds=5, spec=spec, warmup=2)
+    rows = _measure_rounds(runner, opts, ["block_size_x"], [[128], [256]], rounds=5, spec=spec, warmup=2,
+                           warmup_s=0)
     assert [r["block_size_x"] for r in rows] == [128, 256]
     for row in rows:
         assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
@@ -294,6 +295,29 @@ def test_slow_pipelines_get_fewer_launches_after_the_first_round(monkeypatch):
     runner = _FakeRunner(ms=[110.0] * 3)
     spec = WorkerSpec("floyd-warshall", {"n": 8}, "int32", "nvcuda", 0, None)
     spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": "C"})()
-    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[16]], rounds=4, spec=spec, warmup=1)
+    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[16]], rounds=4, spec=spec, warmup=1,
+                           warmup_s=0)
     assert rows[0]["rounds"] == [110.0] * 4
     assert runner.dev.launches == [30] + [MIN_LAUNCHES] * 4 and runner.dev.iterations == 30  # restored
+
+
+def test_warm_up_lasts_until_its_seconds_have_passed(monkeypatch):
+    """A 17-us kernel's three warm-up rounds are milliseconds: rounds are discarded until warmup_s has passed."""
+    import time
+
+    import tuner.workloads
+    from tuner.isolation import WorkerSpec, _measure_rounds
+
+    class SlowRunner(_FakeRunner):
+        def run(self, configs, tuning_options):
+            time.sleep(0.01)
+            return super().run(configs, tuning_options)
+
+    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"reference_timers": lambda *a: {}})())
+    runner = SlowRunner()
+    spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
+    spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": "CUDA"})()
+    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[128]], rounds=4, spec=spec,
+                           warmup=2, warmup_s=0.1)
+    assert len(rows[0]["rounds"]) == 4
+    assert len(runner.dev.launches) >= 4 + 1 + 10  # the first round, >= 0.1 s of 10-ms rounds, the 4 kept

@@ -49,6 +49,7 @@ class CheckResult:
     normalised: dict = field(default_factory=dict)   # the same, in units of the reference
     retuned: dict | None = None
     noise_floor: float | None = None  # the slowdown this kernel must show to be flagged on this runner
+    rounds: list = field(default_factory=list)       # this check's per-round medians (ms), for a closer look
 
     @property
     def exit_code(self) -> int:
@@ -209,6 +210,7 @@ def check_one(base: dict, gpu: dict, now: dict, *, threshold=THRESHOLD, allow_di
         return res
     b_rounds, n_rounds = list(base["rounds"]), list(now["rounds"])
     res.baseline_ms, res.now_ms = float(pd.Series(b_rounds).median()), float(pd.Series(n_rounds).median())
+    res.rounds = [float(x) for x in n_rounds]
     b_ref = json.loads(base["references"]).get(res.reference)
     n_ref = now.get("references", {}).get(res.reference)
     pairs = [("raw", b_rounds, n_rounds)]

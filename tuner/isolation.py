@@ -165,12 +165,16 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
 
 ROUND_S = 0.05  # launches of a round after the first: enough for this much GPU time, at least MIN_LAUNCHES
 MIN_LAUNCHES = 5
+WARMUP_S = 0.5  # rounds discarded after the first, at least, before rounds are kept
 
 
-def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=3, references=True) -> list[dict]:
+def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=3, references=True,
+                    warmup_s=WARMUP_S) -> list[dict]:
     """Alternate `rounds` times over `configs`: one Kernel Tuner run of each config (its repeats' median),
     then, with `references`, the workload's references (their medians), so a throttled or slower card shows
-    in both. The first `warmup` rounds are not kept: the clocks of an idle card take a moment to rise.
+    in both. Warm-up rounds are not kept: at least `warmup`, and after the first (compile, verify) as many
+    as `warmup_s` seconds take. The clocks of an idle card take a moment to rise, and three rounds of a
+    17-us kernel are milliseconds: on a machine idle for minutes, such kernels were timed up to 50% slow.
     Returns one row per config (the first failure instead, should a config fail).
 
     Each config is compiled and verified once, in its first round; later rounds re-run that binary (a
@@ -205,8 +209,9 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
     prepared_s = round(time.perf_counter() - started, 2)
     launches, full = {}, dev.iterations
+    kept_from, i = None, 0  # the first round kept, once the warm-up is over
     try:
-        for i in range(warmup + rounds):
+        while kept_from is None or i < kept_from + rounds:
             for j, values in enumerate(configs):
                 dev.iterations = launches.get(j, full)
                 row = _evaluate(runner, _Opts(unverified if j in launches else opts), keys, values)
@@ -220,11 +225,16 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                 refs = {name: timer(len(row["times"])) for name, timer in timers.items()}
                 kept = {k: out[j][k] for k in ("rounds", "references", "first_round_ms")}
                 out[j] = {**row, **kept, "references_s": prepared_s, "measure_s": round(time.perf_counter() - started, 2)}
-                if i < warmup:
+                if kept_from is None:
                     continue
                 out[j]["rounds"].append(statistics.median(row["times"]))
                 for name, times in refs.items():
                     out[j]["references"].setdefault(name, []).append(statistics.median(times))
+            if i == 0:
+                warm_from = time.perf_counter()  # every config compiled and verified: the warm-up clock starts
+            if kept_from is None and i + 1 >= warmup and time.perf_counter() - warm_from >= warmup_s:
+                kept_from = i + 1
+            i += 1
     finally:
         dev.compile_kernel, dev.iterations = compile_kernel, full
     return out

@@ -70,6 +70,22 @@ def test_throttled_runner_is_not_a_regression_after_normalisation():
     assert abs(res.normalised["change"]) < 0.02 and res.verdict == "pass"
 
 
+def test_a_reference_that_does_not_track_the_kernel_is_not_used():
+    """LocVolCalib on the H100: its sessions agree to 0.1%, the copy reference beside it wanders by a few %
+    from session to session. Normalised, a 5% slowdown hides under a 10% floor; raw times decide instead."""
+    rng = np.random.default_rng(6)
+    base = baseline(rng)
+    ref = json.loads(base["references"])["copy"]
+    offsets = np.repeat(np.exp(rng.normal(0, 0.03, BASELINE_SESSIONS)), len(ref) // BASELINE_SESSIONS)
+    base["references"] = json.dumps({"copy": list(np.asarray(ref) * offsets)})
+    res = check_one(base, GPU, now(rng, slow=0.05))
+    assert res.normalised["threshold"] > res.raw["threshold"] == pytest.approx(0.03)
+    assert res.decided_by == "raw" and res.verdict == "regression" and res.noise_floor == res.raw["threshold"]
+    assert "did not track" in res.reason
+    steady = check_one(baseline(rng), GPU, now(rng))  # where it tracks (or ties), the normalised times decide
+    assert steady.decided_by == "normalised" and steady.reason == ""
+
+
 def test_real_slowdown_on_a_throttled_runner_is_still_caught():
     rng = np.random.default_rng(4)
     res = check_one(baseline(rng), GPU, now(rng, slow=0.08, throttle=1.25))

@@ -50,9 +50,11 @@ def config_key(values) -> str:
 # worker process
 # ---------------------------------------------------------------------------------------------
 def worker_main(conn, spec: WorkerSpec):
+    entered = time.time()  # the parent compares it with its spawn: the cost of a new Python process
     os.environ.update(spec.env)
     try:
         runner, tuning_options, setup = _setup(spec)
+        setup["entered_at"] = entered
     except Exception as e:  # no GPU, no backend, bad inputs: the campaign cannot run at all
         conn.send(("fatal", f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
@@ -81,6 +83,7 @@ def worker_main(conn, spec: WorkerSpec):
 
 
 def _setup(spec: WorkerSpec):
+    t_imports = time.perf_counter()
     import numpy as np
     from kernel_tuner.runners.sequential import SequentialRunner
 
@@ -111,7 +114,7 @@ def _setup(spec: WorkerSpec):
     gpu = gpu_info(spec.device)
     # where a worker's start goes (a regression check starts one per kernel): inputs and numpy reference,
     # Kernel Tuner's runner (CUDA context, arguments on the GPU), the rest (references, GPU query)
-    seconds = {"data": t1 - t0, "kernel_tuner": t2 - t1, "rest": time.perf_counter() - t2}
+    seconds = {"imports": t0 - t_imports, "data": t1 - t0, "kernel_tuner": t2 - t1, "rest": time.perf_counter() - t2}
     return runner, tuning_options, {"gpu": gpu, "baselines": baselines,
                                     "setup_s": {k: round(v, 2) for k, v in seconds.items()}}
 
@@ -278,7 +281,7 @@ class IsolatedRunner(Runner):
 
     # -- worker lifecycle ---------------------------------------------------------------------
     def start(self) -> dict:
-        t0 = time.perf_counter()
+        t0, spawned_at = time.perf_counter(), time.time()
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
         self._proc.start()
@@ -298,6 +301,8 @@ class IsolatedRunner(Runner):
         if self.setup is None:
             self.setup = msg[1]
         self.lifecycle_s["start"] = round(time.perf_counter() - t0, 2)
+        if "entered_at" in msg[1]:  # of which: a new Python process up to the worker's first line
+            self.lifecycle_s["process"] = round(msg[1]["entered_at"] - spawned_at, 2)
         return self.setup
 
     def _kill(self):

@@ -15,12 +15,14 @@ import json
 import sys
 import time
 
-from tuner.check import _worker, check_one, load_baselines
-from tuner.provenance import gpu_info
-from tuner.workloads import get_workload
-
 
 def main():
+    # imported here, not at the top: each worker process imports this script again (as multiprocessing's
+    # __mp_main__), and these would bring Kernel Tuner, and with it torch, before the worker can keep it out
+    from tuner.check import _worker, check_one, load_baselines
+    from tuner.provenance import gpu_info
+    from tuner.workloads import get_workload
+
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["aa", "ab"])
     p.add_argument("--seconds", type=float, default=300)

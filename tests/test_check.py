@@ -337,3 +337,22 @@ def test_warm_up_lasts_until_its_seconds_have_passed(monkeypatch):
                            warmup=2, warmup_s=0.1)
     assert len(rows[0]["rounds"]) == 4
     assert len(runner.dev.launches) >= 4 + 1 + 10  # the first round, >= 0.1 s of 10-ms rounds, the 4 kept
+
+
+def test_a_worker_never_imports_torch(tmp_path, monkeypatch):
+    """Kernel Tuner imports torch whenever it is installed (4.3 s of each worker start on the H100 machine);
+    a worker keeps it out. A stand-in torch that leaves a mark when imported shows whether it was."""
+    from tuner.errors import TunerError
+    from tuner.isolation import IsolatedRunner, WorkerSpec
+
+    (tmp_path / "torch.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned worker gets the parent's sys.path
+    runner = IsolatedRunner(WorkerSpec("reduction", {"n": 1024}, "float32", "nvcuda", 0, None, baseline_repeats=0),
+                            timeout=60)
+    try:
+        runner.start()  # ready on a GPU machine; without one the worker reports that it cannot run
+    except TunerError:
+        pass
+    finally:
+        runner.shutdown()
+    assert not (tmp_path / "imported").exists()

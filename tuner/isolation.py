@@ -11,13 +11,13 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from kernel_tuner import util
 from kernel_tuner.runners.runner import Runner
 
 from tuner.errors import TunerError
+from tuner.worker_entry import WorkerSpec, worker_entry
 
 FAILURE_CLASSES = ("compile", "launch", "runtime", "wrong_answer", "timeout", "invalid")
 _KT_ERRORS = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "launch", "InvalidConfig": "invalid"}
@@ -25,20 +25,6 @@ _KT_ERRORS = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "laun
 WORKER_SURVIVES = ("ok", "compile", "launch", "invalid")
 _ERROR_CONFIGS = {"compile": util.CompilationFailedConfig, "launch": util.RuntimeFailedConfig,
                   "invalid": util.InvalidConfig}
-
-
-@dataclass
-class WorkerSpec:
-    workload: str
-    size: dict
-    dtype: str
-    backend: str
-    device: int
-    cachefile: str | None
-    data_seed: int = 1234
-    baseline_repeats: int = 50
-    iterations: int | None = None  # timed launches per evaluation (default: the space's)
-    env: dict = field(default_factory=dict)
 
 
 def config_key(values) -> str:
@@ -49,8 +35,8 @@ def config_key(values) -> str:
 # ---------------------------------------------------------------------------------------------
 # worker process
 # ---------------------------------------------------------------------------------------------
-def worker_main(conn, spec: WorkerSpec):
-    entered = time.time()  # the parent compares it with its spawn: the cost of a new Python process
+def worker_main(conn, spec: WorkerSpec, entered: float | None = None):
+    entered = entered or time.time()  # the parent compares it with its spawn: the cost of a new process
     os.environ.update(spec.env)
     try:
         runner, tuning_options, setup = _setup(spec)
@@ -265,7 +251,7 @@ class IsolatedRunner(Runner):
     """
 
     def __init__(self, spec: WorkerSpec, *, timeout: float, setup_timeout: float = 900, known=None, on_row=None,
-                 target=worker_main):
+                 target=worker_entry):
         super().__init__()
         self.target = target
         self.spec = spec

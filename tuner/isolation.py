@@ -154,7 +154,7 @@ def _evaluate(runner, tuning_options, keys, values) -> dict:
 
 ROUND_S = 0.05  # launches of a round after the first: enough for this much GPU time, at least MIN_LAUNCHES
 MIN_LAUNCHES = 5
-WARMUP_S = 0.5  # rounds discarded after the first, at least, before rounds are kept
+WARMUP_S = 0.5  # seconds of warm-up rounds after the first (which compiles and verifies) before any is kept
 
 
 def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=3, references=True,
@@ -163,7 +163,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     then, with `references`, the workload's references (their medians), so a throttled or slower card shows
     in both. Warm-up rounds are not kept: at least `warmup`, and after the first (compile, verify) as many
     as `warmup_s` seconds take. The clocks of an idle card take a moment to rise, and three rounds of a
-    17-us kernel are milliseconds: on a machine idle for minutes, such kernels were timed up to 50% slow.
+    17-us kernel are milliseconds of GPU work after the seconds of a worker's start.
     Returns one row per config (the first failure instead, should a config fail).
 
     Each config is compiled and verified once, in its first round; later rounds re-run that binary (a

@@ -734,8 +734,15 @@ def campaign_status(name: str, url: str) -> dict:
             "strategy": camp.strategy, "gpu": attrs.get("gpu"), "simulated": camp.simulate, "total": total,
             "done": len(tally["done"]), "running": tally["running"], "waiting": tally["waiting"],
             "retried": sum(1 for t in trials if "failed_trial" in t.system_attrs),
-            "lost_workers": sum(1 for t in trials if t.state == TrialState.FAIL and "tuner" not in t.user_attrs),
+            "lost_workers": len(lost_trials(trials)),
             "failures": failures, "best": best, "confirmed": attrs.get("confirmed"), "workers": workers}
+
+
+def lost_trials(trials) -> set[int]:
+    """The numbers of the trials given up for lost (their worker died) and retried. Not 'failed and never
+    told': a worker killed between recording its result on the trial and telling the study leaves a
+    trial with its result attached, and that one is lost and retried too (the retry serves the stored row)."""
+    return {t.system_attrs["failed_trial"] for t in trials if "failed_trial" in t.system_attrs}
 
 
 def format_status(s: dict) -> str:

@@ -1,6 +1,6 @@
-"""The confirmation step after a distributed campaign (tuner/confirm.py): finalists, the tie rule, and, on
-the GEMM 2048^3 space recorded on the H100 (replayed: each round resamples a config's recorded times), one
-worker and two workers choosing the same config among the near-ties."""
+"""The confirmation step after a campaign (tuner/confirm.py): finalists, the tie rule, and, on the GEMM
+2048^3 space recorded on the H100 (replayed: each round resamples a config's recorded times), one worker
+and two workers choosing the same config among the near-ties; a single-process campaign confirming too."""
 
 import json
 import shutil
@@ -11,7 +11,7 @@ import pytest
 from tuner import confirm
 from tuner.cli import main
 from tuner.distributed import default_name, default_storage
-from tuner.store import cache_path, read_parts, results_root
+from tuner.store import cache_path, canonical_config, read_parts, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"
 GEMM = ("gemm", "2048x2048x2048", "float32")
@@ -109,3 +109,34 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
               "finalists": [{**f, "config": json.loads(k)} for f, k in zip(record["finalists"], medians.index[1:3])]}
     confirm.save(root, record, {**common, "campaign_id": "c2"}, {"gpu": H100}, "w1")
     assert query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)["config"] == leader["config"]
+
+
+def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch):
+    """`tuner tune` (one process) ends like a distributed campaign: its twin best configs (FAKE_TIES: shuffle
+    changes nothing) are measured again and the first in space order is chosen, stored, and answered by
+    `tuner best`; a campaign whose best stands alone confirms nothing."""
+    from tests.fake_worker import fake_worker_main
+    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.kt import searchspace
+    from tuner.query import best
+    from tuner.workloads import get_workload
+
+    def tune(root):
+        return run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                            timeout=3.0, quiet=True, results=root, worker_target=fake_worker_main))
+
+    alone = tune(tmp_path / "alone")
+    assert alone.best["confirmed"] is False and alone.best["config"]["shuffle"] == 1
+    assert not list((tmp_path / "alone").glob("*/reduction/confirmations/*.parquet"))
+
+    monkeypatch.setenv("FAKE_TIES", "1")  # the worker processes inherit it
+    result = tune(tmp_path / "ties")
+    space = get_workload("reduction").space
+    order = confirm.space_order(space, searchspace(space))
+    twins = [canonical_config({**result.best["config"], "shuffle": s}) for s in (0, 1)]
+    first = min(twins, key=order.index)
+    assert result.best["confirmed"] is True and result.best["config"] == json.loads(first)
+    stored = read_parts("*/reduction/confirmations/*.parquet", tmp_path / "ties")
+    assert len(stored) == 2 and set(stored["config"]) == set(twins)
+    assert stored.loc[stored["chosen"], "config"].item() == first
+    assert best("reduction", "seed", "float32", root=tmp_path / "ties")["config"] == json.loads(first)

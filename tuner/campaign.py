@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,7 +14,7 @@ from kernel_tuner import util
 from kernel_tuner.interface import Options
 from kernel_tuner.runners.simulation import SimulationRunner
 
-from tuner import kt, store
+from tuner import confirm, kt, store
 from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner, WorkerSpec, config_key
 from tuner.progress import CampaignProgress
@@ -50,6 +51,7 @@ class CampaignRequest:
     # Optuna strategies stop after this many evaluations without a 0.5% gain; None: DEFAULT_PATIENCE when no
     # budget is given (the default budget is a ceiling), none when one is (a budget asked for is used); 0: never
     patience: int | None = None
+    confirm: bool = True  # re-measure the near-ties at the end and choose among them (tuner/confirm.py)
     worker_target: object = None  # the worker process's main function; tests substitute a GPU-free one
 
 
@@ -128,16 +130,38 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     strategy = campaign_strategy(req, space, size, dtype, gpu["gpu"], root, storage=storage, study_name=study_name,
                                  evaluations=previous)
     tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit, seed=req.seed)
+    log = (lambda msg: None) if req.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
         with progress:
             results = strategy.tune(searchspace, runner, tuning_options)
+        chosen = _confirm_best(space, searchspace, results, session, root, log) if req.confirm else None
     finally:
         runner.shutdown()
         writer.flush()
     summary = _summarize(results, space)
+    best = summary["best"]
+    if best is not None:
+        if chosen is not None and chosen != best["config"]:  # the choice among near-ties, with its campaign value
+            r = next(r for r in results if r is not None and r.get("__error__") is None
+                     and {k: r[k] for k in space.params} == chosen)
+            best = _best_entry(r, space)
+        best["confirmed"] = chosen is not None
     return CampaignResult(req.workload, size_name, dtype, gpu["gpu"], req.strategy, evaluated=summary["unique"],
-                          measured=len(writer.rows), failures=progress.failures, best=summary["best"],
+                          measured=len(writer.rows), failures=progress.failures, best=best,
                           baselines=_baseline_medians(session.baselines))
+
+
+def _confirm_best(space, searchspace, results, session, root, log) -> dict | None:
+    """The campaign is done: its near-ties measured again side by side and one chosen (tuner/confirm.py),
+    stored under confirmations/ so that `tuner best` answers it. The chosen config, or None (one finalist)."""
+    values = {store.canonical_config({k: r[k] for k in space.params}): r[space.objective] for r in results
+              if r is not None and r.get("__error__") is None and r.get(space.objective) is not None}
+    record = confirm.confirm(session.runner, list(space.params), values, confirm.space_order(space, searchspace),
+                             space.maximize, log=log)
+    if record is None:
+        return None
+    confirm.save(root, record, session.common, session.provenance, "tune")
+    return record["chosen"]
 
 
 @dataclass
@@ -262,10 +286,15 @@ def _summarize(results, space) -> dict:
         if value is not None and (best_value is None or space.better(value, best_value)):
             best_value, best = value, r
     if best is not None:
-        best = {"config": {k: best[k] for k in space.params}, "objective": space.objective, "value": best_value,
-                "time_ms": statistics.median(best["times"]) if best.get("times") else best.get("time")}
+        best = _best_entry(best, space)
     unique = {tuple(r[k] for k in space.params) for r in results if r is not None}
     return {"failures": failures, "best": best, "unique": len(unique)}
+
+
+def _best_entry(r: dict, space) -> dict:
+    """A campaign's answer from one Kernel Tuner result: its config, objective value and median time."""
+    return {"config": {k: r[k] for k in space.params}, "objective": space.objective, "value": r[space.objective],
+            "time_ms": statistics.median(r["times"]) if r.get("times") else r.get("time")}
 
 
 def default_max_evals(strategy: str, space_size: int, time_limit: float | None) -> int | None:

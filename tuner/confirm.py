@@ -58,6 +58,11 @@ def choose(rounds: dict, order: list[str], tie: float = TIE) -> tuple[str, dict]
     return ties[0], table
 
 
+def space_order(space, searchspace) -> list[str]:
+    """The space's configs (canonical JSON) in Kernel Tuner's order: the order ties resolve in."""
+    return [store.canonical_config(dict(zip(space.params, c))) for c in searchspace.list]
+
+
 def _space_order(order: list[str]):
     """A sort key: a config key's place in the space's order (one lookup, not a scan of a space of thousands)."""
     place = {k: i for i, k in enumerate(order)}

@@ -582,8 +582,8 @@ def _confirm_campaign(study, space, searchspace, session, root, me, log) -> None
         info = t.user_attrs["tuner"]
         if info.get("status") == "ok" and config is not None:
             values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
-    order = [store.canonical_config(dict(zip(space.params, c))) for c in searchspace.list]
-    record = confirm.confirm(session.runner, list(space.params), values, order, space.maximize, log=log)
+    record = confirm.confirm(session.runner, list(space.params), values, confirm.space_order(space, searchspace),
+                             space.maximize, log=log)
     if record is None:
         return
     confirm.save(root, record, session.common, session.provenance, me)

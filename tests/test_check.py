@@ -266,8 +266,8 @@ class _FakeRunner:
         return [{"block_size_x": configs[0][0], "times": self.ms}]
 
 
-@pytest.mark.parametrize("lang, compiles", [("CUDA", 2), ("C", 14)])
-def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeypatch, lang, compiles):
+@pytest.mark.parametrize("lang, order", [("CUDA", [128, 256] * 7), ("C", [128] * 7 + [256] * 7)])
+def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeypatch, lang, order):
     import tuner.workloads
     from tuner.isolation import WorkerSpec, _measure_rounds
 
@@ -290,17 +290,17 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     for row in rows:
         assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
     assert workload.prepared == 1  # the references' inputs go to the GPU (and are checked) once, not per round
-    # interleaved: 128, 256, 128, 256, ...; each verified once; device code keeps both binaries, while
-    # Kernel Tuner's C backend holds one library at a time, so host code compiles at every turn
-    assert [b[0] for b in runner.binaries] == [128, 256] * 7
-    assert (runner.dev.compiles, runner.dev.verifies) == (compiles, 2)
-    if lang == "CUDA":
-        assert runner.binaries[:2] * 7 == runner.binaries
+    # device code interleaved: 128, 256, 128, 256, ...; Kernel Tuner's C backend holds one library at a
+    # time, so host code runs each config's rounds together. Either way each compiled and verified once
+    assert [b[0] for b in runner.binaries] == order
+    assert (runner.dev.compiles, runner.dev.verifies) == (2, 2)
+    assert len(set(runner.binaries)) == 2  # the binary of each config re-run, never rebuilt
     assert opts["answer"] == [1]  # the caller's options are left as they were
     runner.run([[128]], _Opts(opts))  # and the worker compiles again for its next config
-    assert runner.dev.compiles == compiles + 1
+    assert runner.dev.compiles == 3
     # each config's first round with the full count, then 25 launches of 2 ms (ROUND_S), then restored
-    assert runner.dev.launches == [30, 30] + [25] * 12 + [30]
+    firsts = [30, 30] + [25] * 12 if lang == "CUDA" else ([30] + [25] * 6) * 2
+    assert runner.dev.launches == firsts + [30]
 
 
 def test_slow_pipelines_get_fewer_launches_after_the_first_round(monkeypatch):

@@ -5,7 +5,8 @@ A campaign measures each config once, a few launches, at some moment of the run;
 a fraction of a percent of each other are ranked by that moment's noise (two brute-force runs of GEMM 2048^3
 on the H200 each named a different one of two configs 0.25% apart). Here the finalists (configs whose
 campaign value lies within FINALIST_WITHIN of the best, at most MAX_FINALISTS) are measured again in
-alternating rounds, in one worker on one GPU, each compiled and verified once; then the fastest by median is
+alternating rounds (host-code pipelines: one config's rounds after another's, see isolation._measure_rounds),
+in one worker on one GPU, each compiled and verified once; then the fastest by median is
 found, and the chosen config is the first finalist in the space's order that is not slower than it
 significantly (99% bootstrap interval of the change above zero) and by more than TIE. Ties thus resolve to
 the canonical config instead of to the noise, at a cost of at most TIE in speed.

@@ -158,7 +158,7 @@ WARMUP_S = 0.5  # seconds of warm-up rounds after the first (which compiles and 
 
 
 def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=3, references=True,
-                    warmup_s=WARMUP_S) -> list[dict]:
+                    warmup_s=WARMUP_S, timers=None) -> list[dict]:
     """Alternate `rounds` times over `configs`: one Kernel Tuner run of each config (its repeats' median),
     then, with `references`, the workload's references (their medians), so a throttled or slower card shows
     in both. Warm-up rounds are not kept: at least `warmup`, and after the first (compile, verify) as many
@@ -169,8 +169,9 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     Each config is compiled and verified once, in its first round; later rounds re-run that binary (a
     compile per round made nvcc, not the GPU, the cost of a check), with as many launches as ROUND_S of
     GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline).
-    Kernel Tuner's C backend (host code) holds one library at a time, so there interleaved configs are
-    compiled again when their turn comes."""
+    Kernel Tuner's C backend (host code) holds one library at a time, so interleaved, every turn would run
+    nvcc again (seconds for a host pipeline, many minutes for a confirmation's 5 finalists x 18 rounds):
+    there each config's rounds run together, one config after the other."""
     import math
     import statistics
 
@@ -181,22 +182,29 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     opts = dict(tuning_options, cache=None, cachefile=None)  # every round really runs
     unverified = dict(opts, answer=None, verify=None)  # a binary verified in its first round does not change
     dev, compile_kernel = runner.dev, runner.dev.compile_kernel
-    one_binary = spec.kernel_options.lang == kt.kt_lang(kt.HOST_BACKEND)
+    started = time.perf_counter()
+    if timers is None:  # the references, set up once (`timers` passes them on to one config's rounds)
+        timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
+    prepared_s = round(time.perf_counter() - started, 2)
+    if spec.kernel_options.lang == kt.kt_lang(kt.HOST_BACKEND) and len(configs) > 1:
+        rows = []
+        for values in configs:
+            (row,) = _measure_rounds(runner, tuning_options, keys, [values], rounds, spec, warmup, references, warmup_s,
+                                     timers)
+            if row["status"] != "ok":
+                return [row]
+            rows.append(row)
+        return rows
     binaries = {}
 
     def compile_once(instance, verbose):
         key = config_key(instance.params[k] for k in keys)
         if key not in binaries:
-            if one_binary:
-                binaries.clear()
             binaries[key] = compile_kernel(instance, verbose)
         return binaries[key]
 
     dev.compile_kernel = compile_once
     out = [{"rounds": [], "references": {}} for _ in configs]
-    started = time.perf_counter()
-    timers = workload.reference_timers(spec.args, spec.size, spec.dtype) if references else {}
-    prepared_s = round(time.perf_counter() - started, 2)
     launches, full = {}, dev.iterations
     kept_from, i = None, 0  # the first round kept, once the warm-up is over
     try:

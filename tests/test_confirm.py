@@ -57,6 +57,19 @@ def test_a_finalist_that_fails_again_leaves_the_campaign_unconfirmed():
 
 
 @pytest.mark.skipif(not RECORDING.is_file(), reason="no recorded GEMM 2048^3 campaign in results/")
+def test_a_worker_that_cannot_start_again_leaves_the_campaign_unconfirmed():
+    from tuner.errors import TunerError
+
+    class DeadRunner:
+        def measure_interleaved(self, *a, **kw):
+            raise TunerError("the worker did not get ready within 900 s (GPU busy or hung?)")
+
+    said = []
+    values = {json.dumps({"x": 0}): 1.0, json.dumps({"x": 1}): 1.001}
+    assert confirm.confirm(DeadRunner(), ["x"], values, list(values), maximize=False, log=said.append) is None
+    assert said and "confirmation skipped" in said[0] and "did not get ready" in said[0]
+
+
 def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys):
     bests = {}
     for workers in (1, 2):

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from tuner import store
+from tuner.errors import TunerError
 from tuner.stats import compare
 
 FINALIST_WITHIN = 0.02  # a campaign's single measurement of a config varies by about 1%
@@ -79,7 +80,11 @@ def confirm(runner, params: list[str], values: dict, order: list[str], maximize:
         return None
     t0 = time.monotonic()
     configs = [json.loads(k) for k in keys]
-    rows = runner.measure_interleaved([[c[p] for p in params] for c in configs], params, rounds, references=False)
+    try:
+        rows = runner.measure_interleaved([[c[p] for p in params] for c in configs], params, rounds, references=False)
+    except TunerError as e:  # e.g. the worker cannot start again: the campaign's own answer stands
+        log(f"confirmation skipped: {e}")
+        return None
     if len(rows) != len(keys) or any(r["status"] != "ok" for r in rows):
         bad = next((r for r in rows if r["status"] != "ok"), {"status": "missing", "error": f"{len(rows)} rows for {len(keys)}"})
         log(f"confirmation skipped: a finalist failed when measured again ({bad['status']}: {bad.get('error', '')[:200]})")

@@ -39,7 +39,7 @@ def finalists(values: dict, order: list[str], maximize: bool, within: float = FI
     nearest first, at most `most`."""
     if not values:
         return []
-    sign, place = -1 if maximize else 1, _space_order(order)
+    sign, place = -1 if maximize else 1, _place_in(order)
     ranked = sorted(values, key=lambda k: (sign * values[k], place(k)))
     best = values[ranked[0]]
     near = [k for k in ranked if abs(values[k] / best - 1) <= within]
@@ -56,7 +56,7 @@ def choose(rounds: dict, order: list[str], tie: float = TIE) -> tuple[str, dict]
         c = compare(rounds[fastest], rounds[k], threshold=tie)
         table[k] = {"median_ms": medians[k], "change": c.change, "ci": [c.ci_low, c.ci_high],
                     "tie": c.verdict != "regression"}
-    ties = [k for k in sorted(rounds, key=_space_order(order)) if table[k]["tie"]]
+    ties = [k for k in sorted(rounds, key=_place_in(order)) if table[k]["tie"]]
     return ties[0], table
 
 
@@ -65,7 +65,7 @@ def space_order(space, searchspace) -> list[str]:
     return [store.canonical_config(dict(zip(space.params, c))) for c in searchspace.list]
 
 
-def _space_order(order: list[str]):
+def _place_in(order: list[str]):
     """A sort key: a config key's place in the space's order (one lookup, not a scan of a space of thousands)."""
     place = {k: i for i, k in enumerate(order)}
     return lambda k: place.get(k, len(order))

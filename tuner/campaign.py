@@ -156,12 +156,8 @@ def _confirm_best(space, searchspace, results, session, root, log) -> dict | Non
     stored under confirmations/ so that `tuner best` answers it. The chosen config, or None (one finalist)."""
     values = {store.canonical_config({k: r[k] for k in space.params}): r[space.objective] for r in results
               if r is not None and r.get("__error__") is None and r.get(space.objective) is not None}
-    record = confirm.confirm(session.runner, list(space.params), values, confirm.space_order(space, searchspace),
-                             space.maximize, log=log)
-    if record is None:
-        return None
-    confirm.save(root, record, session.common, session.provenance, "tune")
-    return record["chosen"]
+    record = confirm.confirm_and_save(session, space, searchspace, values, root, "tune", log)
+    return record and record["chosen"]
 
 
 @dataclass

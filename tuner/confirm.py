@@ -102,6 +102,16 @@ def confirm(runner, params: list[str], values: dict, order: list[str], maximize:
             "rule": f"first in space order within {TIE:.1%} of the fastest or not significantly slower (99% bootstrap)"}
 
 
+def confirm_and_save(session, space, searchspace, values: dict, root: Path, worker: str, log) -> dict | None:
+    """A finished campaign's confirmation in its session's worker (`values`: {config key: campaign objective}),
+    stored under confirmations/ when there was one to make. The record, or None."""
+    record = confirm(session.runner, list(space.params), values, space_order(space, searchspace), space.maximize,
+                     log=log)
+    if record is not None:
+        save(root, record, session.common, session.provenance, worker)
+    return record
+
+
 def save(root: Path, record: dict, common: dict, provenance: dict, worker: str) -> Path:
     """One row per finalist under results/<gpu>/<workload>/confirmations/<campaign>.<worker>.parquet."""
     rows = [{**common, **{k: v for k, v in provenance.items() if not isinstance(v, (dict, list))}, "worker": worker,

@@ -582,11 +582,9 @@ def _confirm_campaign(study, space, searchspace, session, root, me, log) -> None
         info = t.user_attrs["tuner"]
         if info.get("status") == "ok" and config is not None:
             values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
-    record = confirm.confirm(session.runner, list(space.params), values, confirm.space_order(space, searchspace),
-                             space.maximize, log=log)
+    record = confirm.confirm_and_save(session, space, searchspace, values, root, me, log)
     if record is None:
         return
-    confirm.save(root, record, session.common, session.provenance, me)
     if "confirmed" not in study.user_attrs:  # Optuna has no compare-and-set: two workers may both get here
         study.set_user_attr("confirmed", {"config": record["chosen"], "seconds": record["seconds"], "worker": me,
                                           "finalists": len(record["finalists"]), "rule": record["rule"]})

@@ -193,7 +193,7 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                                      timers)
             if row["status"] != "ok":
                 return [row]
-            rows.append(row)
+            rows.append({**row, "references_s": prepared_s})  # set up here, not in its own call
         return rows
     binaries = {}
 

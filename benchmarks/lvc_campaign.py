@@ -17,9 +17,10 @@ NAIVE = {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SO
 EARLIER_BEST = {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 1, "SOLVER_Y": 1, "TILE_X": 8,
                 "TILE_Y": 8, "BLOCK": 256, "KPB": 1, "STEPS": 1}
 WARP = {"STRUCTURE": 2, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 0, "SOLVER_Y": 0, "BLOCK": 256}
-# (TILE_X, TILE_Y, KPB, STEPS): around 8-warp tiles, one parameter moved at a time
-SPREAD = [(8, 8, 1, 32), (8, 8, 2, 32), (8, 8, 4, 32), (8, 8, 1, 1), (4, 8, 1, 32), (16, 8, 1, 32), (8, 4, 1, 32),
-          (8, 16, 1, 32), (16, 16, 4, 32)]
+# (TILE_X, TILE_Y, KPB, STEPS): the best tiles of the first warp campaign (ecdd4ec), the factors of all steps at
+# once, and 2-4 outer indices per block
+SPREAD = [(16, 4, 1, 32), (16, 4, 1, 128), (8, 4, 1, 128), (16, 8, 1, 128), (8, 8, 1, 128), (16, 4, 2, 128),
+          (8, 4, 2, 128), (8, 8, 4, 128), (4, 4, 4, 128)]
 
 
 def first_configs(spread: int = len(SPREAD)) -> list:

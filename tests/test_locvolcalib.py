@@ -163,7 +163,7 @@ def test_space_has_one_naive_point_and_a_few_hundred_configs():
     assert len(naive) == 1 and naive[0]["BLOCK"] == 256
     assert sum(c["STRUCTURE"] == 1 for c in configs) == 150  # the earlier optimised pipelines are all still points
     warp = [c for c in configs if c["STRUCTURE"] == 2]
-    assert {c["KPB"] for c in warp} == {1, 2, 4, 8} and {c["STEPS"] for c in warp} == {1, 32}
+    assert {c["KPB"] for c in warp} == {1, 2, 4, 8} and {c["STEPS"] for c in warp} == {1, 32, 128}
     assert all(c["KPB"] == 1 and c["STEPS"] == 1 for c in configs if c["STRUCTURE"] != 2)
     assert space.lang == "host" and space.objective == "time" and not space.maximize
 

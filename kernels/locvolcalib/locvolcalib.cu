@@ -158,7 +158,7 @@ struct Coef {
     REAL *vx, *vy;         // VarX, VarY [M][N]
     REAL *xbeta, *xinv;    // Thomas factors of the x-systems (along i), [M][N]: a_i / uu_{i-1} and 1 / uu_i
     REAL *ybeta, *yinv;    // same for the y-systems (along j), stored [j][i] so the y-solve reads them coalesced
-    REAL *xgam, *ygam;     // STRUCTURE 2 only: c_p / uu_p; its factors are stored lane-major (warp_coef_at)
+    REAL *ygam;            // STRUCTURE 2 only: c_j / uu_j of the y-systems; its factors are lane-major (warp_coef_at)
 };
 
 __global__ void coef_kernel(Coef cf, Grid g, Step s) {
@@ -170,21 +170,31 @@ __global__ void coef_kernel(Coef cf, Grid g, Step s) {
 }
 
 // operator weights at (i, j): from the shared arrays, or computed here (one exp per direction)
-__device__ __forceinline__ void weights_x(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
+// VarX and VarY at (i, j): from the shared arrays, or computed here (one exp each)
+__device__ __forceinline__ REAL varx_at(const Coef &cf, const Grid &g, const Step &s, int i, int j) {
 #if SHARE_COEF
-    REAL v = cf.vx[i * g.N + j];
+    return cf.vx[i * g.N + j];
 #else
-    REAL v = var_x(g, s, i, j);
+    return var_x(g, s, i, j);
 #endif
+}
+
+__device__ __forceinline__ REAL vary_at(const Coef &cf, const Grid &g, const Step &s, int i, int j) {
+#if SHARE_COEF
+    return cf.vy[i * g.N + j];
+#else
+    return var_y(g, s, i, j);
+#endif
+}
+
+// operator weights at (i, j)
+__device__ __forceinline__ void weights_x(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
+    REAL v = varx_at(cf, g, s, i, j);
     w[0] = REAL(0.5) * v * g.dxx[3 * i]; w[1] = REAL(0.5) * v * g.dxx[3 * i + 1]; w[2] = REAL(0.5) * v * g.dxx[3 * i + 2];
 }
 
 __device__ __forceinline__ void weights_y(const Coef &cf, const Grid &g, const Step &s, int i, int j, REAL w[3]) {
-#if SHARE_COEF
-    REAL v = cf.vy[i * g.N + j];
-#else
-    REAL v = var_y(g, s, i, j);
-#endif
+    REAL v = vary_at(cf, g, s, i, j);
     w[0] = REAL(0.5) * v * g.dyy[3 * j]; w[1] = REAL(0.5) * v * g.dyy[3 * j + 1]; w[2] = REAL(0.5) * v * g.dyy[3 * j + 2];
 }
 
@@ -235,29 +245,37 @@ __global__ void factor_kernel(Coef cf, Grid g, Step s) {
     }
 }
 
-// The explicit steps at (i, j); val(di, dj) is R at (i + di, j + dj), read from global or shared memory.
-// V = Ly R
+// The explicit steps at (i, j) given VarY / VarX there; val(di, dj) is R at (i + di, j + dj), read from global
+// or shared memory. V = Ly R:
 template <class Val>
-__device__ __forceinline__ REAL ly_at(const Coef &cf, const Grid &g, const Step &s, int i, int j, Val val) {
-    REAL w[3];
-    weights_y(cf, g, s, i, j, w);
+__device__ __forceinline__ REAL ly_v(const Grid &g, REAL vy, int j, Val val) {
+    const REAL w0 = REAL(0.5) * vy * g.dyy[3 * j], w1 = REAL(0.5) * vy * g.dyy[3 * j + 1], w2 = REAL(0.5) * vy * g.dyy[3 * j + 2];
     REAL acc = REAL(0);
-    if (j > 0) acc += w[0] * val(0, -1);
-    acc += w[1] * val(0, 0);
-    if (j < g.N - 1) acc += w[2] * val(0, 1);
+    if (j > 0) acc += w0 * val(0, -1);
+    acc += w1 * val(0, 0);
+    if (j < g.N - 1) acc += w2 * val(0, 1);
     return acc;
 }
 
 // dtInv*R + 0.5*(Lx R); the x right-hand side adds V
 template <class Val>
-__device__ __forceinline__ REAL explicit_x_at(const Coef &cf, const Grid &g, const Step &s, int i, int j, Val val) {
-    REAL w[3];
-    weights_x(cf, g, s, i, j, w);
+__device__ __forceinline__ REAL explicit_x_v(const Grid &g, const Step &s, REAL vx, int i, Val val) {
+    const REAL w0 = REAL(0.5) * vx * g.dxx[3 * i], w1 = REAL(0.5) * vx * g.dxx[3 * i + 1], w2 = REAL(0.5) * vx * g.dxx[3 * i + 2];
     REAL acc = s.dt_inv * val(0, 0);
-    if (i > 0) acc += REAL(0.5) * w[0] * val(-1, 0);
-    acc += REAL(0.5) * w[1] * val(0, 0);
-    if (i < g.M - 1) acc += REAL(0.5) * w[2] * val(1, 0);
+    if (i > 0) acc += REAL(0.5) * w0 * val(-1, 0);
+    acc += REAL(0.5) * w1 * val(0, 0);
+    if (i < g.M - 1) acc += REAL(0.5) * w2 * val(1, 0);
     return acc;
+}
+
+template <class Val>
+__device__ __forceinline__ REAL ly_at(const Coef &cf, const Grid &g, const Step &s, int i, int j, Val val) {
+    return ly_v(g, vary_at(cf, g, s, i, j), j, val);
+}
+
+template <class Val>
+__device__ __forceinline__ REAL explicit_x_at(const Coef &cf, const Grid &g, const Step &s, int i, int j, Val val) {
+    return explicit_x_v(g, s, varx_at(cf, g, s, i, j), i, val);
 }
 
 __device__ __forceinline__ REAL explicit_y(const REAL *r, const Coef &cf, const Grid &g, const Step &s, int k, int i, int j) {
@@ -591,11 +609,12 @@ __global__ void __launch_bounds__(BOUNDS_Y) kernel_y(REAL *r, const REAL *yr, Co
 
 __host__ __device__ __forceinline__ int rows_per_lane(int n) { return (n + 31) / 32; }
 
-// Per time step (a slot of the batch of STEPS steps): VarX, VarY [M][N] and the factors of both directions,
+// Per time step (a slot of the batch of STEPS steps): VarX, VarY [M][N] and the factors of both directions
+// (beta, 1/uu; and c/uu for y, which the x-kernel forms from VarX in its shared tile),
 // lane-major: x-systems (column j, row i = E*l + q) at (q*N + j)*32 + l, y-systems (row i, column
 // j = E*l + q) at (i*E + q)*32 + l, so a warp reads its rows' factors coalesced. Unused slots stay zero.
 __host__ __device__ inline size_t warp_coef_slot(int M, int N) {
-    return 2 * (size_t)M * N + 3 * (size_t)rows_per_lane(M) * 32 * N + 3 * (size_t)M * rows_per_lane(N) * 32;
+    return 2 * (size_t)M * N + 2 * (size_t)rows_per_lane(M) * 32 * N + 3 * (size_t)M * rows_per_lane(N) * 32;
 }
 
 __host__ __device__ inline Coef warp_coef_at(REAL *base, int slot, int M, int N) {
@@ -603,8 +622,8 @@ __host__ __device__ inline Coef warp_coef_at(REAL *base, int slot, int M, int N)
     const size_t mn = (size_t)M * N, xs = (size_t)rows_per_lane(M) * 32 * N, ys = (size_t)M * rows_per_lane(N) * 32;
     Coef cf;
     cf.vx = p; cf.vy = p + mn;
-    cf.xbeta = p + 2 * mn; cf.xinv = cf.xbeta + xs; cf.xgam = cf.xinv + xs;
-    cf.ybeta = cf.xgam + xs; cf.yinv = cf.ybeta + ys; cf.ygam = cf.yinv + ys;
+    cf.xbeta = p + 2 * mn; cf.xinv = cf.xbeta + xs;
+    cf.ybeta = cf.xinv + xs; cf.yinv = cf.ybeta + ys; cf.ygam = cf.yinv + ys;
     return cf;
 }
 
@@ -626,9 +645,9 @@ __global__ void warp_factor_kernel(REAL *base, Grid g, const Step *steps, int T,
     if (t < N) {
         const int E = rows_per_lane(M);
         lu_factor(M, [&](int i, REAL &a, REAL &b, REAL &c) { row_x(cf, g, s, i, t, a, b, c); },
-                  [&](int i, REAL beta, REAL inv, REAL c) {
+                  [&](int i, REAL beta, REAL inv, REAL) {
                       const size_t o = ((size_t)(i % E) * N + t) * 32 + i / E;
-                      cf.xbeta[o] = beta; cf.xinv[o] = inv; cf.xgam[o] = c * inv;
+                      cf.xbeta[o] = beta; cf.xinv[o] = inv;
                   });
     } else if (t < N + M) {
         const int i = t - N, E = rows_per_lane(N);
@@ -640,14 +659,14 @@ __global__ void warp_factor_kernel(REAL *base, Grid g, const Step *steps, int T,
     }
 }
 
-// the factors of one system into the lane's registers; f(q) is the lane-major index of its row q
+// the factors beta and 1/uu of one system into the lane's registers; f(q) is the lane-major index of its row q
 template <class Index>
-__device__ __forceinline__ void load_factors(const REAL *beta, const REAL *inv, const REAL *gam, int E, Index f,
-                                             REAL (&cb)[EMAX], REAL (&ci)[EMAX], REAL (&cg)[EMAX]) {
+__device__ __forceinline__ void load_factors(const REAL *beta, const REAL *inv, int E, Index f, REAL (&cb)[EMAX],
+                                             REAL (&ci)[EMAX]) {
 #pragma unroll
     for (int q = 0; q < EMAX; ++q) {
-        cb[q] = REAL(0); ci[q] = REAL(0); cg[q] = REAL(0);
-        if (q < E) { cb[q] = beta[f(q)]; ci[q] = inv[f(q)]; cg[q] = gam[f(q)]; }
+        cb[q] = REAL(0); ci[q] = REAL(0);
+        if (q < E) { cb[q] = beta[f(q)]; ci[q] = inv[f(q)]; }
     }
 }
 
@@ -688,30 +707,42 @@ __device__ __forceinline__ void warp_solve(REAL (&v)[EMAX], const REAL (&cb)[EMA
 }
 
 // Implicit x with the explicit steps fused: block (j-tile of TILE_X columns, KPB planes k), a warp per
-// column. Per plane: R's tile with a column of halo each side [M][TILE_X+2] in shared memory (read
-// coalesced), the right-hand sides into a second tile (rows skewed by one slot per E rows, so the warp's
-// column reads are free of bank conflicts), the solve, and dtInv*Ux - 0.5*V written coalesced into yr.
-// The factors of the warp's column stay in registers across the KPB planes.
+// column. Shared memory holds, for the block: VarX and VarY of the tile (read once, they do not depend on
+// k); per plane: R's tile with a column of halo each side [M][TILE_X+2] (read coalesced) and the
+// right-hand sides, then the solution. Tiles the warps read by column are skewed one slot per E rows, so
+// those reads are free of bank conflicts. The factors beta and 1/uu of the warp's column stay in registers
+// across the KPB planes, c/uu is formed from VarX. Out goes dtInv*Ux - 0.5*V, coalesced, into yr.
 #define WX_THREADS (32 * TILE_X)
 __global__ void __launch_bounds__(WX_THREADS, 512 / WX_THREADS) warp_kernel_x(REAL *yr, const REAL *r, Coef cf, Grid g, Step s) {
     extern __shared__ unsigned char smem_raw[];
-    REAL *rt = reinterpret_cast<REAL *>(smem_raw);
-    const int M = g.M, N = g.N, W = TILE_X + 2, E = rows_per_lane(M);
-    REAL *dt = rt + M * W;
-    const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, j0 = blockIdx.x * TILE_X;
+    const int M = g.M, N = g.N, W = TILE_X + 2, E = rows_per_lane(M), skewed = M * TILE_X + 32;
+    REAL *rt = reinterpret_cast<REAL *>(smem_raw), *dt = rt + M * W, *vxt = dt + skewed, *vyt = vxt + skewed;
+    const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, j0 = blockIdx.x * TILE_X, jj = tid % TILE_X;
     const bool solver = j0 + w < N;
-    // the thread's elements (i, jj), i = 32q + tid / TILE_X, sit at tile slot i*TILE_X + jj + i/E; the warp's
-    // rows E*lane + q of column w at (E*lane + q)*TILE_X + w + lane
-    const int jj = tid % TILE_X;
+    // the thread's elements (i, jj), i = 32q + tid / TILE_X, sit at slot i*TILE_X + jj + i/E of a skewed tile;
+    // the warp's rows E*lane + q of column w at (E*lane + q)*TILE_X + w + lane
     int slot[EMAX];
     REAL cb[EMAX], ci[EMAX], cg[EMAX], v[EMAX];
 #pragma unroll
     for (int q = 0; q < EMAX; ++q) {
-        const int i = 32 * q + tid / TILE_X;
+        const int i = 32 * q + tid / TILE_X, j = j0 + jj;
         slot[q] = i * TILE_X + jj + i / E;
+        if (q < E && i < M && j < N) {
+            vxt[slot[q]] = cf.vx[i * N + j];
+            vyt[slot[q]] = cf.vy[i * N + j];
+        }
+        cg[q] = REAL(0);
     }
     if (solver)
-        load_factors(cf.xbeta, cf.xinv, cf.xgam, E, [&](int q) { return ((size_t)q * N + j0 + w) * 32 + lane; }, cb, ci, cg);
+        load_factors(cf.xbeta, cf.xinv, E, [&](int q) { return ((size_t)q * N + j0 + w) * 32 + lane; }, cb, ci);
+    __syncthreads();
+    if (solver) {  // c_i / uu_i, with c_i = -0.5 * (0.5 * VarX * Dxx[i][2]) as in row_x (0 on the last row)
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) {
+            const int i = E * lane + q;
+            if (q < E && i < M - 1) cg[q] = -REAL(0.5) * (REAL(0.5) * vxt[i * TILE_X + w + lane] * g.dxx[3 * i + 2]) * ci[q];
+        }
+    }
 #pragma unroll 1
     for (int kk = 0; kk < KPB; ++kk) {
         const int k = blockIdx.y * KPB + kk;
@@ -726,7 +757,7 @@ __global__ void __launch_bounds__(WX_THREADS, 512 / WX_THREADS) warp_kernel_x(RE
             const int i = 32 * q + tid / TILE_X, j = j0 + jj;
             if (q < E && i < M && j < N) {
                 auto val = [&](int di, int dj) { return rt[(i + di) * W + jj + 1 + dj]; };
-                dt[slot[q]] = explicit_x_at(cf, g, s, i, j, val) + ly_at(cf, g, s, i, j, val);
+                dt[slot[q]] = explicit_x_v(g, s, vxt[slot[q]], i, val) + ly_v(g, vyt[slot[q]], j, val);
             }
         }
         __syncthreads();
@@ -743,9 +774,9 @@ __global__ void __launch_bounds__(WX_THREADS, 512 / WX_THREADS) warp_kernel_x(RE
 #pragma unroll
         for (int q = 0; q < EMAX; ++q) {
             const int i = 32 * q + tid / TILE_X, j = j0 + jj;
-            if (q < E && i < M && j < N) {  // V again from R's tile, which stays until the next plane
+            if (q < E && i < M && j < N) {  // V again, from R's tile, which stays until the next plane
                 auto val = [&](int di, int dj) { return rt[(i + di) * W + jj + 1 + dj]; };
-                yr[at(k, i, j, M, N)] = s.dt_inv * dt[slot[q]] - REAL(0.5) * ly_at(cf, g, s, i, j, val);
+                yr[at(k, i, j, M, N)] = s.dt_inv * dt[slot[q]] - REAL(0.5) * ly_v(g, vyt[slot[q]], j, val);
             }
         }
         __syncthreads();  // before the next plane overwrites R's tile
@@ -773,7 +804,10 @@ __global__ void __launch_bounds__(WY_THREADS, 512 / WY_THREADS) warp_kernel_y(RE
     for (int q = 0; q < EMAX; ++q) slot[q] = lane + 32 * q + (lane + 32 * q) / E * pad;
     const int own = lane * (E + pad);
     REAL cb[EMAX], ci[EMAX], cg[EMAX], v[EMAX];
-    load_factors(cf.ybeta, cf.yinv, cf.ygam, E, [&](int q) { return ((size_t)i * E + q) * 32 + lane; }, cb, ci, cg);
+    auto f = [&](int q) { return ((size_t)i * E + q) * 32 + lane; };
+    load_factors(cf.ybeta, cf.yinv, E, f, cb, ci);
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q) cg[q] = q < E ? cf.ygam[f(q)] : REAL(0);
 #pragma unroll 1
     for (int kk = 0; kk < KPB; ++kk) {
         const int k = blockIdx.y * KPB + kk;
@@ -797,7 +831,7 @@ __global__ void __launch_bounds__(WY_THREADS, 512 / WY_THREADS) warp_kernel_y(RE
     }
 }
 
-static size_t warp_shared_x(int M) { return ((size_t)M * (TILE_X + 2) + (size_t)M * TILE_X + 32) * sizeof(REAL); }
+static size_t warp_shared_x(int M) { return ((size_t)M * (TILE_X + 2) + 3 * ((size_t)M * TILE_X + 32)) * sizeof(REAL); }
 static size_t warp_shared_y(int N) { return (size_t)TILE_Y * warp_row_len(N) * sizeof(REAL); }
 #endif
 

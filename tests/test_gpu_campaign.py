@@ -11,7 +11,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_a_campaign_on_the_gpu_confirms_what_it_stores(tmp_path):
-    result = run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random_sample",
+    result = run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random",
                                           max_evals=16, quiet=True, results=tmp_path))
     assert result.measured >= 8 and result.best is not None, result.failures
     answered = best("reduction", "seed", "float32", root=tmp_path)

@@ -58,6 +58,7 @@ def campaign_summary(space, dtype: str):
     if df.empty:
         return
     best = df.loc[df.objective_value.idxmin()]
+    df = df[df.campaign_id == best.campaign_id]  # earlier campaigns ran other kernel code: report the best's own
     naive = df[df.p_STRUCTURE == 0]
     base = pd.concat(pd.read_parquet(p) for p in (workload_dir(results_root(), H100, "locvolcalib") / "baselines").glob("*.parquet"))
     copy = base[(base.baseline == "copy") & (base.campaign_id == best.campaign_id)].iloc[0]

@@ -1,24 +1,58 @@
 #!/usr/bin/env bash
-# The Floyd-Warshall campaigns on one GPU, through the device tool:
-#   . benchmarks/device_env.sh; bash benchmarks/fw_tune.sh
-# GPU tests on awkward graphs, then TPE campaigns (each starting with the seed's configuration and a few
-# hand-picked ones) at 11k, 5k and 1k, and the seed's config and the 11k best at 20k. Every time is verified
-# exactly against the reference. Results land in results/<gpu>/floyd-warshall/, packed into $OUT/fw_tune.tgz.
+# The Floyd-Warshall measurements on one GPU, through the device tool:
+#   . benchmarks/device_env.sh; bash benchmarks/fw_tune.sh [STAGE ...]
+# Stages (default: all, in this order):
+#   tests     the GPU tests on awkward graphs (every config family against numpy)
+#   sweep     benchmarks/fw_sweep.py at 11k: ~90 configs built in parallel, each checked exactly; not stored,
+#             it picks what the campaign measures ($OUT/sweep_11k.json)
+#   campaign  a recorded campaign at 11k: the seed's configuration and the sweep's best FW_TOP (default 8),
+#             then FW_MORE (default 0) TPE evaluations
+#   small     the brute force of the reduced space (floyd-warshall-small, 5k) for the strategy comparison;
+#             it resumes from the store, so a second run completes a cut-off one
+#   sizes     the seed's configuration and the best stored at 11k, at 20k and 5k
+# Every stored time is verified exactly against the reference. Each stage has a time limit (FW_<STAGE>_S),
+# so the results are packed into $OUT/fw_tune.tgz before the device tool's own limit.
 set -uo pipefail
-trap 'tar czf "${OUT:-/tmp}/fw_tune.tgz" results/*/floyd-warshall' EXIT  # what was measured comes back, even on a timeout
-SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100}'
-S16='{"BLOCK":64,"block_size_x":16,"block_size_y":16,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100}'
-B128='{"BLOCK":128,"block_size_x":16,"block_size_y":16,"VEC":1,"DPX":0,"PAD":4,"K_UNROLL":4,"LOOKAHEAD":1,"SPLIT":100}'
-B128W='{"BLOCK":128,"block_size_x":32,"block_size_y":16,"VEC":1,"DPX":1,"PAD":4,"K_UNROLL":4,"LOOKAHEAD":1,"SPLIT":100}'
-B96='{"BLOCK":96,"block_size_x":16,"block_size_y":16,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":16,"LOOKAHEAD":1,"SPLIT":100}'
-B64V='{"BLOCK":64,"block_size_x":16,"block_size_y":8,"VEC":1,"DPX":0,"PAD":4,"K_UNROLL":16,"LOOKAHEAD":1,"SPLIT":100}'
-best() { python3 -m tuner best floyd-warshall --size "$1" --json | python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)['config']))"; }
+OUT=${OUT:-/tmp}
+STAGES=${*:-tests sweep campaign small sizes}
+SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0}'
+best() {  # a config stored before a parameter existed lacks it: the seed's value (the kernel's default) fills it in
+  python3 -m tuner best floyd-warshall --size "$1" --json \
+    | python3 -c "import json,sys; print(json.dumps({**json.loads(sys.argv[1]), **json.load(sys.stdin)['config']}))" "$SEED"; }
+stage() { [[ " $STAGES " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 2000 > "$OUT/clocks.csv" &
+SMI=$!
+trap 'kill $SMI 2>/dev/null; tar czf "$OUT/fw_tune.tgz" results/*/floyd-warshall*' EXIT  # what was measured comes back
 
-timeout 60 python3 -m pytest -q -x -k awkward tests/test_floyd_warshall_gpu.py 2>&1 | tail -5
-timeout "${FW_11K_S:-215}" python3 benchmarks/fw_campaign.py 11k "${FW_11K_BUDGET:-190s}" "$SEED" "$S16" "$B128" "$B128W" "$B96" "$B64V"
-BEST=$(best 11k)
-echo "best at 11k: $BEST"
-timeout 50 python3 benchmarks/fw_campaign.py 5k 35s "$SEED" "$BEST"
-timeout 30 python3 benchmarks/fw_campaign.py 1k 20s "$SEED" "$BEST"
-timeout 100 python3 benchmarks/fw_campaign.py 20k 2 "$SEED" "$BEST"
+if stage tests; then
+  timeout "${FW_TESTS_S:-100}" python3 -m pytest -q -x -k "awkward or campaign_path" tests/test_floyd_warshall_gpu.py 2>&1 | tail -5
+fi
+if stage sweep; then
+  timeout "${FW_SWEEP_S:-200}" python3 benchmarks/fw_sweep.py 11000 --repeats 2 --out "$OUT/sweep_11k.json" --top 12 \
+    --budget-s "$(( ${FW_SWEEP_S:-200} - 15 ))"
+fi
+if stage campaign; then
+  TOP=$(python3 - "$OUT/sweep_11k.json" "${FW_TOP:-8}" <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r.get("exact")]
+for r in sorted(rows, key=lambda r: r["ms"])[: int(sys.argv[2])]:
+    print(json.dumps(r["config"]))
+PY
+)
+  mapfile -t FIRST <<< "$TOP"
+  timeout "${FW_CAMPAIGN_S:-120}" python3 benchmarks/fw_campaign.py 11k "$(( ${#FIRST[@]} + 1 + ${FW_MORE:-0} ))" "$SEED" "${FIRST[@]}"
+fi
+if stage small; then
+  timeout "${FW_SMALL_S:-100}" python3 -m tuner tune floyd-warshall-small --size 5k --strategy brute_force --timeout 60 --quiet
+  python3 -c "
+from tuner.store import load_evaluations
+df = load_evaluations('floyd-warshall-small'); print(df.config.nunique(), 'configs of floyd-warshall-small recorded,', (df.status == 'ok').sum(), 'rows ok')"
+fi
+if stage sizes; then
+  BEST=$(best 11k)
+  echo "best at 11k: $BEST"
+  timeout "${FW_20K_S:-100}" python3 benchmarks/fw_campaign.py 20k 2 "$SEED" "$BEST"
+  timeout "${FW_5K_S:-40}" python3 benchmarks/fw_campaign.py 5k 2 "$SEED" "$BEST"
+fi
 python3 benchmarks/fw_report.py

@@ -16,7 +16,7 @@ from tuner.workloads.graph_io import random_graph
 
 pytestmark = pytest.mark.gpu
 
-SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64, "LOOKAHEAD": 0, "SPLIT": 100}
+SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64, "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0}
 CONFIGS = [
     SEED_CONFIG,
     dict(SEED_CONFIG, block_size_x=16, block_size_y=16, VEC=1, DPX=1, PAD=4, K_UNROLL=4, LOOKAHEAD=1),
@@ -25,6 +25,13 @@ CONFIGS = [
     dict(SEED_CONFIG, BLOCK=96, block_size_x=8, block_size_y=32, VEC=1, DPX=0, PAD=4, K_UNROLL=1),
     dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, VEC=0, DPX=1, PAD=1, K_UNROLL=1),
     dict(SEED_CONFIG, BLOCK=32, block_size_x=32, block_size_y=4, VEC=1, DPX=1, PAD=4, K_UNROLL=64, LOOKAHEAD=1),
+    # phase 3 streaming its pivot tiles in chunks (cp.async, 16-byte pieces with PAD 4, 4-byte ones without)
+    # and the bulk of phase 3 on its own stream (LOOKAHEAD 2)
+    dict(SEED_CONFIG, BLOCK=128, block_size_x=16, block_size_y=16, VEC=1, PAD=4, K_UNROLL=16, LOOKAHEAD=2, KCHUNK=32),
+    dict(SEED_CONFIG, BLOCK=64, block_size_x=8, block_size_y=16, VEC=0, PAD=1, K_UNROLL=4, LOOKAHEAD=2, KCHUNK=16),
+    dict(SEED_CONFIG, BLOCK=96, block_size_x=32, block_size_y=8, VEC=0, PAD=0, K_UNROLL=16, LOOKAHEAD=1, KCHUNK=32),
+    dict(SEED_CONFIG, BLOCK=32, block_size_x=16, block_size_y=8, VEC=1, PAD=4, K_UNROLL=1, KCHUNK=16),
+    dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, VEC=0, PAD=0, K_UNROLL=4, LOOKAHEAD=2),
 ]
 
 
@@ -95,7 +102,7 @@ def test_campaign_path_verifies_and_times(tmp_path):
 
 @pytest.mark.skipif(device_count() < 2, reason="needs two GPUs")
 @pytest.mark.parametrize("config", [dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, SPLIT=s, LOOKAHEAD=la)
-                                    for s in (90, 100, 110) for la in (0, 1)] + CONFIGS[1:3])
+                                    for s in (90, 100, 110) for la in (0, 1, 2)] + CONFIGS[1:3] + CONFIGS[7:8])
 def test_two_gpus_match_numpy(config):
     fn = build(get_workload("floyd-warshall").space, config, "int32")
     for name, (n, edges) in graphs().items():

@@ -6,6 +6,7 @@
 //
 // Distances are int32 with INF = 2^30 - 1 for "no path". Every entry stays <= INF (it only ever decreases
 // from its initial value), so a + b <= 2^31 - 2 never overflows and min(INF, INF + x) stays INF.
+#include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -33,16 +34,20 @@
 #define K_UNROLL 64       // #pragma unroll of the phase-3 k-loop
 #endif
 #ifndef LOOKAHEAD
-#define LOOKAHEAD 0       // 1: phases 1-2 of round r+1 run on a second stream beside phase 3 of round r
-#endif
+#define LOOKAHEAD 0       // 1: phases 1-2 of round r+1 run on a second stream beside phase 3 of round r;
+#endif                    // 2: besides, the bulk of phase 3 runs on its own stream, back to back (below)
 #ifndef SPLIT
 #define SPLIT 100         // several GPUs: GPU 0's share of phase-3 row blocks, in % of an even share
 #endif
+#ifndef KCHUNK
+#define KCHUNK 0          // phase 3: 0 holds both whole pivot tiles in shared memory; K > 0 streams them in
+#endif                    // chunks of K pivots, double-buffered with cp.async (less shared memory per block)
 
 #define NT (block_size_x * block_size_y)
 #define EX (BLOCK / block_size_x)  // elements per thread along a row
 #define EY (BLOCK / block_size_y)  // elements per thread along a column
 #define LD (BLOCK + PAD)           // row stride of a shared tile
+#define LDA (KCHUNK + PAD)         // row stride of a shared chunk of the pivot column tile (KCHUNK > 0)
 
 #if BLOCK % block_size_x != 0 || BLOCK % block_size_y != 0
 #error "BLOCK must be a multiple of the block shape"
@@ -52,6 +57,9 @@
 #endif
 #if VEC && (PAD % 4 != 0 || (EX > 2 && EX % 4 != 0))
 #error "VEC needs PAD % 4 == 0 and 1, 2 or a multiple of 4 elements per row"
+#endif
+#if KCHUNK && (KCHUNK % 4 != 0 || KCHUNK >= BLOCK || BLOCK % KCHUNK != 0)
+#error "KCHUNK must be a multiple of 4 that divides BLOCK and is smaller"
 #endif
 
 #define PRAGMA_(x) _Pragma(#x)
@@ -127,11 +135,19 @@ __device__ __forceinline__ void inplace_rounds(int *x, const int *a, const int *
         for (int i = 0; i < EY; ++i) {
             const int aik = a[row_of(i) * LD + k];
 #pragma unroll
-            for (int j = 0; j < EX; ++j) {
-                v[i][j] = relax(aik, b[k * LD + col_of(j)], v[i][j]);
-                if (row_of(i) == k + 1 || col_of(j) == k + 1) x[row_of(i) * LD + col_of(j)] = v[i][j];
-            }
+            for (int j = 0; j < EX; ++j) v[i][j] = relax(aik, b[k * LD + col_of(j)], v[i][j]);
         }
+        // publish row k + 1 and column k + 1 (EY + EX tests, not one per element)
+#pragma unroll
+        for (int i = 0; i < EY; ++i)
+            if (row_of(i) == k + 1)
+#pragma unroll
+                for (int j = 0; j < EX; ++j) x[row_of(i) * LD + col_of(j)] = v[i][j];
+#pragma unroll
+        for (int j = 0; j < EX; ++j)
+            if (col_of(j) == k + 1)
+#pragma unroll
+                for (int i = 0; i < EY; ++i) x[row_of(i) * LD + col_of(j)] = v[i][j];
         __syncthreads();
     }
 #pragma unroll
@@ -165,35 +181,23 @@ __global__ void __launch_bounds__(NT) fw_phase2(int *D, int np, int r, int R, in
     copy_tile<false>(x, g, np);
 }
 
-// Phase 3: tiles (bi, bj) off the pivot row and column, from the pivot column tile (bi, r) and pivot row
-// tile (r, bj) in shared memory; the tile's own values stay in registers. Rows: the idx-th of
-// [rlo, ...) without rs1, rs2; columns likewise.
-__global__ void __launch_bounds__(NT) fw_phase3(int *D, int np, int r, int rlo, int rs1, int rs2, int clo,
-                                                int cs1, int cs2) {
-    extern __shared__ int smem[];
-    int *sa = smem, *sb = smem + BLOCK * LD;
-    const int bi = pick(blockIdx.y, rlo, rs1, rs2), bj = pick(blockIdx.x, clo, cs1, cs2);
-    copy_tile<true>(sa, D + (size_t)bi * BLOCK * np + r * BLOCK, np);
-    copy_tile<true>(sb, D + (size_t)r * BLOCK * np + bj * BLOCK, np);
-    int *g = D + (size_t)bi * BLOCK * np + bj * BLOCK;
-    int v[EY][EX];
-#pragma unroll
-    for (int i = 0; i < EY; ++i)
-#pragma unroll
-        for (int j = 0; j < EX; ++j) v[i][j] = g[(size_t)row_of(i) * np + col_of(j)];
-    __syncthreads();
+// v[i][j] = min(v[i][j], a[i][k] + b[k][j]) for k in [0, KN), with a (row stride lda) and b (row stride ldb)
+// in shared memory: each thread's EY x EX outputs stay in registers, and each a or b value read is used
+// EX or EY times. VEC reads a as int4 (4 pivots at a time) and b as int4 runs.
+template <int KN, int lda, int ldb>
+__device__ __forceinline__ void relax_tile(int (&v)[EY][EX], const int *sa, const int *sb) {
 #if VEC
 PRAGMA(unroll K_UNROLL)
-    for (int k = 0; k < BLOCK; k += 4) {
+    for (int k = 0; k < KN; k += 4) {
         int4 a[EY];
 #pragma unroll
-        for (int i = 0; i < EY; ++i) a[i] = *reinterpret_cast<const int4 *>(sa + row_of(i) * LD + k);
+        for (int i = 0; i < EY; ++i) a[i] = *reinterpret_cast<const int4 *>(sa + row_of(i) * lda + k);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             int b[EX];
 #pragma unroll
             for (int j = 0; j < EX; j += (EX >= 4 ? 4 : EX)) {
-                const int *p = sb + (k + kk) * LD + col_of(j);
+                const int *p = sb + (k + kk) * ldb + col_of(j);
                 if constexpr (EX >= 4) {
                     const int4 q = *reinterpret_cast<const int4 *>(p);
                     b[j] = q.x; b[j + 1] = q.y; b[j + 2] = q.z; b[j + 3] = q.w;
@@ -214,22 +218,103 @@ PRAGMA(unroll K_UNROLL)
     }
 #else
 PRAGMA(unroll K_UNROLL)
-    for (int k = 0; k < BLOCK; ++k) {
+    for (int k = 0; k < KN; ++k) {
         int a[EY], b[EX];
 #pragma unroll
-        for (int i = 0; i < EY; ++i) a[i] = sa[row_of(i) * LD + k];
+        for (int i = 0; i < EY; ++i) a[i] = sa[row_of(i) * lda + k];
 #pragma unroll
-        for (int j = 0; j < EX; ++j) b[j] = sb[k * LD + col_of(j)];
+        for (int j = 0; j < EX; ++j) b[j] = sb[k * ldb + col_of(j)];
 #pragma unroll
         for (int i = 0; i < EY; ++i)
 #pragma unroll
             for (int j = 0; j < EX; ++j) v[i][j] = relax(a[i], b[j], v[i][j]);
     }
 #endif
+}
+
+// A thread's outputs between global memory (tile at g, row stride np) and registers; VEC runs of 4 (or 2)
+// adjacent elements move as one int4 (int2): np and the tile columns are multiples of 16, so they align.
+template <bool LOAD>
+__device__ __forceinline__ void move_outputs(int (&v)[EY][EX], int *g, int np) {
+    constexpr int W = (VEC && EX >= 4) ? 4 : (VEC && EX == 2) ? 2 : 1;
 #pragma unroll
     for (int i = 0; i < EY; ++i)
 #pragma unroll
-        for (int j = 0; j < EX; ++j) g[(size_t)row_of(i) * np + col_of(j)] = v[i][j];
+        for (int j = 0; j < EX; j += W) {
+            int *p = g + (size_t)row_of(i) * np + col_of(j);
+            if constexpr (W == 4) {
+                if (LOAD) { const int4 q = *reinterpret_cast<const int4 *>(p); v[i][j] = q.x; v[i][j + 1] = q.y; v[i][j + 2] = q.z; v[i][j + 3] = q.w; }
+                else *reinterpret_cast<int4 *>(p) = make_int4(v[i][j], v[i][j + 1], v[i][j + 2], v[i][j + 3]);
+            } else if constexpr (W == 2) {
+                if (LOAD) { const int2 q = *reinterpret_cast<const int2 *>(p); v[i][j] = q.x; v[i][j + 1] = q.y; }
+                else *reinterpret_cast<int2 *>(p) = make_int2(v[i][j], v[i][j + 1]);
+            } else {
+                if (LOAD) v[i][j] = *p; else *p = v[i][j];
+            }
+        }
+}
+
+#if KCHUNK
+#define CHUNK_INTS (BLOCK * LDA + KCHUNK * LD)  // one chunk: BLOCK x KCHUNK of the column tile, KCHUNK x BLOCK of the row tile
+
+// Start copying chunk c (pivots c*KCHUNK ...) of the pivot column tile ga and pivot row tile gb into buf,
+// asynchronously (cp.async; 16-byte pieces where the padding keeps shared rows 16-byte aligned).
+__device__ __forceinline__ void fetch_chunk(int *buf, const int *ga, const int *gb, int np, int c) {
+    const int tid = threadIdx.y * block_size_x + threadIdx.x;
+    constexpr int W = PAD % 4 == 0 ? 4 : 1;
+    int *sa = buf, *sb = buf + BLOCK * LDA;
+    for (int u = tid; u < BLOCK * KCHUNK / W; u += NT) {
+        const int r = u / (KCHUNK / W), k = (u % (KCHUNK / W)) * W;
+        __pipeline_memcpy_async(sa + r * LDA + k, ga + (size_t)r * np + c * KCHUNK + k, 4 * W);
+    }
+    for (int u = tid; u < KCHUNK * BLOCK / W; u += NT) {
+        const int k = u / (BLOCK / W), col = (u % (BLOCK / W)) * W;
+        __pipeline_memcpy_async(sb + k * LD + col, gb + (size_t)(c * KCHUNK + k) * np + col, 4 * W);
+    }
+    __pipeline_commit();
+}
+#endif
+
+// Phase 3: tiles (bi, bj) off the pivot row and column, from the pivot column tile (bi, r) and pivot row
+// tile (r, bj) in shared memory; the tile's own values stay in registers. Rows: the idx-th of
+// [rlo, ...) without rs1, rs2; columns likewise.
+#if KCHUNK  // small shared chunks let several blocks share an SM: ask ptxas for <= 128 registers so they fit
+#define P3_MIN_BLOCKS (NT >= 512 ? 1 : 512 / NT)
+#else
+#define P3_MIN_BLOCKS 1
+#endif
+__global__ void __launch_bounds__(NT, P3_MIN_BLOCKS) fw_phase3(int *D, int np, int r, int rlo, int rs1, int rs2, int clo,
+                                                              int cs1, int cs2) {
+    extern __shared__ int smem[];
+    const int bi = pick(blockIdx.y, rlo, rs1, rs2), bj = pick(blockIdx.x, clo, cs1, cs2);
+    int *ga = D + (size_t)bi * BLOCK * np + r * BLOCK, *gb = D + (size_t)r * BLOCK * np + bj * BLOCK;
+    int *g = D + (size_t)bi * BLOCK * np + bj * BLOCK;
+    int v[EY][EX];
+#if KCHUNK
+    // chunk c + 1 streams in while chunk c is used; the barrier after each chunk frees its buffer
+    fetch_chunk(smem, ga, gb, np, 0);
+    move_outputs<true>(v, g, np);
+    for (int c = 0; c < BLOCK / KCHUNK; ++c) {
+        int *buf = smem + (c & 1) * CHUNK_INTS;
+        if (c + 1 < BLOCK / KCHUNK) {
+            fetch_chunk(smem + ((c + 1) & 1) * CHUNK_INTS, ga, gb, np, c + 1);
+            __pipeline_wait_prior(1);
+        } else {
+            __pipeline_wait_prior(0);
+        }
+        __syncthreads();
+        relax_tile<KCHUNK, LDA, LD>(v, buf, buf + BLOCK * LDA);
+        __syncthreads();
+    }
+#else
+    int *sa = smem, *sb = smem + BLOCK * LD;
+    copy_tile<true>(sa, ga, np);
+    copy_tile<true>(sb, gb, np);
+    move_outputs<true>(v, g, np);
+    __syncthreads();
+    relax_tile<BLOCK, LD, LD>(v, sa, sb);
+#endif
+    move_outputs<false>(v, g, np);
 }
 
 // ---- set-up kernels ----------------------------------------------------------------------------------
@@ -274,6 +359,11 @@ struct Gpu {  // one device's share of the work and its resources, released on e
 
 constexpr int MAX_GPUS = 16;
 constexpr size_t SMEM1 = sizeof(int) * BLOCK * LD, SMEM2 = 2 * SMEM1;
+#if KCHUNK
+constexpr size_t SMEM3 = sizeof(int) * 2 * CHUNK_INTS;  // two chunk buffers
+#else
+constexpr size_t SMEM3 = SMEM2;
+#endif
 
 int count_in(int lo, int hi, int s1, int s2) {  // |[lo, hi) \ {s1, s2}|
     return (hi - lo) - (s1 >= lo && s1 < hi) - (s2 >= lo && s2 < hi && s2 != s1);
@@ -316,7 +406,7 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
         }
         CHECK(cudaFuncSetAttribute(fw_phase1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM1));
         CHECK(cudaFuncSetAttribute(fw_phase2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM2));
-        CHECK(cudaFuncSetAttribute(fw_phase3, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM2));
+        CHECK(cudaFuncSetAttribute(fw_phase3, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM3));
         CHECK(cudaStreamCreateWithFlags(&G.s0, cudaStreamNonBlocking));
         CHECK(cudaStreamCreateWithFlags(&G.s1, cudaStreamNonBlocking));
         for (cudaEvent_t *e : {&G.cross, &G.ready, &G.copied, &G.done})
@@ -358,7 +448,7 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
                       int cs2) {
         const int rows = count_in(lo, hi, rs1, rs2), cols = count_in(clo, chi, cs1, cs2);
         if (rows > 0 && cols > 0)
-            fw_phase3<<<dim3(cols, rows), threads, SMEM2, st>>>(G.D, np, r, lo, rs1, rs2, clo, cs1, cs2);
+            fw_phase3<<<dim3(cols, rows), threads, SMEM3, st>>>(G.D, np, r, lo, rs1, rs2, clo, cs1, cs2);
     };
 
     cudaEvent_t start, stop;
@@ -372,9 +462,37 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
         CHECK(cudaStreamWaitEvent(G.s0, start, 0));
     }
     CHECK(prepare(0, false));
+    for (int g = 0; g < gpus && LOOKAHEAD == 2; ++g) {
+        CHECK(cudaSetDevice(gpu[g].dev));
+        CHECK(cudaEventRecord(gpu[g].ready, gpu[g].s0));  // phases 1-2 of round 0, for the bulk of its phase 3
+    }
     for (int r = 0; r < R; ++r) {
         const int nx = r + 1;
-        if (LOOKAHEAD && nx < R) {
+        if (LOOKAHEAD == 2) {
+            // Two streams per GPU. s1 runs the bulk of each round's phase 3 (every tile off rows and columns
+            // r and r + 1) back to back; s0 runs the tiles of row and column r + 1, then phases 1-2 of round
+            // r + 1, beside it. The bulk of round r needs phases 1-2 of round r (event `ready`); row and
+            // column r + 1 of round r need the bulk of round r - 1 (event `cross`). The two touch disjoint
+            // tiles, and both only read the pivot row and column r. Each wait is queued before the event
+            // it names is recorded again.
+            for (int g = 0; g < gpus; ++g) {
+                Gpu &G = gpu[g];
+                cudaSetDevice(G.dev);
+                cudaStreamWaitEvent(G.s0, G.cross, 0);  // the bulk of round r - 1 (never recorded at r = 0: no wait)
+                cudaStreamWaitEvent(G.s1, G.ready, 0);
+                phase3(G, G.s1, r, G.lo, G.hi, r, nx, 0, R, r, nx);
+                cudaEventRecord(G.cross, G.s1);
+                if (nx < R) {
+                    if (nx >= G.lo && nx < G.hi) phase3(G, G.s0, r, nx, nx + 1, -1, -1, 0, R, r, -1);
+                    phase3(G, G.s0, r, G.lo, G.hi, r, nx, nx, nx + 1, -1, -1);
+                }
+            }
+            if (nx < R) CHECK(prepare(nx, false));
+            for (int g = 0; g < gpus; ++g) {
+                cudaSetDevice(gpu[g].dev);
+                cudaEventRecord(gpu[g].ready, gpu[g].s0);
+            }
+        } else if (LOOKAHEAD && nx < R) {
             // First the tiles of row and column nx (the next pivot's), then phases 1-2 of round nx on the
             // side stream while the rest of phase 3 of round r runs on the main one.
             for (int g = 0; g < gpus; ++g) {
@@ -406,6 +524,7 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
     for (int g = 0; g < gpus; ++g) {
         Gpu &G = gpu[g];
         CHECK(cudaSetDevice(G.dev));
+        if (LOOKAHEAD == 2) CHECK(cudaStreamWaitEvent(G.s0, G.cross, 0));  // the last bulk of phase 3
         CHECK(cudaEventRecord(G.done, G.s0));
     }
     CHECK(cudaSetDevice(0));

@@ -16,6 +16,7 @@ WORKLOADS = {
     "spmv": "tuner.workloads.spmv",
     "gemm": "tuner.workloads.gemm",
     "floyd-warshall": "tuner.workloads.floyd_warshall",
+    "floyd-warshall-small": "tuner.workloads.floyd_warshall_small",  # a reduced space to brute-force
     "locvolcalib": "tuner.workloads.locvolcalib",
 }
 

@@ -4,7 +4,10 @@ against the reference before its time is printed. It is for choosing what a reco
 (benchmarks/fw_campaign.py) should measure; its figures are not stored and the README does not quote them.
 
     python benchmarks/fw_sweep.py N [--repeats 3] [--out sweep.json] [--top K]
-(configs: the neighbourhood of the known good ones, listed in candidates() below.)"""
+(configs: the neighbourhood of the known good ones, listed in candidates() below), or
+    python benchmarks/fw_sweep.py N --from sweep.json --from-top 12 --min-blocks 0,2,4,6
+(the seed's config and the K fastest exact configs of an earlier sweep, each with every phase-3 MIN_BLOCKS
+value that fits the SM's 2048 threads; MIN_BLOCKS is a kernel macro, not yet a parameter of the space)."""
 
 from __future__ import annotations
 
@@ -44,6 +47,12 @@ def candidates(space) -> list[dict]:
     return out
 
 
+def with_min_blocks(configs: list[dict], values: list[int]) -> list[dict]:
+    """Each config once per MIN_BLOCKS value that fits (0, the kernel's default, always does)."""
+    return [dict(c, MIN_BLOCKS=mb) for c in configs for mb in values
+            if mb * c["block_size_x"] * c["block_size_y"] <= 2048]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("n", type=int)
@@ -53,9 +62,19 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--max-configs", type=int, default=None)
     p.add_argument("--budget-s", type=float, default=None, help="measure no new config after this many seconds")
+    p.add_argument("--from", dest="source", help="an earlier sweep's JSON: take its fastest exact configs")
+    p.add_argument("--from-top", type=int, default=12)
+    p.add_argument("--min-blocks", help="comma-separated MIN_BLOCKS values to try with each config")
     args = p.parse_args()
     space = get_workload("floyd-warshall").space
-    configs = candidates(space)[: args.max_configs]
+    if args.source:
+        rows = sorted((r for r in json.load(open(args.source))["rows"] if r.get("exact")), key=lambda r: r["ms"])
+        configs = [BASE] + [r["config"] for r in rows[: args.from_top] if r["config"] != BASE]
+    else:
+        configs = candidates(space)
+    if args.min_blocks:
+        configs = with_min_blocks(configs, [int(v) for v in args.min_blocks.split(",")])
+    configs = configs[: args.max_configs]
     n, m = args.n, EDGES_PER_VERTEX * args.n
     edges = np.ascontiguousarray(random_graph(n, m, GRAPH_SEED), dtype=np.int32)
     t0 = time.time()
@@ -100,7 +119,7 @@ def _try_build(space, config):
 
 def _short(c: dict) -> str:
     return (f"B{c['BLOCK']} {c['block_size_x']}x{c['block_size_y']} VEC{c['VEC']} PAD{c['PAD']} U{c['K_UNROLL']} "
-            f"LA{c['LOOKAHEAD']} KC{c['KCHUNK']}")
+            f"LA{c['LOOKAHEAD']} KC{c['KCHUNK']}" + (f" MB{c['MIN_BLOCKS']}" if "MIN_BLOCKS" in c else ""))
 
 
 if __name__ == "__main__":

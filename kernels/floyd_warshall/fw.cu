@@ -42,6 +42,9 @@
 #ifndef KCHUNK
 #define KCHUNK 0          // phase 3: 0 holds both whole pivot tiles in shared memory; K > 0 streams them in
 #endif                    // chunks of K pivots, double-buffered with cp.async (less shared memory per block)
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 0      // phase 3's __launch_bounds__ minimum of resident blocks per SM: ptxas keeps registers
+#endif                    // within 64K / (MIN_BLOCKS * threads); 0: the default below
 
 #define NT (block_size_x * block_size_y)
 #define EX (BLOCK / block_size_x)  // elements per thread along a row
@@ -278,7 +281,9 @@ __device__ __forceinline__ void fetch_chunk(int *buf, const int *ga, const int *
 // Phase 3: tiles (bi, bj) off the pivot row and column, from the pivot column tile (bi, r) and pivot row
 // tile (r, bj) in shared memory; the tile's own values stay in registers. Rows: the idx-th of
 // [rlo, ...) without rs1, rs2; columns likewise.
-#if KCHUNK  // small shared chunks let several blocks share an SM: ask ptxas for <= 128 registers so they fit
+#if MIN_BLOCKS
+#define P3_MIN_BLOCKS MIN_BLOCKS
+#elif KCHUNK  // small shared chunks let several blocks share an SM: ask ptxas for <= 128 registers so they fit
 #define P3_MIN_BLOCKS (NT >= 512 ? 1 : 512 / NT)
 #else
 #define P3_MIN_BLOCKS 1

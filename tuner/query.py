@@ -120,7 +120,9 @@ def _baselines(workload, row, metrics, root, baselines) -> dict:
     df = df[(df["gpu"] == row["gpu"]) & (df["size_vars"] == row["size_vars"]) & (df["dtype"] == row["dtype"])]
     out = {}
     for name, group in df.groupby("baseline"):
-        latest = group.sort_values("timestamp").iloc[-1]
+        # the reference timed in the best's own campaign (same machine, same session), else the latest
+        same = group[group["campaign_id"] == row.get("campaign_id")] if "campaign_id" in group else group.iloc[:0]
+        latest = (same if len(same) else group).sort_values("timestamp").iloc[-1]
         b_metrics = json.loads(latest["metrics"])
         out[name] = {"time_ms": float(latest["time_ms"]), "metrics": b_metrics,
                      "ratio": {m: metrics[m] / v for m, v in b_metrics.items() if m in metrics and v}}

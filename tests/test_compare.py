@@ -186,6 +186,9 @@ def test_cli_errors_are_one_line(results, capsys):
 GATED = [("reduction", size, dtype) for size, dtype in RECORDED]
 if cache_path(results_root(), H100, "gemm", "2048x2048x2048", "float32").is_file():
     GATED.append(("gemm", "2048x2048x2048", "float32"))
+# Floyd-Warshall's reduced space (56 configs at 5k), warm-started from the full workload's other sizes
+if cache_path(results_root(), H100, "floyd-warshall-small", "5k", "int32").is_file():
+    GATED.append(("floyd-warshall-small", "5k", "int32"))
 
 
 @needs_recording
@@ -194,7 +197,7 @@ def test_default_strategy_scores_at_least_as_well_as_kernel_tuners(workload, siz
     """On every recorded space, at a budget of 10% of the space, the default strategy's score (TPE warm-started
     from the other recorded sizes) is at least the best of four Kernel Tuner strategies' (5 repeats each,
     seeds 0-4). Without the warm start, TPE fell short on 16M float32, 16M int32 and 2^28 int32."""
-    budget = {"reduction": 58, "gemm": 29}[workload]  # 10% of the valid configs
+    budget = {"reduction": 58, "gemm": 29, "floyd-warshall-small": 6}[workload]  # 10% of the valid configs
     doc = compare(workload, size, dtype, strategies=["default"] + KT_STRATEGIES, repeats=5, budget=budget, jobs=1)
     scores = {name: e["methodology"]["score"] for name, e in doc["strategies"].items()}
     best_kt = max(KT_STRATEGIES, key=scores.get)

@@ -13,7 +13,7 @@ from tuner.errors import TunerError
 from tuner.stopping import Patience, evaluations_until_stop
 from tuner.store import load_evaluations, results_root
 from tuner.strategies import make_strategy
-from tuner.warmstart import warm_configs
+from tuner.warmstart import warm_configs, warm_evaluations
 from tuner.workloads import get_workload
 
 SPACE = get_workload("reduction").space
@@ -52,6 +52,43 @@ def test_warm_configs_take_the_nearest_recordings_best_and_never_the_target():
     other_gpu = warm_configs(_rows([("H", "float32", 2**23, c, 1.0)]), SPACE, {"n": 2**23}, "float32", "G")
     assert other_gpu == [c]  # the same size on another GPU is a neighbour, not the target
     assert warm_configs(df.iloc[:0], SPACE, {"n": 8}, "float32", "G") == []
+
+
+def test_invalid_configs_do_not_take_a_recordings_places():
+    """A recording's best configs that this space rejects (an older or larger space) are passed over before
+    its `per_recording` best are taken, so its valid ones still come through (GB/s: higher is better)."""
+    b = {**BEST, "block_size_x": 512}
+    bad = {**BEST, "variant": 1}
+    df = _rows([("G", "float32", 2**24, bad, 900.0), ("G", "float32", 2**24, BEST, 60.0), ("G", "float32", 2**24, b, 50.0)])
+    assert warm_configs(df, SPACE, {"n": 2**23}, "float32", "G", per_recording=1) == [BEST]
+
+
+def test_a_reduced_space_warm_starts_from_the_full_workloads_recordings(monkeypatch):
+    """floyd-warshall-small runs the floyd-warshall program: its warm start draws on floyd-warshall's
+    recordings at other sizes, keeps the configs that lie in the reduced space, and never uses the target
+    size, whichever workload recorded it."""
+    from tuner import store
+
+    small = get_workload("floyd-warshall-small").space
+    inside = {"BLOCK": 64, "block_size_x": 16, "block_size_y": 8, "VEC": 1, "DPX": 0, "PAD": 4, "K_UNROLL": 16,
+              "LOOKAHEAD": 2, "SPLIT": 100, "KCHUNK": 0}
+    outside = {**inside, "block_size_y": 4}  # valid in floyd-warshall, not in the reduced space
+    target = {"n": 5000, "m": 30000, "gpus": 1}
+
+    def rows(workload, entries):
+        return pd.DataFrame([{"workload": workload, "status": "ok", "gpu": "G", "dtype": "int32",
+                              "size_vars": json.dumps(size, sort_keys=True), "config": json.dumps(c, sort_keys=True),
+                              "objective_value": v} for size, c, v in entries])
+
+    full = rows("floyd-warshall", [({"n": 11000, "m": 66000, "gpus": 1}, outside, 100.0),
+                                   ({"n": 11000, "m": 66000, "gpus": 1}, inside, 105.0),
+                                   (target, {**inside, "KCHUNK": 16}, 10.0)])  # the target size: left out
+    frames = {"floyd-warshall-small": pd.DataFrame(), "floyd-warshall": full}
+    monkeypatch.setattr(store, "load_evaluations", lambda name, root=None: frames[name])
+    evaluations = warm_evaluations("floyd-warshall-small")
+    assert set(evaluations["workload"]) == {"floyd-warshall"}
+    assert warm_configs(evaluations, small, target, "int32", "G") == [inside]
+    assert warm_evaluations("floyd-warshall") is full  # a workload that shares nothing reads only its own
 
 
 RECORDED = results_root() / "nvidia-h100-80gb-hbm3" / "reduction"

@@ -25,7 +25,7 @@ from tuner.strategies import (
     OPTUNA_SAMPLERS,
     make_strategy,
 )
-from tuner.warmstart import warm_configs
+from tuner.warmstart import warm_configs, warm_evaluations
 from tuner.workloads import get_workload
 
 
@@ -345,8 +345,7 @@ def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: 
         return make_strategy(req.strategy, seed=req.seed, **kw)
     warm = []
     if req.warm_start:
-        evaluations = store.load_evaluations(req.workload, root) if evaluations is None else evaluations
-        warm = warm_configs(evaluations, space, size, dtype, gpu)
+        warm = warm_configs(warm_evaluations(req.workload, root, own=evaluations), space, size, dtype, gpu)
     warm = list(req.first) + [c for c in warm if c not in req.first]
     patience = req.patience
     if patience is None:

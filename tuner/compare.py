@@ -23,7 +23,7 @@ from tuner.campaign import find_recording, replay
 from tuner.errors import TunerError
 from tuner.stopping import evaluations_until_stop
 from tuner.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy
-from tuner.warmstart import warm_configs
+from tuner.warmstart import warm_configs, warm_evaluations
 from tuner.workloads import get_workload
 
 DEFAULT_STRATEGIES = ("default", "tpe", "cmaes", "random", "qmc", "kt:genetic_algorithm", "kt:dual_annealing",
@@ -72,7 +72,7 @@ def load_recording(workload: str, size: str | None = None, dtype: str | None = N
     values = np.sort(np.array([v for v in values if v is not None], dtype=float))
     if values.size < 2:
         raise TunerError(f"{cachefile}: fewer than two configurations ran; nothing to compare")
-    warm = warm_configs(store.load_evaluations(workload, root), space, size_vars, dtype, gpu_name)
+    warm = warm_configs(warm_evaluations(workload, root), space, size_vars, dtype, gpu_name)
     return Recording(workload, size_name, dtype, Path(cachefile), gpu_name, space.objective, space.maximize, values,
                      tuple(json.dumps(c) for c in warm))
 

@@ -9,29 +9,52 @@ import json
 
 import pandas as pd
 
+from tuner import store
 from tuner.space import Space, size_distance
 from tuner.store import config_medians
+
+
+def warm_evaluations(workload_name: str, root=None, own: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What a warm start draws on: the workload's recordings (`own`, if the caller has read them already) and
+    those of the workloads that ran the same program (Workload.shares_program_with), whose configs count here
+    where they lie in this space."""
+    from tuner.workloads import get_workload
+
+    own = store.load_evaluations(workload_name, root) if own is None else own
+    frames = [df for df in [own, *(store.load_evaluations(n, root) for n in get_workload(workload_name).shares_program_with)]
+              if not df.empty]
+    if len(frames) > 1:
+        return pd.concat(frames, ignore_index=True)
+    return frames[0] if frames else own
 
 
 def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str, gpu: str | None,
                  count: int = 5, per_recording: int = 3) -> list[dict]:
     """Up to `count` configs to try first for (size, dtype, gpu): the `per_recording` best of each other
-    recorded (size, dtype, gpu) of this workload, nearest recordings first (same GPU, then same dtype, then
-    the nearest size), taken round-robin over the three nearest recordings so no single one dominates. The
-    target itself is left out: a warm start is for what was never measured. Configs that are not valid in
-    the current space (an older space, say) are skipped."""
+    recorded (size, dtype, gpu) in `evaluations` (this workload's, and those of workloads sharing its program:
+    warm_evaluations), nearest recordings first (same GPU, then same dtype, then the nearest size), taken
+    round-robin over the three nearest recordings so no single one dominates. The target size itself is left
+    out, whichever workload recorded it: a warm start is for what was never measured. Configs that are not
+    valid in the current space (an older space, or a larger one of the same program) are skipped before the
+    best of each recording are taken."""
     if evaluations.empty:
         return []
-    ok = evaluations[(evaluations["status"] == "ok") & (evaluations["workload"] == space.workload)]
+    ok = evaluations[evaluations["status"] == "ok"]
     target = json.dumps(size, sort_keys=True)
     ok = ok[~((ok["size_vars"] == target) & (ok["dtype"] == dtype) & ((ok["gpu"] == gpu) if gpu else True))]
     if ok.empty:
         return []
+
+    def valid(config: dict) -> bool:
+        return all(config[k] in values for k, values in space.params.items()) and space.is_valid(config)
+
     recordings = []
     for (size_vars, rec_dtype, rec_gpu), rows in ok.groupby(["size_vars", "dtype", "gpu"]):
-        ranked = config_medians(rows, space.maximize).index[:per_recording]
+        ranked = ({k: json.loads(c).get(k) for k in space.params} for c in config_medians(rows, space.maximize).index)
+        best = [c for c in ranked if valid(c)][:per_recording]
         key = (rec_gpu != gpu, rec_dtype != dtype, size_distance(size, json.loads(size_vars)))
-        recordings.append((key, [json.loads(c) for c in ranked]))
+        if best:
+            recordings.append((key, best))
     recordings.sort(key=lambda r: r[0])
     nearest = [configs for _, configs in recordings[:3]]
     out, seen = [], set()
@@ -39,10 +62,8 @@ def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str
         for configs in nearest:
             if rank >= len(configs):
                 continue
-            config = {k: configs[rank].get(k) for k in space.params}
-            key = json.dumps(config, sort_keys=True)
-            valid = all(config[k] in values for k, values in space.params.items()) and space.is_valid(config)
-            if valid and key not in seen:
+            key = json.dumps(configs[rank], sort_keys=True)
+            if key not in seen:
                 seen.add(key)
-                out.append(config)
+                out.append(configs[rank])
     return out[:count]

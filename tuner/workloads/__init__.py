@@ -29,6 +29,9 @@ class Workload:
     check_reference: str = ""
     # one line, set by workloads with a program users run: `tuner run <name> ...` (see add_run_arguments, run)
     run_help: str = ""
+    # workloads whose recordings ran this workload's program (a reduced space of the same pipeline, say):
+    # warm starts draw on them too (tuner.warmstart.warm_evaluations)
+    shares_program_with: tuple = ()
 
     @property
     def space(self) -> Space:

@@ -8,6 +8,7 @@ from tuner.workloads.floyd_warshall import FloydWarshall
 class FloydWarshallSmall(FloydWarshall):
     name = "floyd-warshall-small"
     run_help = "all-pairs shortest paths (the floyd-warshall program, configs from the reduced space)"
+    shares_program_with = ("floyd-warshall",)
 
 
 WORKLOAD = FloydWarshallSmall()

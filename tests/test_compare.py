@@ -8,8 +8,18 @@ import numpy as np
 import pytest
 
 from tuner.cli import main
-from tuner.compare import (_unique_trace, best_so_far, calculated_random_search, compare, evaluations_to,
-                           fraction_of_optimum, load_recording, methodology_score, run_traces, strategy_trace)
+from tuner.compare import (
+    _unique_trace,
+    best_so_far,
+    calculated_random_search,
+    compare,
+    evaluations_to,
+    fraction_of_optimum,
+    load_recording,
+    methodology_score,
+    run_traces,
+    strategy_trace,
+)
 from tuner.store import cache_path, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"

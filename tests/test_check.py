@@ -5,6 +5,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tuner.check import (
@@ -217,6 +218,31 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     out = capsys.readouterr()
     assert json.loads(out.out)["checks"][0]["verdict"] == "regression"  # stdout holds the JSON alone
     assert "reduction seed float32: regression" in out.err  # progress goes to stderr
+
+
+def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkeypatch, tmp_path, capsys):
+    """A baseline recorded before the space gained a parameter (Floyd-Warshall's KCHUNK, say) names no kernel
+    of today's space: that kernel's check could not run (exit 2) and says to record the baseline again; no
+    worker is started for it."""
+    import tuner.check
+    from tests.fake_worker import fake_worker_main
+    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.cli import main
+
+    run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                 max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
+    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
+    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
+    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
+    path = next(results.glob("*/reduction/check/baseline.parquet"))
+    stored = pd.read_parquet(path)
+    stored["config"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "finish"}) for c in stored["config"]]
+    stored.to_parquet(path, index=False)
+    monkeypatch.setattr(tuner.check, "_worker", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
+    capsys.readouterr()
+    assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 2
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "reduction seed float32: stale" in out and "its config lacks finish" in out and "tuner baseline reduction" in out
 
 
 def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):

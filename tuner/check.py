@@ -4,7 +4,8 @@ A baseline is the best stored config of a (workload, size, dtype) on this GPU, r
 rounds, each round also timing the workload's reference (copy bandwidth, cuBLAS) in the same worker.
 `check` re-measures the same config the same way (verifying its output again), normalises by the
 reference of the same round, and compares distributions (tuner.stats). Exit 0 pass, 1 regression
-(slower, or a wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison)."""
+(slower, or a wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison, a baseline
+recorded before its space gained a parameter)."""
 
 from __future__ import annotations
 
@@ -202,6 +203,9 @@ def check_one(base: dict, gpu: dict, now: dict, *, threshold=THRESHOLD, allow_di
     """The verdict for one baseline row and one fresh measurement (pure: unit-tested without a GPU)."""
     res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "pass",
                       reference=base.get("reference") or "")
+    if now["status"] == "stale baseline":  # could not run: nothing of today's space to measure
+        res.verdict, res.reason = "stale", now["error"]
+        return res
     refusal = _refusal(base, gpu)
     if refusal and not allow_different:
         res.verdict, res.reason = "refused", refusal + " (use --allow-different to compare anyway)"
@@ -266,19 +270,27 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
         space = get_workload(base["workload"]).space
         config = {**json.loads(base["config"]), **(plant or {})}
         t0 = time.monotonic()
-        runner, gpu = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device, timeout)
-        try:
-            now = (runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
-                   if allow_different or not _refusal(base, gpu) else {"status": "refused"})
-        finally:
-            runner.shutdown()
+        missing = [k for k in space.params if k not in config]
+        if missing:  # recorded before the space gained these parameters: the config names no kernel of today's
+            gpu, lifecycle = here, {}
+            now = {"status": "stale baseline", "error": f"its config lacks {', '.join(missing)}, parameters the "
+                   f"space gained since; record it again with `tuner baseline {base['workload']}`"}
+        else:
+            runner, gpu = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device,
+                                  timeout)
+            try:
+                now = (runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
+                       if allow_different or not _refusal(base, gpu) else {"status": "refused"})
+            finally:
+                runner.shutdown()
+            lifecycle = runner.lifecycle_s
         res = check_one(base, gpu, now, threshold=threshold, allow_different=allow_different)
         if plant:
             res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
         if res.verdict == "regression" and retune:
             res.retuned = _retune(base, retune, backend, device, log)
         log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s: worker "
-            f"{runner.lifecycle_s}, measured {now.get('measure_s')} s) {res.reason}")
+            f"{lifecycle}, measured {now.get('measure_s')} s) {res.reason}")
         results.append(res)
     return results
 

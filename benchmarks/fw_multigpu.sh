@@ -14,7 +14,7 @@ nvidia-smi -L
 [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { echo "needs two GPUs"; exit 2; }
 python3 -m pytest -q -k "two_gpus" tests/test_floyd_warshall_gpu.py 2>&1 | tail -5
 
-SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0}'
+SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0,"MIN_BLOCKS":0}'
 TUNED=$(python3 -m tuner best floyd-warshall --size 11k --gpu "NVIDIA H100 80GB HBM3" --json \
         | python3 -c "import json,sys; print(json.dumps({**json.loads(sys.argv[1]), **json.load(sys.stdin)['config']}))" "$SEED")
 # (a config stored before a parameter existed lacks it: the seed's value, the kernel's default, fills it in)

@@ -10,13 +10,14 @@ from tuner.store import canonical_config, load_evaluations
 
 GPU = sys.argv[1] if len(sys.argv) > 1 else "NVIDIA H100 80GB HBM3"
 SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
-               "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0}
+               "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0}
 GTX1080_COMPUTE_S = {5000: 0.127, 11000: 1.172, 20000: 7.442, 25000: 15.157}  # the seed's "Compute" column
 
 df = load_evaluations("floyd-warshall")
-# the current space's rows: an older recording lacks its newer parameters (and ran an older kernel)
-df = df[df.config.map(lambda c: set(json.loads(c)) == set(SEED_CONFIG))]
 ok = df[(df.status == "ok")].copy()
+# per GPU, the newest kernel code it ran: the seed's config and the tuned best compared on the same code
+newest = ok.sort_values("timestamp").groupby("gpu").kernel_hash.last()
+ok = ok[ok.kernel_hash == ok.gpu.map(newest)]
 ok["n"] = ok.size_vars.map(lambda s: json.loads(s)["n"])
 ok["gpus"] = ok.size_vars.map(lambda s: json.loads(s)["gpus"])
 
@@ -29,6 +30,7 @@ def short(config):
     c = json.loads(config) if isinstance(config, str) else config
     return (f"B{c['BLOCK']} {c['block_size_x']}x{c['block_size_y']} VEC{c['VEC']} DPX{c['DPX']} PAD{c['PAD']} "
             f"unroll{c['K_UNROLL']} look-ahead{c['LOOKAHEAD']} kchunk{c['KCHUNK']}"
+            + (f" min-blocks{c['MIN_BLOCKS']}" if c.get("MIN_BLOCKS") else "")
             + (f" split{c['SPLIT']}" if c["SPLIT"] != 100 else ""))
 
 

@@ -7,7 +7,7 @@ against the reference before its time is printed. It is for choosing what a reco
 (configs: the neighbourhood of the known good ones, listed in candidates() below), or
     python benchmarks/fw_sweep.py N --from sweep.json --from-top 12 --min-blocks 0,2,4,6
 (the seed's config and the K fastest exact configs of an earlier sweep, each with every phase-3 MIN_BLOCKS
-value that fits the SM's 2048 threads; MIN_BLOCKS is a kernel macro, not yet a parameter of the space)."""
+value that fits the SM's 2048 threads)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, referen
 from tuner.workloads.graph_io import random_graph
 
 BASE = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
-        "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0}  # the seed's configuration
+        "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0}  # the seed's configuration
 
 
 def candidates(space) -> list[dict]:

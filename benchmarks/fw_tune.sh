@@ -15,7 +15,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp}
 STAGES=${*:-tests sweep campaign small sizes}
-SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0}'
+SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0,"MIN_BLOCKS":0}'
 best() {  # a config stored before a parameter existed lacks it: the seed's value (the kernel's default) fills it in
   python3 -m tuner best floyd-warshall --size "$1" --json \
     | python3 -c "import json,sys; print(json.dumps({**json.loads(sys.argv[1]), **json.load(sys.stdin)['config']}))" "$SEED"; }

@@ -382,3 +382,29 @@ def test_a_worker_never_imports_torch(tmp_path, monkeypatch):
     finally:
         runner.shutdown()
     assert not (tmp_path / "imported").exists()
+
+
+def test_a_worker_never_serves_from_kernel_tuners_cache(tmp_path):
+    """Kernel Tuner keys cache entries by config alone: an entry from other kernel code must not stand in for
+    a measurement. The worker opens the cache for appending only, and a later read keeps the newest entry."""
+    from types import SimpleNamespace
+
+    from kernel_tuner import util
+
+    from tuner import kt
+    from tuner.isolation import _open_cache
+    from tuner.workloads import get_workload
+
+    space, size = get_workload("reduction").space, {"n": 1024}
+    path = tmp_path / "seed_float32.cache.json"
+    spec = SimpleNamespace(cachefile=str(path), kernel_options=kt.kernel_options(space, size, "float32", [], "nvcuda"))
+    device = SimpleNamespace(name="Fake GPU 9000")
+    runner = SimpleNamespace(dev=device, simulation_mode=False, get_device_info=lambda: device)
+    first = kt.tuning_options(space, size, "float32")
+    _open_cache(spec, runner, first)  # writes the header
+    util.store_cache("7,256,16,4,1,1", {"time": 1.0, "note": "older kernel code"}, str(path), first["cache"])
+    again = kt.tuning_options(space, size, "float32")
+    _open_cache(spec, runner, again)
+    assert again["cache"] == {}  # nothing served
+    util.store_cache("7,256,16,4,1,1", {"time": 2.0, "note": "this code"}, str(path), again["cache"])
+    assert util.read_cache(str(path), open_cache=False)["cache"]["7,256,16,4,1,1"]["note"] == "this code"

@@ -90,6 +90,8 @@ def test_missing_file(tmp_path):
     (lambda d: d.update(default_size="huge"), "default_size", "'huge' is not one of the sizes"),
     (lambda d: d["kernel"].update(source="kernels/none.cu"), "kernel.source", "does not exist"),
     (lambda d: d["dtypes"].update(complex64={}), "dtypes", "complex64"),
+    (lambda d: d.update(defaults={"varaint": 7}), "defaults.varaint", "'varaint' is not a parameter"),
+    (lambda d: d.update(defaults={"vector": 3}), "defaults.vector", "3 is not one of its values"),
 ])
 def test_errors_name_file_key_and_expectation(tmp_path, edit, where, what):
     msg = broken(tmp_path, edit)
@@ -128,3 +130,55 @@ def test_expressions_are_sandboxed():
         Expression("open('x')")
     with pytest.raises(ValueError):
         Expression("[x for x in y]")
+
+
+def test_defaults_let_older_recordings_keep_counting(tmp_path):
+    """A parameter added with a default: stored rows and Kernel Tuner caches recorded without it read as
+    configs with that value (store.complete_configs, kt.align_cache); a cache missing a parameter that has
+    no default is left alone for Kernel Tuner to refuse."""
+    import json
+
+    import pandas as pd
+    from kernel_tuner import util
+
+    from tuner.kt import align_cache
+    from tuner.store import canonical_config, complete_configs
+
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    doc["parameters"]["unroll"] = [1, 2]
+    doc["defaults"] = {"unroll": 1}
+    space = load_space(write(tmp_path, doc))
+    old = {"variant": 7, "block_size_x": 256, "items_per_thread": 16, "vector": 4, "shuffle": 1, "finish": 1}
+    assert space.complete(old) == {**old, "unroll": 1} and space.complete({**old, "unroll": 2})["unroll"] == 2
+
+    rows = pd.DataFrame([{"config": canonical_config(old), "p_variant": 7},
+                         {"config": canonical_config({**old, "unroll": 2}), "p_variant": 7, "p_unroll": 2}])
+    done = complete_configs(rows, space)
+    assert [json.loads(c)["unroll"] for c in done.config] == [1, 2] and list(done.p_unroll) == [1, 2]
+
+    def cache(path, keys):  # a Kernel Tuner cache as a worker leaves it: open, entries appended
+        header = {"device_name": "G", "kernel_name": "reduce", "problem_size": [1], "tune_params_keys": keys,
+                  "tune_params": {k: space.params[k] for k in keys}, "objective": "time", "cache": {}}
+        path.write_text(json.dumps(header, indent="")[:-3])
+        util.store_cache(",".join(str(old[k]) for k in keys), {**{k: old[k] for k in keys}, "time": 1.5}, str(path), {})
+        return path
+
+    before_unroll = [k for k in space.params if k in old]  # the space's order, as Kernel Tuner keyed it
+    recorded = cache(tmp_path / "a.cache.json", before_unroll)
+    align_cache(recorded, space)
+    data = util.read_cache(str(recorded), open_cache=False)
+    assert data["tune_params_keys"] == list(space.params)
+    key = ",".join(str({**old, "unroll": 1}[k]) for k in space.params)
+    assert data["cache"] == {key: {**old, "unroll": 1, "time": 1.5}}
+    align_cache(recorded, space)  # aligned already: unchanged
+    assert util.read_cache(str(recorded), open_cache=False) == data
+    util.read_cache(str(recorded))  # what a worker's process_cache does: reopen it for appending
+    util.store_cache(key[:-1] + "2", {**old, "unroll": 2, "time": 1.2}, str(recorded), {})
+    assert len(util.read_cache(str(recorded), open_cache=False)["cache"]) == 2
+
+    doc.pop("defaults")
+    strict = load_space(write(tmp_path, doc))
+    other = cache(tmp_path / "b.cache.json", before_unroll)
+    before = other.read_text()
+    align_cache(other, strict)
+    assert other.read_text() == before

@@ -194,7 +194,9 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
     wdir.mkdir(parents=True, exist_ok=True)
     runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
     cachefile = cachefile(gpu["gpu"]) if callable(cachefile) else cachefile
-    runner.use_cachefile(str(cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)))
+    cachefile = cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)
+    kt.align_cache(cachefile, space)
+    runner.use_cachefile(str(cachefile))
     provenance = {**gpu, "backend": kt.effective_backend(space, req.backend),
                   "compiler_options": json.dumps(space.build_options(dtype)),
                   "kernel_hash": source_hash(space.source_text), **software()}
@@ -323,6 +325,7 @@ def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_eval
     runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
     tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=time_limit,
                                        simulation=True, seed=seed)
+    kt.align_cache(cachefile, space)
     try:
         tuning_options["cache"] = util.process_cache(str(cachefile), kernel_options, tuning_options, runner)
     except ValueError as e:

@@ -268,7 +268,7 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
     results = []
     for base in df.to_dict("records"):
         space = get_workload(base["workload"]).space
-        config = {**json.loads(base["config"]), **(plant or {})}
+        config = {**space.complete(json.loads(base["config"])), **(plant or {})}
         t0 = time.monotonic()
         missing = [k for k in space.params if k not in config]
         if missing:  # recorded before the space gained these parameters: the config names no kernel of today's

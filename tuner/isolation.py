@@ -109,7 +109,12 @@ def _open_cache(spec, runner, tuning_options):
     if spec.cachefile:
         os.makedirs(os.path.dirname(os.path.abspath(spec.cachefile)), exist_ok=True)
         tuning_options["cachefile"] = spec.cachefile
-        tuning_options["cache"] = util.process_cache(spec.cachefile, spec.kernel_options, tuning_options, runner)
+        util.process_cache(spec.cachefile, spec.kernel_options, tuning_options, runner)  # header checked or written
+        # Serve nothing from it: Kernel Tuner keys entries by config alone, so an entry may come from other kernel
+        # code (a LocVolCalib campaign once got 6 of its 40 results from the previous kernel's recording). What
+        # this code measured before is resumed from the store instead (`known`, by kernel hash); fresh entries
+        # are appended, and a later read keeps the newest entry of a config.
+        tuning_options["cache"] = {}
 
 
 def _staged(fn, stage, holder):

@@ -3,6 +3,10 @@ process), simulation replays and strategy comparisons all configure Kernel Tuner
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import numpy as np
 from kernel_tuner import util
 from kernel_tuner.core import KernelSource
@@ -108,3 +112,26 @@ def tuning_options(space: Space, size: dict, dtype: str, *, answer=None, strateg
         simulated_time=0,
         budget=util.TuningBudget(time_limit, max_fevals),
     )
+
+
+def align_cache(cachefile, space: Space) -> None:
+    """A Kernel Tuner cache recorded before the space gained parameters with defaults (Space.defaults):
+    rewrite it in place, losslessly, as if recorded with them. Kernel Tuner keys every config by the full
+    parameter list and refuses a cache whose list differs; anything else that differs is left for it to say."""
+    path = Path(cachefile)
+    if not space.defaults or not path.is_file():
+        return
+    data = json.loads(util.correct_open_cache(str(path), open_cache=False))
+    have, want = data["tune_params_keys"], list(space.params)
+    added = [k for k in want if k not in have]
+    if not added or [k for k in want if k in have] != have or not set(added) <= set(space.defaults):
+        return
+    cache = {}
+    for entry in data["cache"].values():
+        values = {**{k: space.defaults[k] for k in added}, **entry}
+        cache[",".join(str(values[k]) for k in want)] = {**{k: values[k] for k in want}, **entry}
+    data.update(tune_params_keys=want, tune_params={k: data["tune_params"].get(k, space.params[k]) for k in want},
+                cache=cache)
+    tmp = path.with_suffix(".align.tmp")
+    tmp.write_text(json.dumps(data, indent=""))  # a closed cache: Kernel Tuner reopens it for appending
+    os.replace(tmp, path)

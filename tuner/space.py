@@ -59,8 +59,15 @@ class Space:
     rtol: float
     iterations: int
     baselines: list = field(default_factory=list)
+    # parameters added to a space after configs were recorded: the value those configs ran with (the
+    # kernel's own default), so older recordings keep counting (store.load_evaluations, kt.align_cache)
+    defaults: dict = field(default_factory=dict)
 
     # ---- derived views -------------------------------------------------------------------------
+    def complete(self, config: dict) -> dict:
+        """A config recorded before some parameters were added, with their defaults (the values it ran with)."""
+        return {**{k: v for k, v in self.defaults.items() if k not in config}, **config}
+
     @cached_property
     def size_vars(self) -> tuple:
         return tuple(next(iter(self.sizes.values())).keys())
@@ -205,6 +212,13 @@ def load_space(path: str | Path) -> Space:
         except ValueError as err:
             raise SpaceError(path, key_path, f"{err} in '{text}'") from None
 
+    defaults = doc.get("defaults", {})
+    for name, value in defaults.items():
+        if name not in params:
+            raise SpaceError(path, ["defaults", name], f"'{name}' is not a parameter; expected one of {', '.join(params)}")
+        if value not in params[name]:
+            raise SpaceError(path, ["defaults", name], f"{value!r} is not one of its values ({', '.join(map(str, params[name]))})")
+
     restrictions = doc.get("restrictions", [])
     for i, r in enumerate(restrictions):
         expr(r, ["restrictions", i], params)
@@ -259,6 +273,7 @@ def load_space(path: str | Path) -> Space:
         rtol=float(verify.get("rtol", 1e-5)),
         iterations=int(doc.get("iterations", 7)),
         baselines=doc.get("baselines", []),
+        defaults=defaults,
     )
 
 

@@ -85,7 +85,30 @@ def read_parts(pattern: str, root: Path) -> pd.DataFrame:
 
 
 def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
-    return read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
+    """The stored evaluations (of one workload, or all). A workload's rows recorded before its space gained
+    a parameter with a default (Space.defaults) read as configs with that value, so they keep counting."""
+    df = read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
+    if workload and not df.empty:
+        from tuner.workloads import get_workload  # the workloads import the store
+
+        df = complete_configs(df, get_workload(workload).space)
+    return df
+
+
+def complete_configs(df: pd.DataFrame, space) -> pd.DataFrame:
+    """Rows whose config lacks a defaulted parameter get it (Space.complete), in `config` and its `p_` column."""
+    if not space.defaults or "config" not in df:
+        return df
+    configs = df["config"].map(json.loads)
+    stale = configs.map(lambda c: any(k not in c for k in space.defaults))
+    if not stale.any():
+        return df
+    df = df.copy()
+    df.loc[stale, "config"] = configs[stale].map(lambda c: canonical_config(space.complete(c)))
+    for k, v in space.defaults.items():
+        column = f"p_{k}"
+        df[column] = df[column].fillna(v) if column in df else v
+    return df
 
 
 def recorded_gpu(cachefile: Path) -> str | None:

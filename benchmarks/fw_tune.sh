@@ -3,8 +3,9 @@
 #   . benchmarks/device_env.sh; bash benchmarks/fw_tune.sh [STAGE ...]
 # Stages (default: all, in this order):
 #   tests     the GPU tests on awkward graphs (every config family against numpy)
-#   sweep     benchmarks/fw_sweep.py at 11k: ~90 configs built in parallel, each checked exactly; not stored,
+#   sweep     benchmarks/fw_sweep.py at 11k: ~60 configs built in parallel, each checked exactly; not stored,
 #             it picks what the campaign measures ($OUT/sweep_11k.json)
+#   minblocks the sweep's 14 best again with every phase-3 MIN_BLOCKS that fits ($OUT/sweep_minblocks_11k.json)
 #   campaign  a recorded campaign at 11k: the seed's configuration and the sweep's best FW_TOP (default 8),
 #             then FW_MORE (default 0) TPE evaluations
 #   small     the brute force of the reduced space (floyd-warshall-small, 5k) for the strategy comparison;
@@ -14,7 +15,7 @@
 # so the results are packed into $OUT/fw_tune.tgz before the device tool's own limit.
 set -uo pipefail
 OUT=${OUT:-/tmp}
-STAGES=${*:-tests sweep campaign small sizes}
+STAGES=${*:-tests sweep minblocks campaign small sizes}
 SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0,"MIN_BLOCKS":0}'
 best() {  # a config stored before a parameter existed lacks it: the seed's value (the kernel's default) fills it in
   python3 -m tuner best floyd-warshall --size "$1" --json \
@@ -32,12 +33,19 @@ if stage sweep; then
   timeout "${FW_SWEEP_S:-200}" python3 benchmarks/fw_sweep.py 11000 --repeats 2 --out "$OUT/sweep_11k.json" --top 12 \
     --budget-s "$(( ${FW_SWEEP_S:-200} - 15 ))"
 fi
+if stage minblocks; then
+  timeout "${FW_MINBLOCKS_S:-160}" python3 benchmarks/fw_sweep.py 11000 --repeats 2 --from "$OUT/sweep_11k.json" \
+    --from-top 14 --min-blocks 0,2,3,4,5,6,8 --out "$OUT/sweep_minblocks_11k.json" --budget-s "$(( ${FW_MINBLOCKS_S:-160} - 15 ))"
+fi
 if stage campaign; then
-  TOP=$(python3 - "$OUT/sweep_11k.json" "${FW_TOP:-8}" <<'PY'
+  TOP=$(python3 - "${FW_TOP:-8}" "$OUT"/sweep_*11k.json <<'PY'
 import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r.get("exact")]
-for r in sorted(rows, key=lambda r: r["ms"])[: int(sys.argv[2])]:
-    print(json.dumps(r["config"]))
+rows = [r for f in sys.argv[2:] for r in json.load(open(f))["rows"] if r.get("exact")]
+best = {}
+for r in sorted(rows, key=lambda r: r["ms"]):
+    best.setdefault(json.dumps({"MIN_BLOCKS": 0, **r["config"]}, sort_keys=True), r)
+for key in list(best)[: int(sys.argv[1])]:
+    print(key)
 PY
 )
   mapfile -t FIRST <<< "$TOP"

@@ -47,10 +47,10 @@ def candidates(space) -> list[dict]:
     return out
 
 
-def with_min_blocks(configs: list[dict], values: list[int]) -> list[dict]:
-    """Each config once per MIN_BLOCKS value that fits (0, the kernel's default, always does)."""
-    return [dict(c, MIN_BLOCKS=mb) for c in configs for mb in values
-            if mb * c["block_size_x"] * c["block_size_y"] <= 2048]
+def with_min_blocks(space, configs: list[dict], values: list[int]) -> list[dict]:
+    """Each config once per MIN_BLOCKS value the space allows with it (the SM's 2048 threads; 0, the
+    kernel's default, always fits)."""
+    return [dict(c, MIN_BLOCKS=mb) for c in configs for mb in values if space.is_valid(dict(c, MIN_BLOCKS=mb))]
 
 
 def main() -> int:
@@ -73,7 +73,7 @@ def main() -> int:
     else:
         configs = candidates(space)
     if args.min_blocks:
-        configs = with_min_blocks(configs, [int(v) for v in args.min_blocks.split(",")])
+        configs = with_min_blocks(space, configs, [int(v) for v in args.min_blocks.split(",")])
     configs = configs[: args.max_configs]
     n, m = args.n, EDGES_PER_VERTEX * args.n
     edges = np.ascontiguousarray(random_graph(n, m, GRAPH_SEED), dtype=np.int32)

@@ -1,0 +1,47 @@
+"""Run one Floyd-Warshall config once at size n (outside the store), for a profiler to watch:
+
+    ncu -k regex:fw_phase3 --launch-skip 200 -c 2 python3 benchmarks/fw_profile.py 11000 '{"BLOCK": 64, ...}'
+
+Parameters the JSON leaves out take the space's defaults (then the seed's values); the result is checked
+exactly against the reference unless --no-check (a profiler's replays make the check slow, not wrong)."""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import sys
+
+import numpy as np
+
+from benchmarks.fw_sweep import BASE
+from tuner.hostcode import build
+from tuner.workloads import get_workload
+from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference
+from tuner.workloads.graph_io import random_graph
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("n", type=int)
+    p.add_argument("config", help="JSON object of parameters")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--no-check", action="store_true")
+    args = p.parse_args()
+    space = get_workload("floyd-warshall").space
+    config = space.complete({**BASE, **json.loads(args.config)})
+    fn = build(space, config, "int32")
+    n, m = args.n, EDGES_PER_VERTEX * args.n
+    edges = np.ascontiguousarray(random_graph(n, m, GRAPH_SEED), dtype=np.int32)
+    dist = np.empty((n, n), dtype=np.int32)
+    for _ in range(args.repeats):
+        ms = fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(m), ctypes.c_int(1))
+        print(f"{ms:.2f} ms {n**3 / ms / 1e9:.2f} T/s", flush=True)
+    if not args.no_check and not np.array_equal(dist, reference(n, edges)):
+        print("WRONG result", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,7 @@ from tuner.store import canonical_config, load_evaluations
 
 GPU = sys.argv[1] if len(sys.argv) > 1 else "NVIDIA H100 80GB HBM3"
 SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
-               "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0}
+               "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0, "PRIORITY": 0}
 GTX1080_COMPUTE_S = {5000: 0.127, 11000: 1.172, 20000: 7.442, 25000: 15.157}  # the seed's "Compute" column
 
 df = load_evaluations("floyd-warshall")
@@ -31,6 +31,7 @@ def short(config):
     return (f"B{c['BLOCK']} {c['block_size_x']}x{c['block_size_y']} VEC{c['VEC']} DPX{c['DPX']} PAD{c['PAD']} "
             f"unroll{c['K_UNROLL']} look-ahead{c['LOOKAHEAD']} kchunk{c['KCHUNK']}"
             + (f" min-blocks{c['MIN_BLOCKS']}" if c.get("MIN_BLOCKS") else "")
+            + (" priority" if c.get("PRIORITY") else "")
             + (f" split{c['SPLIT']}" if c["SPLIT"] != 100 else ""))
 
 

@@ -5,9 +5,9 @@ against the reference before its time is printed. It is for choosing what a reco
 
     python benchmarks/fw_sweep.py N [--repeats 3] [--out sweep.json] [--top K]
 (configs: the neighbourhood of the known good ones, listed in candidates() below), or
-    python benchmarks/fw_sweep.py N --from sweep.json --from-top 12 --min-blocks 0,2,4,6
-(the seed's config and the K fastest exact configs of an earlier sweep, each with every phase-3 MIN_BLOCKS
-value that fits the SM's 2048 threads)."""
+    python benchmarks/fw_sweep.py N --from sweep.json --from-top 12 --vary MIN_BLOCKS=0,2,4,6 --vary PRIORITY=0,1
+(the seed's config and the K fastest exact configs of an earlier sweep, each with every combination of the
+given values that the space allows, e.g. the phase-3 MIN_BLOCKS that fit the SM's 2048 threads)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, referen
 from tuner.workloads.graph_io import random_graph
 
 BASE = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
-        "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0}  # the seed's configuration
+        "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0, "PRIORITY": 0}  # the seed's configuration
 
 
 def candidates(space) -> list[dict]:
@@ -47,10 +47,9 @@ def candidates(space) -> list[dict]:
     return out
 
 
-def with_min_blocks(space, configs: list[dict], values: list[int]) -> list[dict]:
-    """Each config once per MIN_BLOCKS value the space allows with it (the SM's 2048 threads; 0, the
-    kernel's default, always fits)."""
-    return [dict(c, MIN_BLOCKS=mb) for c in configs for mb in values if space.is_valid(dict(c, MIN_BLOCKS=mb))]
+def varied(space, configs: list[dict], name: str, values: list[int]) -> list[dict]:
+    """Each config once per value of parameter `name` that the space allows with it."""
+    return [dict(c, **{name: v}) for c in configs for v in values if space.is_valid(dict(c, **{name: v}))]
 
 
 def main() -> int:
@@ -64,7 +63,8 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=None, help="measure no new config after this many seconds")
     p.add_argument("--from", dest="source", help="an earlier sweep's JSON: take its fastest exact configs")
     p.add_argument("--from-top", type=int, default=12)
-    p.add_argument("--min-blocks", help="comma-separated MIN_BLOCKS values to try with each config")
+    p.add_argument("--vary", action="append", default=[], metavar="NAME=V1,V2",
+                   help="try each config with each of these values of a parameter (repeatable)")
     args = p.parse_args()
     space = get_workload("floyd-warshall").space
     if args.source:
@@ -72,8 +72,9 @@ def main() -> int:
         configs = [BASE] + [r["config"] for r in rows[: args.from_top] if r["config"] != BASE]
     else:
         configs = candidates(space)
-    if args.min_blocks:
-        configs = with_min_blocks(space, configs, [int(v) for v in args.min_blocks.split(",")])
+    for spec in args.vary:
+        name, _, values = spec.partition("=")
+        configs = varied(space, configs, name, [int(v) for v in values.split(",")])
     configs = configs[: args.max_configs]
     n, m = args.n, EDGES_PER_VERTEX * args.n
     edges = np.ascontiguousarray(random_graph(n, m, GRAPH_SEED), dtype=np.int32)
@@ -119,7 +120,7 @@ def _try_build(space, config):
 
 def _short(c: dict) -> str:
     return (f"B{c['BLOCK']} {c['block_size_x']}x{c['block_size_y']} VEC{c['VEC']} PAD{c['PAD']} U{c['K_UNROLL']} "
-            f"LA{c['LOOKAHEAD']} KC{c['KCHUNK']}" + (f" MB{c['MIN_BLOCKS']}" if "MIN_BLOCKS" in c else ""))
+            f"LA{c['LOOKAHEAD']} KC{c['KCHUNK']} MB{c.get('MIN_BLOCKS', 0)} PR{c.get('PRIORITY', 0)}")
 
 
 if __name__ == "__main__":

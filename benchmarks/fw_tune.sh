@@ -16,7 +16,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp}
 STAGES=${*:-tests sweep minblocks campaign small sizes}
-SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0,"MIN_BLOCKS":0}'
+SEED='{"BLOCK":64,"block_size_x":32,"block_size_y":32,"VEC":0,"DPX":0,"PAD":0,"K_UNROLL":64,"LOOKAHEAD":0,"SPLIT":100,"KCHUNK":0,"MIN_BLOCKS":0,"PRIORITY":0}'
 best() {  # a config stored before a parameter existed lacks it: the seed's value (the kernel's default) fills it in
   python3 -m tuner best floyd-warshall --size "$1" --json \
     | python3 -c "import json,sys; print(json.dumps({**json.loads(sys.argv[1]), **json.load(sys.stdin)['config']}))" "$SEED"; }
@@ -35,7 +35,7 @@ if stage sweep; then
 fi
 if stage minblocks; then
   timeout "${FW_MINBLOCKS_S:-160}" python3 benchmarks/fw_sweep.py 11000 --repeats 2 --from "$OUT/sweep_11k.json" \
-    --from-top 14 --min-blocks 0,2,3,4,5,6,8 --out "$OUT/sweep_minblocks_11k.json" --budget-s "$(( ${FW_MINBLOCKS_S:-160} - 15 ))"
+    --from-top 14 --vary MIN_BLOCKS=0,2,3,4,5,6,8 --out "$OUT/sweep_minblocks_11k.json" --budget-s "$(( ${FW_MINBLOCKS_S:-160} - 15 ))"
 fi
 if stage campaign; then
   TOP=$(python3 - "${FW_TOP:-8}" "$OUT"/sweep_*11k.json <<'PY'

@@ -16,7 +16,7 @@ from tuner.workloads.graph_io import random_graph
 
 pytestmark = pytest.mark.gpu
 
-SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64, "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0}
+SEED_CONFIG = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64, "LOOKAHEAD": 0, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0, "PRIORITY": 0}
 CONFIGS = [
     SEED_CONFIG,
     dict(SEED_CONFIG, block_size_x=16, block_size_y=16, VEC=1, DPX=1, PAD=4, K_UNROLL=4, LOOKAHEAD=1),
@@ -32,6 +32,9 @@ CONFIGS = [
     dict(SEED_CONFIG, BLOCK=96, block_size_x=32, block_size_y=8, VEC=0, PAD=0, K_UNROLL=16, LOOKAHEAD=1, KCHUNK=32),
     dict(SEED_CONFIG, BLOCK=32, block_size_x=16, block_size_y=8, VEC=1, PAD=4, K_UNROLL=1, KCHUNK=16),
     dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, VEC=0, PAD=0, K_UNROLL=4, LOOKAHEAD=2),
+    # the critical path's stream first (PRIORITY), with either look-ahead; MIN_BLOCKS as tuned at 11k
+    dict(SEED_CONFIG, block_size_y=4, VEC=1, PAD=4, K_UNROLL=16, LOOKAHEAD=2, MIN_BLOCKS=5, PRIORITY=1),
+    dict(SEED_CONFIG, BLOCK=32, block_size_x=16, block_size_y=8, VEC=1, PAD=4, K_UNROLL=4, LOOKAHEAD=1, PRIORITY=1),
 ]
 
 

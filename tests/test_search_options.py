@@ -71,7 +71,7 @@ def test_a_reduced_space_warm_starts_from_the_full_workloads_recordings(monkeypa
 
     small = get_workload("floyd-warshall-small").space
     inside = {"BLOCK": 64, "block_size_x": 16, "block_size_y": 8, "VEC": 1, "DPX": 0, "PAD": 4, "K_UNROLL": 16,
-              "LOOKAHEAD": 2, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0}
+              "LOOKAHEAD": 2, "SPLIT": 100, "KCHUNK": 0, "MIN_BLOCKS": 0, "PRIORITY": 0}
     outside = {**inside, "block_size_y": 4}  # valid in floyd-warshall, not in the reduced space
     target = {"n": 5000, "m": 30000, "gpus": 1}
 

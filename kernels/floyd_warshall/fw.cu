@@ -45,6 +45,9 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 0      // phase 3's __launch_bounds__ minimum of resident blocks per SM: ptxas keeps registers
 #endif                    // within 64K / (MIN_BLOCKS * threads); 0: the default below
+#ifndef PRIORITY
+#define PRIORITY 0        // 1 (with LOOKAHEAD): the stream of the next round's critical path (its pivot row and
+#endif                    // column tiles, phases 1-2) gets the GPU's highest priority over the bulk of phase 3
 
 #define NT (block_size_x * block_size_y)
 #define EX (BLOCK / block_size_x)  // elements per thread along a row
@@ -412,8 +415,13 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
         CHECK(cudaFuncSetAttribute(fw_phase1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM1));
         CHECK(cudaFuncSetAttribute(fw_phase2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM2));
         CHECK(cudaFuncSetAttribute(fw_phase3, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM3));
-        CHECK(cudaStreamCreateWithFlags(&G.s0, cudaStreamNonBlocking));
-        CHECK(cudaStreamCreateWithFlags(&G.s1, cudaStreamNonBlocking));
+        // The block scheduler otherwise serves the bulk of phase 3 (queued first, ~R^2 blocks) before the
+        // critical path's few blocks, so those would run only in its last wave and the next round would wait.
+        int least = 0, greatest = 0;
+        CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        const int critical = LOOKAHEAD == 1 ? 1 : 0;  // the stream that runs phases 1-2 of the next round
+        CHECK(cudaStreamCreateWithPriority(&G.s0, cudaStreamNonBlocking, PRIORITY && critical == 0 ? greatest : least));
+        CHECK(cudaStreamCreateWithPriority(&G.s1, cudaStreamNonBlocking, PRIORITY && critical == 1 ? greatest : least));
         for (cudaEvent_t *e : {&G.cross, &G.ready, &G.copied, &G.done})
             CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
         CHECK(cudaMalloc(&G.D, sizeof(int) * (size_t)np * np));

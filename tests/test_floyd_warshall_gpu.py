@@ -35,6 +35,9 @@ CONFIGS = [
     # the critical path's stream first (PRIORITY), with either look-ahead; MIN_BLOCKS as tuned at 11k
     dict(SEED_CONFIG, block_size_y=4, VEC=1, PAD=4, K_UNROLL=16, LOOKAHEAD=2, MIN_BLOCKS=5, PRIORITY=1),
     dict(SEED_CONFIG, BLOCK=32, block_size_x=16, block_size_y=8, VEC=1, PAD=4, K_UNROLL=4, LOOKAHEAD=1, PRIORITY=1),
+    # the bulk of phase 3 in two halves of rows on two streams
+    dict(SEED_CONFIG, block_size_y=4, VEC=1, PAD=4, K_UNROLL=16, LOOKAHEAD=3, MIN_BLOCKS=5, PRIORITY=1),
+    dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, K_UNROLL=4, LOOKAHEAD=3),
 ]
 
 
@@ -105,7 +108,7 @@ def test_campaign_path_verifies_and_times(tmp_path):
 
 @pytest.mark.skipif(device_count() < 2, reason="needs two GPUs")
 @pytest.mark.parametrize("config", [dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, SPLIT=s, LOOKAHEAD=la)
-                                    for s in (90, 100, 110) for la in (0, 1, 2)] + CONFIGS[1:3] + CONFIGS[7:8])
+                                    for s in (90, 100, 110) for la in (0, 1, 2, 3)] + CONFIGS[1:3] + CONFIGS[7:8])
 def test_two_gpus_match_numpy(config):
     fn = build(get_workload("floyd-warshall").space, config, "int32")
     for name, (n, edges) in graphs().items():

@@ -35,7 +35,8 @@
 #endif
 #ifndef LOOKAHEAD
 #define LOOKAHEAD 0       // 1: phases 1-2 of round r+1 run on a second stream beside phase 3 of round r;
-#endif                    // 2: besides, the bulk of phase 3 runs on its own stream, back to back (below)
+#endif                    // 2: besides, the bulk of phase 3 runs on its own stream, back to back (below);
+                          // 3: as 2, with the bulk in two halves of rows on two streams (below)
 #ifndef SPLIT
 #define SPLIT 100         // several GPUs: GPU 0's share of phase-3 row blocks, in % of an even share
 #endif
@@ -354,14 +355,14 @@ namespace {
 struct Gpu {  // one device's share of the work and its resources, released on every return path
     int dev = 0, lo = 0, hi = 0;  // phase-3 row blocks [lo, hi)
     int *D = nullptr, *edges = nullptr;
-    cudaStream_t s0 = nullptr, s1 = nullptr;
-    cudaEvent_t cross = nullptr, ready = nullptr, copied = nullptr, done = nullptr;
+    cudaStream_t s0 = nullptr, s1 = nullptr, s2 = nullptr;
+    cudaEvent_t cross = nullptr, cross2 = nullptr, ready = nullptr, copied = nullptr, done = nullptr;
     ~Gpu() {
         if (!D && !edges && !s0) return;  // a slot never set up
         if (cudaSetDevice(dev) != cudaSuccess) return;
         cudaFree(D); cudaFree(edges);
-        for (cudaStream_t s : {s0, s1}) if (s) cudaStreamDestroy(s);
-        for (cudaEvent_t e : {cross, ready, copied, done}) if (e) cudaEventDestroy(e);
+        for (cudaStream_t s : {s0, s1, s2}) if (s) cudaStreamDestroy(s);
+        for (cudaEvent_t e : {cross, cross2, ready, copied, done}) if (e) cudaEventDestroy(e);
     }
 };
 
@@ -422,7 +423,8 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
         const int critical = LOOKAHEAD == 1 ? 1 : 0;  // the stream that runs phases 1-2 of the next round
         CHECK(cudaStreamCreateWithPriority(&G.s0, cudaStreamNonBlocking, PRIORITY && critical == 0 ? greatest : least));
         CHECK(cudaStreamCreateWithPriority(&G.s1, cudaStreamNonBlocking, PRIORITY && critical == 1 ? greatest : least));
-        for (cudaEvent_t *e : {&G.cross, &G.ready, &G.copied, &G.done})
+        CHECK(cudaStreamCreateWithPriority(&G.s2, cudaStreamNonBlocking, least));
+        for (cudaEvent_t *e : {&G.cross, &G.cross2, &G.ready, &G.copied, &G.done})
             CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
         CHECK(cudaMalloc(&G.D, sizeof(int) * (size_t)np * np));
         CHECK(cudaMalloc(&G.edges, sizeof(int) * 3 * (size_t)(m > 0 ? m : 1)));
@@ -475,26 +477,45 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
         CHECK(cudaStreamWaitEvent(G.s0, start, 0));
     }
     CHECK(prepare(0, false));
-    for (int g = 0; g < gpus && LOOKAHEAD == 2; ++g) {
+    for (int g = 0; g < gpus && LOOKAHEAD >= 2; ++g) {
         CHECK(cudaSetDevice(gpu[g].dev));
         CHECK(cudaEventRecord(gpu[g].ready, gpu[g].s0));  // phases 1-2 of round 0, for the bulk of its phase 3
     }
     for (int r = 0; r < R; ++r) {
         const int nx = r + 1;
-        if (LOOKAHEAD == 2) {
-            // Two streams per GPU. s1 runs the bulk of each round's phase 3 (every tile off rows and columns
-            // r and r + 1) back to back; s0 runs the tiles of row and column r + 1, then phases 1-2 of round
-            // r + 1, beside it. The bulk of round r needs phases 1-2 of round r (event `ready`); row and
-            // column r + 1 of round r need the bulk of round r - 1 (event `cross`). The two touch disjoint
-            // tiles, and both only read the pivot row and column r. Each wait is queued before the event
-            // it names is recorded again.
+        if (LOOKAHEAD >= 2) {
+            // Two streams per GPU (LOOKAHEAD 3: three, below). s1 runs the bulk of each round's phase 3 (every
+            // tile off rows and columns r and r + 1) back to back; s0 runs the tiles of row and column r + 1,
+            // then phases 1-2 of round r + 1, beside it. The bulk of round r needs phases 1-2 of round r
+            // (event `ready`); row and column r + 1 of round r need the bulk of round r - 1 (event `cross`).
+            // The two touch disjoint tiles, and both only read the pivot row and column r. Each wait is
+            // queued before the event it names is recorded again.
             for (int g = 0; g < gpus; ++g) {
                 Gpu &G = gpu[g];
                 cudaSetDevice(G.dev);
                 cudaStreamWaitEvent(G.s0, G.cross, 0);  // the bulk of round r - 1 (never recorded at r = 0: no wait)
-                cudaStreamWaitEvent(G.s1, G.ready, 0);
-                phase3(G, G.s1, r, G.lo, G.hi, r, nx, 0, R, r, nx);
-                cudaEventRecord(G.cross, G.s1);
+                if (LOOKAHEAD == 2) {
+                    cudaStreamWaitEvent(G.s1, G.ready, 0);
+                    phase3(G, G.s1, r, G.lo, G.hi, r, nx, 0, R, r, nx);
+                    cudaEventRecord(G.cross, G.s1);
+                } else {
+                    // The bulk in two halves of rows, s1 (event cross) and s2 (cross2), so that one half's
+                    // round r + 1 fills the last wave of the other's round r. Round r's bulk writes row r - 1,
+                    // which every block of round r - 1 read as its pivot row, so the half holding row r - 1
+                    // (h) first waits for the other (f) to finish round r - 1, and f is queued first.
+                    cudaStreamWaitEvent(G.s0, G.cross2, 0);
+                    const int mid = (G.lo + G.hi) / 2;
+                    const bool first_half_holds = r - 1 < mid;
+                    cudaStream_t sf = first_half_holds ? G.s2 : G.s1, sh = first_half_holds ? G.s1 : G.s2;
+                    cudaEvent_t ef = first_half_holds ? G.cross2 : G.cross, eh = first_half_holds ? G.cross : G.cross2;
+                    cudaStreamWaitEvent(sh, ef, 0);  // f's round r - 1, queued before f records ef again
+                    cudaStreamWaitEvent(sf, G.ready, 0);
+                    cudaStreamWaitEvent(sh, G.ready, 0);
+                    phase3(G, sf, r, first_half_holds ? mid : G.lo, first_half_holds ? G.hi : mid, r, nx, 0, R, r, nx);
+                    cudaEventRecord(ef, sf);
+                    phase3(G, sh, r, first_half_holds ? G.lo : mid, first_half_holds ? mid : G.hi, r, nx, 0, R, r, nx);
+                    cudaEventRecord(eh, sh);
+                }
                 if (nx < R) {
                     if (nx >= G.lo && nx < G.hi) phase3(G, G.s0, r, nx, nx + 1, -1, -1, 0, R, r, -1);
                     phase3(G, G.s0, r, G.lo, G.hi, r, nx, nx, nx + 1, -1, -1);
@@ -537,7 +558,8 @@ extern "C" float floyd_warshall(const int *edges, int *dist, int n, int m, int g
     for (int g = 0; g < gpus; ++g) {
         Gpu &G = gpu[g];
         CHECK(cudaSetDevice(G.dev));
-        if (LOOKAHEAD == 2) CHECK(cudaStreamWaitEvent(G.s0, G.cross, 0));  // the last bulk of phase 3
+        if (LOOKAHEAD >= 2) CHECK(cudaStreamWaitEvent(G.s0, G.cross, 0));  // the last bulk of phase 3
+        if (LOOKAHEAD == 3) CHECK(cudaStreamWaitEvent(G.s0, G.cross2, 0));
         CHECK(cudaEventRecord(G.done, G.s0));
     }
     CHECK(cudaSetDevice(0));

@@ -34,13 +34,14 @@ BASE = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0,
 
 def candidates(space) -> list[dict]:
     """The seed's config, then blocking 64 and 128 with 16-64 outputs per thread, int4 runs or not (blocking
-    128: int4 runs only), whole or chunked pivot tiles, phase 3's bulk on its own stream (LOOKAHEAD 2); then
-    blocking 64 with whole tiles and LOOKAHEAD 1 (the best family before LOOKAHEAD 2 and KCHUNK)."""
+    128: int4 runs only), whole or chunked pivot tiles, phase 3's bulk in two halves on their own streams
+    behind the critical path's (LOOKAHEAD 3, PRIORITY 1: the best family since 4dc57c3); then blocking 64
+    with whole tiles and LOOKAHEAD 1."""
     out = [BASE]
     for block, bx, by, vec, kchunk in itertools.product((64, 128), (8, 16, 32), (4, 8, 16, 32), (0, 1), (0, 32)):
         outputs = (block // bx) * (block // by) if block % bx == 0 and block % by == 0 else 0
         config = dict(BASE, BLOCK=block, block_size_x=bx, block_size_y=by, VEC=vec, PAD=4 if vec else 0,
-                      K_UNROLL=16, LOOKAHEAD=2, KCHUNK=kchunk)
+                      K_UNROLL=16, LOOKAHEAD=3, PRIORITY=1, KCHUNK=kchunk)
         if outputs in (16, 32, 64) and (block == 64 or vec) and space.is_valid(config):
             out.append(config)
     out += [dict(c, LOOKAHEAD=1) for c in out[1:] if c["BLOCK"] == 64 and c["KCHUNK"] == 0]

@@ -7,6 +7,8 @@ import os
 import random
 import time
 
+from tuner.workloads import get_workload
+
 
 def synthetic_time_ms(cfg: dict) -> float:
     """A smooth-ish landscape over the reduction space with one best region (variant 7, 256 threads, 16 items)."""
@@ -32,6 +34,7 @@ def fake_worker_main(conn, spec):
     conn.send(("ready", {"gpu": {"gpu": "Fake GPU 9000", "compute_capability": "9.0", "driver": "580.0", "cuda": "13.0"},
                          "baselines": {"copy": [0.5, 0.51, 0.49]}}))
     keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
+    iterations = spec.iterations or get_workload(spec.workload).space.iterations  # as Kernel Tuner times
     rng = random.Random(os.getpid())
     while True:
         values = conn.recv()
@@ -63,5 +66,5 @@ def fake_worker_main(conn, spec):
             conn.send(("result", row))
             return  # as the real worker does after a runtime failure
         t = synthetic_time_ms(cfg)
-        row.update(status="ok", error="", times=[t * 1.01, t, t * 0.99])
+        row.update(status="ok", error="", times=[t * (1 + 0.01 * math.sin(i)) for i in range(iterations)])
         conn.send(("result", row))

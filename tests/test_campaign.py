@@ -100,3 +100,20 @@ def test_time_budget_stops(results):
     out = run_campaign(request(strategy="random", max_evals=None, time_limit=4.0))
     assert time.time() - t0 < 30
     assert 0 < out.evaluated < 576
+
+
+def test_a_changed_number_of_iterations_is_measured_again(results):
+    """Times taken over another number of launches (the space's protocol changed since) are not resumed."""
+    import dataclasses
+
+    from tuner.campaign import known_rows
+    from tuner.workloads import get_workload
+
+    run_campaign(request(max_evals=6))
+    df = load_evaluations("reduction")
+    space = get_workload("reduction").space
+    common = {"size_vars": df.size_vars.iloc[0], "dtype": "float32"}
+    provenance = df.iloc[0][["gpu", "kernel_hash", "compiler_options", "backend"]].to_dict()
+    assert len(known_rows(df, space, common, provenance)) == 6
+    again = known_rows(df, dataclasses.replace(space, iterations=space.iterations + 25), common, provenance)
+    assert sorted(r["status"] for r in again.values()) == sorted(df.status[df.status != "ok"])  # failures stay

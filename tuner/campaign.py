@@ -208,7 +208,8 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
 
 
 def known_rows(previous, space, common, provenance) -> dict:
-    """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run."""
+    """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run.
+    A time measured over another number of iterations (the space's protocol changed) is measured again."""
     if previous.empty:
         return {}
     same = previous[(previous["gpu"] == provenance["gpu"]) & (previous["size_vars"] == common["size_vars"])
@@ -217,6 +218,8 @@ def known_rows(previous, space, common, provenance) -> dict:
                     & (previous["backend"] == provenance["backend"])]
     known = {}
     for rec in same.to_dict("records"):
+        if rec["status"] == "ok" and len(rec["times"]) != space.iterations:
+            continue
         config = json.loads(rec["config"])
         values = [config[k] for k in space.params]
         row = {**config, "status": rec["status"], "error": rec["error"],

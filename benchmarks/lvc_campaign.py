@@ -1,6 +1,7 @@
 """A LocVolCalib campaign at course-large (or --size) that measures the naive pipeline, the best
-optimised pipeline of the earlier space and a spread of warp-structure configurations first, then lets TPE
-search the rest of its time budget; every row lands in the store as in `tuner tune`.
+optimised pipeline of the earlier space, the best warp pipeline of the earlier x-kernel and a spread of
+warp-structure configurations with the rewritten x-kernels (XFORM 1-3) first, then lets TPE search the rest
+of its time budget; every row lands in the store as in `tuner tune`.
 
   python benchmarks/lvc_campaign.py --dtype float64 --budget 170s"""
 
@@ -12,20 +13,21 @@ import json
 from tuner.campaign import CampaignRequest, parse_budget, run_campaign
 
 NAIVE = {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 8,
-         "BLOCK": 256, "KPB": 1, "STEPS": 1}
+         "BLOCK": 256, "KPB": 1, "STEPS": 1, "XFORM": 0, "XREGS": 0}
 # the best of the first course-large float64 campaign (61.6 ms): cyclic reduction both ways, shared, fused
 EARLIER_BEST = {"STRUCTURE": 1, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 1, "SOLVER_Y": 1, "TILE_X": 8,
-                "TILE_Y": 8, "BLOCK": 256, "KPB": 1, "STEPS": 1}
+                "TILE_Y": 8, "BLOCK": 256, "KPB": 1, "STEPS": 1, "XFORM": 0, "XREGS": 0}
 WARP = {"STRUCTURE": 2, "SHARE_COEF": 1, "FUSE_EXPLICIT": 1, "SOLVER_X": 0, "SOLVER_Y": 0, "BLOCK": 256}
-# (TILE_X, TILE_Y, KPB, STEPS): the best tiles of the first warp campaign (ecdd4ec), the factors of all steps at
-# once, and 2-4 outer indices per block
-SPREAD = [(16, 4, 1, 32), (16, 4, 1, 128), (8, 4, 1, 128), (16, 8, 1, 128), (8, 8, 1, 128), (16, 4, 2, 128),
-          (8, 4, 2, 128), (8, 8, 4, 128), (4, 4, 4, 128)]
+# (TILE_X, TILE_Y, KPB, STEPS, XFORM, XREGS): the best of the campaign of the earlier x-kernel (20261123T223454Z,
+# 29.32 ms), then the rewritten x-kernels near the best of a first timing of them (runs/run6_log.txt: XFORM 3 at
+# 128 registers; 168 or 255 registers and VarY in registers were slower) and the asynchronous copy (XFORM 4)
+SPREAD = [(4, 4, 8, 32, 0, 0), (4, 4, 8, 32, 3, 0), (4, 4, 8, 32, 4, 0), (8, 4, 8, 32, 4, 0), (16, 4, 8, 32, 4, 0),
+          (4, 8, 8, 32, 4, 0), (8, 4, 8, 32, 3, 0), (4, 4, 8, 128, 4, 0), (4, 4, 4, 32, 4, 0)]
 
 
 def first_configs(spread: int = len(SPREAD)) -> list:
-    return [NAIVE, EARLIER_BEST] + [{**WARP, "TILE_X": tx, "TILE_Y": ty, "KPB": kpb, "STEPS": steps}
-                                    for tx, ty, kpb, steps in SPREAD[:spread]]
+    return [NAIVE, EARLIER_BEST] + [{**WARP, "TILE_X": tx, "TILE_Y": ty, "KPB": kpb, "STEPS": steps, "XFORM": xf,
+                                     "XREGS": xr} for tx, ty, kpb, steps, xf, xr in SPREAD[:spread]]
 
 
 def main():

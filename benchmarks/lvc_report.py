@@ -77,10 +77,10 @@ def campaign_summary(space, dtype: str):
     print("  best per structure: " + ", ".join(f"{v}: {g.objective_value.min():.2f} ms ({len(g)} configs)"
                                               for v, g in df.groupby("p_STRUCTURE")))
     warp = df[df.p_STRUCTURE == 2]
-    for param in ("KPB", "STEPS", "TILE_X", "TILE_Y"):
+    for param in ("KPB", "STEPS", "TILE_X", "TILE_Y", "XFORM", "XREGS"):
         if len(warp):
             print(f"  warp structure, best per {param}: " + ", ".join(
-                f"{v}: {g.objective_value.min():.2f} ms" for v, g in warp.groupby(f"p_{param}")))
+                f"{int(v)}: {g.objective_value.min():.2f} ms" for v, g in warp.groupby(f"p_{param}")))
 
 if __name__ == "__main__":
     main()

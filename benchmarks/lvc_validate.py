@@ -5,7 +5,8 @@ with Finpar's output.data by the original rule. Prints a table and writes JSON.
   python benchmarks/lvc_validate.py --configs naive,sample:24 --sizes finpar-small,course-small --json out.json
   configs: naive | best (the best stored for this GPU, size and dtype) | tuned (the best stored for course-large
            float64) | sample:N (N random optimised configs) |
-           a JSON object of parameters; comma-separated (a JSON object alone)."""
+           a JSON object of parameters | @FILE (a JSON list of such objects; parameters added to the space later
+           take its defaults); comma-separated (a JSON object alone)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from tuner.workloads.locvolcalib_io import problem_from_size, read_output, valid
 DATASETS = {"finpar-small": "Small", "finpar-medium": "Medium", "finpar-large": "Large",
             "finpar-small-n32": "Small_legacy_N32"}
 NAIVE = {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8,
-         "TILE_Y": 8, "BLOCK": 256, "KPB": 1, "STEPS": 1}
+         "TILE_Y": 8, "BLOCK": 256, "KPB": 1, "STEPS": 1, "XFORM": 0, "XREGS": 0}
 
 
 def all_configs():
@@ -53,6 +54,9 @@ def pick_configs(spec: str, size_name: str | None = None, dtype: str = "float64"
             out.append(WORKLOAD.run_config(WORKLOAD.space.sizes[size_name], dtype))
         elif part == "tuned":  # the best of the course-large float64 campaign, on every size and dtype
             out.append(WORKLOAD.run_config(WORKLOAD.space.sizes["course-large"], "float64"))
+        elif part.startswith("@"):
+            with open(part[1:]) as f:
+                out.extend(WORKLOAD.space.complete(c) for c in json.load(f))
         elif part.startswith("sample:"):
             optimised = [c for c in all_configs() if c["STRUCTURE"] == 1]
             out.extend(random.Random(0).sample(optimised, int(part.split(":")[1])))

@@ -30,7 +30,14 @@ CONFIGS = [{**c, "KPB": 1, "STEPS": 1} for c in OLD] + [
     {**WARP, "TILE_X": 8, "TILE_Y": 8, "KPB": 1, "STEPS": 1},
     {**WARP, "TILE_X": 4, "TILE_Y": 16, "KPB": 4, "STEPS": 32},
     {**WARP, "TILE_X": 16, "TILE_Y": 4, "KPB": 8, "STEPS": 32},
+    # the rewritten x-kernels (S = U + R, no x-stencil), each form, with and without a larger register budget
+    {**WARP, "TILE_X": 4, "TILE_Y": 16, "KPB": 4, "STEPS": 32, "XFORM": 3, "XREGS": 168},
+    {**WARP, "TILE_X": 8, "TILE_Y": 4, "KPB": 8, "STEPS": 32, "XFORM": 1, "XREGS": 255},
+    {**WARP, "TILE_X": 16, "TILE_Y": 8, "KPB": 2, "STEPS": 128, "XFORM": 2, "XREGS": 0},
+    {**WARP, "TILE_X": 4, "TILE_Y": 8, "KPB": 8, "STEPS": 32, "XFORM": 4, "XREGS": 0},
+    {**WARP, "TILE_X": 4, "TILE_Y": 4, "KPB": 8, "STEPS": 32, "XFORM": 0, "XREGS": 168},
 ]
+CONFIGS = [get_workload("locvolcalib").space.complete(c) for c in CONFIGS]  # XFORM, XREGS: 0 where not given
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -38,7 +45,8 @@ def test_configs_match_numpy_through_kernel_tuner(dtype):
     """course-medium: 47 x 181, neither a power of two, so every partial tile and CR level is exercised."""
     space = get_workload("locvolcalib").space
     size = space.sizes["course-medium"]
-    bad = failed_configs("locvolcalib", size, dtype, [[c[k] for k in space.params] for c in CONFIGS], timeout=120)
+    bad = failed_configs("locvolcalib", size, dtype, [[c[k] for k in space.params] for c in CONFIGS],
+                         timeout=120)
     assert not bad, bad
 
 
@@ -47,7 +55,8 @@ def test_warp_structure_with_partial_groups_and_its_row_limit():
     than 256 rows are refused by the warp structure (a runtime failure, not a wrong answer)."""
     w = get_workload("locvolcalib")
     space = w.space
-    warp = [{**WARP, "TILE_X": 8, "TILE_Y": 4, "KPB": kpb, "STEPS": 32} for kpb in (4, 8)]
+    warp = [{**WARP, "TILE_X": 8, "TILE_Y": 4, "KPB": kpb, "STEPS": 32, "XFORM": xf, "XREGS": 0}
+            for kpb in (4, 8) for xf in (0, 4)]
     bad = failed_configs("locvolcalib", w.parse_size("course:13x40x70x9"), "float64",
                          [[c[k] for k in space.params] for c in warp], timeout=120)
     assert not bad, bad

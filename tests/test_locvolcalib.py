@@ -158,13 +158,18 @@ def test_float32_reference_stays_inside_the_float32_tolerance():
 def test_space_has_one_naive_point_and_a_few_hundred_configs():
     space = get_workload("locvolcalib").space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
-    assert 100 < len(configs) <= 300
+    assert 100 < len(configs) <= 800
     naive = [c for c in configs if c["STRUCTURE"] == 0]
     assert len(naive) == 1 and naive[0]["BLOCK"] == 256
     assert sum(c["STRUCTURE"] == 1 for c in configs) == 150  # the earlier optimised pipelines are all still points
     warp = [c for c in configs if c["STRUCTURE"] == 2]
     assert {c["KPB"] for c in warp} == {1, 2, 4, 8} and {c["STEPS"] for c in warp} == {1, 32, 128}
     assert all(c["KPB"] == 1 and c["STEPS"] == 1 for c in configs if c["STRUCTURE"] != 2)
+    assert {c["XFORM"] for c in warp} == {0, 1, 2, 3, 4} and {c["XREGS"] for c in warp} == {0, 168, 255}
+    assert all(c["XFORM"] == 0 and c["XREGS"] == 0 for c in configs if c["STRUCTURE"] != 2)
+    # the warp configs recorded before XFORM and XREGS existed are still points, with their defaults
+    assert sum(c["XFORM"] == 0 and c["XREGS"] == 0 for c in warp) == 108
+    assert space.complete({"STRUCTURE": 2, "KPB": 8}) == {"STRUCTURE": 2, "KPB": 8, "XFORM": 0, "XREGS": 0}
     assert space.lang == "host" and space.objective == "time" and not space.maximize
 
 
@@ -192,11 +197,13 @@ MEDIUM = str(FINPAR_DATA / "Medium" / "input.data")
     ([MEDIUM, "--reference", str(FINPAR_DATA / "Small" / "output.data")], "has 16 values, .* prices 128 options"),
     ([MEDIUM, "--config", "STRUCTURE=1"], "--config must set exactly the parameters of locvolcalib: missing"),
     ([MEDIUM, "--config", "STRUCTURE=1", "SHARE_COEF=0", "FUSE_EXPLICIT=0", "SOLVER_X=0", "SOLVER_Y=0", "TILE_X=16",
-      "TILE_Y=16", "BLOCK=128", "KPB=1", "STEPS=1"], "breaks a restriction"),
+      "TILE_Y=16", "BLOCK=128", "KPB=1", "STEPS=1", "XFORM=0", "XREGS=0"], "breaks a restriction"),
     ([MEDIUM, "--config", "STRUCTURE=1", "SHARE_COEF=1", "FUSE_EXPLICIT=1", "SOLVER_X=0", "SOLVER_Y=0", "TILE_X=64",
-      "TILE_Y=16", "BLOCK=128", "KPB=1", "STEPS=1"], r"TILE_X=64 \(allowed \[4, 8, 16, 32\]\)"),
+      "TILE_Y=16", "BLOCK=128", "KPB=1", "STEPS=1", "XFORM=0", "XREGS=0"], r"TILE_X=64 \(allowed \[4, 8, 16, 32\]\)"),
     ([MEDIUM, "--config", "STRUCTURE=1", "SHARE_COEF=1", "FUSE_EXPLICIT=1", "SOLVER_X=1", "SOLVER_Y=1", "TILE_X=8",
-      "TILE_Y=8", "BLOCK=128", "KPB=4", "STEPS=1"], "breaks a restriction"),
+      "TILE_Y=8", "BLOCK=128", "KPB=4", "STEPS=1", "XFORM=0", "XREGS=0"], "breaks a restriction"),
+    ([MEDIUM, "--config", "STRUCTURE=2", "SHARE_COEF=1", "FUSE_EXPLICIT=1", "SOLVER_X=0", "SOLVER_Y=0", "TILE_X=16",
+      "TILE_Y=4", "BLOCK=256", "KPB=8", "STEPS=32", "XFORM=3", "XREGS=168"], "breaks a restriction"),
 ])
 def test_tuner_run_argument_errors(argv, message, capsys):
     assert main(["run", "locvolcalib", *argv]) == 2

@@ -22,11 +22,20 @@
 //
 // REAL is float or double (the space's dtypes). Parameters: STRUCTURE, SHARE_COEF, FUSE_EXPLICIT,
 // SOLVER_X, SOLVER_Y, TILE_X, TILE_Y, BLOCK (threads of the element-wise kernels and of the tile kernels
-// with solvers 0 and 1; a partitioned solve takes one thread per segment), KPB and STEPS (STRUCTURE 2).
+// with solvers 0 and 1; a partitioned solve takes one thread per segment), KPB, STEPS, XFORM and XREGS
+// (STRUCTURE 2: the x-kernel's form and register budget, see warp_kernel_x; both 0 unless given, the kernel
+// as it was before they existed).
 #include <cuda_runtime.h>
 #include <cmath>
 #include <cstdio>
 #include <vector>
+
+#ifndef XFORM
+#define XFORM 0
+#endif
+#ifndef XREGS
+#define XREGS 0
+#endif
 
 struct Grid {
     int K, M, N;
@@ -713,7 +722,10 @@ __device__ __forceinline__ void warp_solve(REAL (&v)[EMAX], const REAL (&cb)[EMA
 // those reads are free of bank conflicts. The factors beta and 1/uu of the warp's column stay in registers
 // across the KPB planes, c/uu is formed from VarX. Out goes dtInv*Ux - 0.5*V, coalesced, into yr.
 #define WX_THREADS (32 * TILE_X)
-__global__ void __launch_bounds__(WX_THREADS, 512 / WX_THREADS) warp_kernel_x(REAL *yr, const REAL *r, Coef cf, Grid g, Step s) {
+// XREGS: the x-kernel's register budget per thread; 0: 128 (at least 512 threads of it per SM, as before)
+#define WX_MINB (XREGS == 0 ? 512 / WX_THREADS : 65536 / (XREGS * WX_THREADS) > 0 ? 65536 / (XREGS * WX_THREADS) : 1)
+#if XFORM == 0
+__global__ void __launch_bounds__(WX_THREADS, WX_MINB) warp_kernel_x(REAL *yr, const REAL *r, Coef cf, Grid g, Step s) {
     extern __shared__ unsigned char smem_raw[];
     const int M = g.M, N = g.N, W = TILE_X + 2, E = rows_per_lane(M), skewed = M * TILE_X + 32;
     REAL *rt = reinterpret_cast<REAL *>(smem_raw), *dt = rt + M * W, *vxt = dt + skewed, *vyt = vxt + skewed;
@@ -782,6 +794,168 @@ __global__ void __launch_bounds__(WX_THREADS, 512 / WX_THREADS) warp_kernel_x(RE
         __syncthreads();  // before the next plane overwrites R's tile
     }
 }
+#else
+// XFORM 1-4: the same step rewritten so the x-stencil disappears. With A = dtInv*I - 0.5*Lx the x-system's
+// matrix (the rows row_x builds), its right-hand side dtInv*R + 0.5*Lx R + V is 2*dtInv*R - A R + V, so
+// U = A^-1 (2*dtInv*R + V) - R, and the y right-hand side dtInv*U - 0.5*V is dtInv*S + P with S the solution
+// of A S = 2*dtInv*R + V and P = -(dtInv*R + 0.5*V). Per element and plane the explicit pass reads R and its
+// j-neighbours from the tile (V = Ly R) and keeps P in a register for the output pass, which reads only S.
+// R's tile rows are padded (warp_rt_stride) so a warp's reads are free of bank conflicts; VarY of the
+// thread's elements (k-invariant) comes from a shared tile (XFORM 1) or stays in registers (XFORM 2); XFORM 3
+// keeps both VarY and P in shared tiles (no spills at 128 registers); XFORM 4 is 3 with the next plane's R
+// tile copied asynchronously (cp.async) while the current plane is solved and written out, as R's tile is
+// free once the explicit pass has read it. c/uu of the warp's column is formed from VarX read once from
+// global memory.
+#define WX_P_SHARED (XFORM == 3 || XFORM == 4)
+// one element of R's tile, copied asynchronously (zero-filled outside the grid); the thread waits for its own
+// copies before the barrier that makes them the block's
+__device__ __forceinline__ void copy_async(REAL *dst, const REAL *src, bool in) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"((int)sizeof(REAL)),
+                 "r"(in ? (int)sizeof(REAL) : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__host__ __device__ inline int warp_rt_stride() {
+    // a wavefront of 128 bytes serves 128/sizeof(REAL) threads: TILE_X columns of 128/sizeof(REAL)/TILE_X rows,
+    // whose rows start on distinct multiples of TILE_X (mod the banks) when the stride is an odd multiple of it
+    const int W = TILE_X + 2, n = 128 / (int)sizeof(REAL);
+    if (TILE_X >= n) return W;
+    int ws = W;
+    while (ws % (2 * TILE_X) != TILE_X) ++ws;
+    return ws;
+}
+
+__global__ void __launch_bounds__(WX_THREADS, WX_MINB) warp_kernel_x(REAL *yr, const REAL *r, Coef cf, Grid g, Step s) {
+    extern __shared__ unsigned char smem_raw[];
+    const int M = g.M, N = g.N, W = TILE_X + 2, WS = warp_rt_stride(), E = rows_per_lane(M);
+    [[maybe_unused]] const int skewed = M * TILE_X + 32;
+    REAL *rt = reinterpret_cast<REAL *>(smem_raw), *dt = rt + M * WS;
+    const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, j0 = blockIdx.x * TILE_X, jj = tid % TILE_X;
+    const int j = j0 + jj;
+    const bool solver = j0 + w < N;
+    // the y-weights' Dyy factors of the thread's column (j is the same for all its elements)
+    REAL h0 = REAL(0), h1 = REAL(0), h2 = REAL(0);
+    if (j < N) {
+        if (j > 0) h0 = REAL(0.5) * g.dyy[3 * j];
+        h1 = REAL(0.5) * g.dyy[3 * j + 1];
+        if (j < N - 1) h2 = REAL(0.5) * g.dyy[3 * j + 2];
+    }
+    // the thread's elements (i, jj), i = 32q + tid / TILE_X, sit at slot i*TILE_X + jj + i/E of the skewed tile;
+    // the warp's rows E*lane + q of column w at (E*lane + q)*TILE_X + w + lane
+    auto slot = [&](int q) { const int i = 32 * q + tid / TILE_X; return i * TILE_X + jj + i / E; };
+    REAL cb[EMAX], ci[EMAX], cg[EMAX], v[EMAX];
+#if !WX_P_SHARED
+    REAL p[EMAX];
+#else
+    REAL *pt = dt + skewed;  // P, in the thread's slots
+#endif
+#if XFORM == 2
+    REAL vy[EMAX];
+#else
+    REAL *vyt = dt + (WX_P_SHARED ? 2 : 1) * skewed;
+#endif
+#pragma unroll
+    for (int q = 0; q < EMAX; ++q) {
+        const int i = 32 * q + tid / TILE_X;
+#if XFORM == 2
+        vy[q] = q < E && i < M && j < N ? cf.vy[i * N + j] : REAL(0);
+#else
+        if (q < E && i < M && j < N) vyt[slot(q)] = cf.vy[i * N + j];
+#endif
+        cg[q] = REAL(0);
+#if !WX_P_SHARED
+        p[q] = REAL(0);
+#endif
+    }
+    if (solver) {  // c_i / uu_i, with c_i = -0.5 * (0.5 * VarX * Dxx[i][2]) as in row_x (0 on the last row)
+        load_factors(cf.xbeta, cf.xinv, E, [&](int q) { return ((size_t)q * N + j0 + w) * 32 + lane; }, cb, ci);
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) {
+            const int i = E * lane + q;
+            if (q < E && i < M - 1) cg[q] = -REAL(0.5) * (REAL(0.5) * cf.vx[i * N + j0 + w] * g.dxx[3 * i + 2]) * ci[q];
+        }
+    }
+    // R's tile of the first plane; later planes' are loaded after the previous output pass (R's tile is last
+    // read by the explicit pass, two barriers before)
+    auto load_tile = [&](int k) {
+        for (int e = tid; e < M * W; e += WX_THREADS) {
+            const int i = e / W, c = e % W, jc = j0 - 1 + c;
+#if XFORM == 4
+            const bool in = jc >= 0 && jc < N;
+            copy_async(rt + i * WS + c, in ? r + at(k, i, jc, M, N) : r, in);
+#else
+            rt[i * WS + c] = jc >= 0 && jc < N ? r[at(k, i, jc, M, N)] : REAL(0);
+#endif
+        }
+#if XFORM == 4
+        copy_async_commit();
+#endif
+    };
+    const int k0 = blockIdx.y * KPB;
+    load_tile(k0);
+#if XFORM == 4
+    copy_async_wait();
+#endif
+#pragma unroll 1
+    for (int kk = 0; kk < KPB; ++kk) {
+        const int k = k0 + kk;
+        if (k >= g.K) break;
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) {
+            const int i = 32 * q + tid / TILE_X;
+            if (q < E && i < M && j < N) {
+                const REAL *c = rt + i * WS + jj + 1;
+#if XFORM == 2
+                const REAL y = vy[q];
+#else
+                const REAL y = vyt[slot(q)];
+#endif
+                const REAL rc = c[0];
+                REAL V = (y * h1) * rc;
+                V += (y * h0) * c[-1];
+                V += (y * h2) * c[1];
+                dt[slot(q)] = REAL(2) * s.dt_inv * rc + V;
+#if WX_P_SHARED
+                pt[slot(q)] = -(s.dt_inv * rc + REAL(0.5) * V);
+#else
+                p[q] = -(s.dt_inv * rc + REAL(0.5) * V);
+#endif
+            }
+        }
+        __syncthreads();
+#if XFORM == 4
+        if (kk + 1 < KPB && k + 1 < g.K) load_tile(k + 1);  // R's tile was last read by the explicit pass
+#endif
+        if (solver) {
+#pragma unroll
+            for (int q = 0; q < EMAX; ++q)
+                v[q] = q < E && E * lane + q < M ? dt[(E * lane + q) * TILE_X + w + lane] : REAL(0);
+            warp_solve(v, cb, ci, cg, E, lane);
+#pragma unroll
+            for (int q = 0; q < EMAX; ++q)
+                if (q < E && E * lane + q < M) dt[(E * lane + q) * TILE_X + w + lane] = v[q];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < EMAX; ++q) {  // the thread's own slots: the next explicit pass rewrites them itself
+            const int i = 32 * q + tid / TILE_X;
+#if WX_P_SHARED
+            if (q < E && i < M && j < N) yr[at(k, i, j, M, N)] = s.dt_inv * dt[slot(q)] + pt[slot(q)];
+#else
+            if (q < E && i < M && j < N) yr[at(k, i, j, M, N)] = s.dt_inv * dt[slot(q)] + p[q];
+#endif
+        }
+#if XFORM == 4
+        copy_async_wait();
+#else
+        if (kk + 1 < KPB && k + 1 < g.K) load_tile(k + 1);
+#endif
+    }
+}
+#endif
 
 // Implicit y: block (TILE_Y rows, KPB planes), a warp per row, working alone (no block barrier): the row
 // read coalesced into the warp's shared-memory row (skewed by `pad` slots per E values against bank
@@ -831,7 +1005,14 @@ __global__ void __launch_bounds__(WY_THREADS, 512 / WY_THREADS) warp_kernel_y(RE
     }
 }
 
+#if XFORM == 0
 static size_t warp_shared_x(int M) { return ((size_t)M * (TILE_X + 2) + 3 * ((size_t)M * TILE_X + 32)) * sizeof(REAL); }
+#else
+static size_t warp_shared_x(int M) {
+    // R's tile; S; VarY (XFORM 1, 3, 4); P (XFORM 3, 4)
+    return ((size_t)M * warp_rt_stride() + (XFORM == 2 ? 1 : XFORM == 1 ? 2 : 3) * ((size_t)M * TILE_X + 32)) * sizeof(REAL);
+}
+#endif
 static size_t warp_shared_y(int N) { return (size_t)TILE_Y * warp_row_len(N) * sizeof(REAL); }
 #endif
 

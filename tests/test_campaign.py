@@ -117,3 +117,26 @@ def test_a_changed_number_of_iterations_is_measured_again(results):
     assert len(known_rows(df, space, common, provenance)) == 6
     again = known_rows(df, dataclasses.replace(space, iterations=space.iterations + 25), common, provenance)
     assert sorted(r["status"] for r in again.values()) == sorted(df.status[df.status != "ok"])  # failures stay
+
+
+def test_a_config_measured_again_under_the_current_protocol_supersedes_the_older_time(results):
+    """Both recordings stay on disk; queries read the one timed over the space's number of launches, and an
+    older time that nothing measured again still counts."""
+    from tuner.store import PartWriter, read_parts
+
+    run_campaign(request(max_evals=6))
+    first = load_evaluations("reduction")
+    older = first[first.status == "ok"].head(3).copy()  # as if timed over 3 launches before
+    older["times"] = [[9.0, 9.0, 9.0]] * 3
+    older["campaign_id"] = "older"
+    lone = json.loads(older["config"].iloc[2])
+    lone["block_size_x"] = 1024 if lone["block_size_x"] != 1024 else 512  # a config measured only then
+    older.iloc[2, older.columns.get_loc("config")] = json.dumps(lone, sort_keys=True, separators=(",", ":"))
+    assert older["config"].iloc[2] not in set(first["config"])
+    folder = next(results.glob("*/reduction/evaluations"))
+    writer = PartWriter(folder / "older.parquet")
+    writer.rows.extend(older.to_dict("records"))
+    writer.flush()
+    assert (read_parts("*/reduction/evaluations/*.parquet", results)["campaign_id"] == "older").sum() == 3
+    df = load_evaluations("reduction")
+    assert len(df) == len(first) + 1 and df[df.campaign_id == "older"]["config"].tolist() == [older["config"].iloc[2]]

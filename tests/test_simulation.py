@@ -7,7 +7,7 @@ import pytest
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.cli import main
 from tuner.query import best
-from tuner.store import cache_path, results_root
+from tuner.store import cache_path, config_medians, load_evaluations, results_root
 from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -23,12 +23,20 @@ def replay(strategy, size, dtype, budget=None, seed=1):
 
 @pytest.mark.parametrize("size, dtype", RECORDED)
 def test_brute_force_replay_finds_the_stored_best(size, dtype):
+    """The replay finds the recording's best; `tuner best` answers it, or the near-tie that the campaign's
+    confirmation chose after measuring the near-ties again."""
     out = replay("brute_force", size, dtype)
     assert out.simulated and out.gpu == H100
     assert out.evaluated == 576  # the recording covers every valid config
+    rows = load_evaluations("reduction")
+    rows = rows[(rows["size"] == size) & (rows["dtype"] == dtype) & (rows["gpu"] == H100) & (rows["status"] == "ok")]
+    medians = config_medians(rows, maximize=True)
+    assert out.best["config"] == json.loads(medians.index[0])
+    assert out.best["value"] == pytest.approx(medians.iloc[0])
     stored = best("reduction", size, dtype, gpu=H100)
-    assert out.best["value"] == pytest.approx(stored["value"])
-    assert out.best["config"] == stored["config"]
+    if stored["config"] != out.best["config"]:
+        assert any("near-ties measured again" in n for n in stored["notes"])
+        assert stored["value"] >= 0.95 * out.best["value"]
 
 
 @pytest.mark.parametrize("strategy", ["tpe", "random", "cmaes", "qmc", "kt:genetic_algorithm", "kt:greedy_ils"])

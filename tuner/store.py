@@ -86,13 +86,30 @@ def read_parts(pattern: str, root: Path) -> pd.DataFrame:
 
 def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
     """The stored evaluations (of one workload, or all). A workload's rows recorded before its space gained
-    a parameter with a default (Space.defaults) read as configs with that value, so they keep counting."""
+    a parameter with a default (Space.defaults) read as configs with that value, so they keep counting; a time
+    measured again under the space's current number of launches supersedes the older protocol's."""
     df = read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
     if workload and not df.empty:
         from tuner.workloads import get_workload  # the workloads import the store
 
-        df = complete_configs(df, get_workload(workload).space)
+        space = get_workload(workload).space
+        df = without_superseded(complete_configs(df, space), space)
     return df
+
+
+def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
+    """Leaves out successful rows timed over another number of launches than the space's, where the same
+    config (GPU, size, dtype) was measured again with the space's number (the files keep both)."""
+    if "times" not in df or df.empty:
+        return df
+    ok = df["status"] == "ok"
+    current = ok & (df["times"].map(lambda t: len(t) if t is not None else 0) == space.iterations)
+    if current.all() or not (ok & ~current).any():
+        return df
+    key = ["gpu", "size_vars", "dtype", "config"]
+    remeasured = df.loc[current, key].drop_duplicates().assign(_again=True)
+    flagged = df[key].merge(remeasured, on=key, how="left")["_again"].fillna(False).to_numpy(dtype=bool)
+    return df[~(ok & ~current & flagged).to_numpy()].reset_index(drop=True)
 
 
 def complete_configs(df: pd.DataFrame, space) -> pd.DataFrame:

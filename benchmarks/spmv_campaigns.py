@@ -2,9 +2,14 @@
 whose first evaluations are the seed's two kernels (variant 0 and 1 as the seed wrote them, at three block
 sizes) and six hand-picked recipes (below), so every matrix has the seed's figures and the tuned best from
 the same campaign, with cuSPARSE timed in it. Campaigns stop being started when the deadline (seconds from start) draws near.
-Usage: python benchmarks/spmv_campaigns.py --dtype float32 --budget 35 --deadline 250 [size ...]"""
+With --configs FILE, each campaign measures exactly the seed's kernels and the configs of FILE (a JSON list of
+configs for every matrix, or {"*": [...], matrix: [...]} adding per-matrix ones) and nothing else: how a new kernel
+version is measured against the best configs of the previous one.
+Usage: python benchmarks/spmv_campaigns.py --dtype float32 --budget 35 --deadline 250 [size ...]
+       python benchmarks/spmv_campaigns.py --configs FILE --deadline 300 [size ...]"""
 
 import argparse
+import json
 import sys
 import time
 
@@ -30,7 +35,13 @@ def main():
     p.add_argument("--dtype", default="float32")
     p.add_argument("--budget", type=int, default=35)
     p.add_argument("--deadline", type=float, default=280, help="seconds: no campaign starts after deadline - 20")
+    p.add_argument("--configs", help="JSON: the configs to measure (after the seed's), instead of recipes + TPE")
     args = p.parse_args()
+    listed = None
+    if args.configs:
+        listed = json.load(open(args.configs))
+        if isinstance(listed, list):
+            listed = {"*": listed}
     start = time.monotonic()
     sizes = args.sizes or list(get_workload("spmv").space.sizes)
     space = get_workload("spmv").space
@@ -41,8 +52,17 @@ def main():
             continue
         t0 = time.monotonic()
         try:
-            first = tuple(SEED_CONFIGS + recipes(space.sizes[size]["mean"]))
-            r = run_campaign(CampaignRequest("spmv", size=size, dtype=args.dtype, strategy="tpe", max_evals=args.budget,
+            if listed is None:
+                first = tuple(space.complete(c) for c in SEED_CONFIGS + recipes(space.sizes[size]["mean"]))
+                budget = args.budget
+            else:
+                first = []
+                for c in SEED_CONFIGS + listed.get("*", []) + listed.get(size, []):
+                    c = space.complete(c)
+                    if c not in first:
+                        first.append(c)
+                first, budget = tuple(first), len(first)
+            r = run_campaign(CampaignRequest("spmv", size=size, dtype=args.dtype, strategy="tpe", max_evals=budget,
                                              time_limit=left - 10, timeout=30, quiet=True, first=first))
         except Exception as e:  # noqa: BLE001  (one matrix failing must not stop the others)
             print(f"{size} {args.dtype}: FAILED {type(e).__name__}: {e}", flush=True)

@@ -1,7 +1,8 @@
 """Markdown tables for the README from the stored spmv campaigns: per matrix, the seed's two kernels (as the
 seed wrote them, best of the block sizes measured), the tuned best and cuSPARSE (same campaign), and the
 harmonic mean and minimum of tuned / cuSPARSE; then per matrix class.
-Usage: python benchmarks/spmv_report.py [--dtype float32] [GPU name]"""
+Only the newest kernel code's measurements count (the kernel hash of the latest row), unless --all-kernels.
+Usage: python benchmarks/spmv_report.py [--dtype float32] [--all-kernels] [GPU name]"""
 
 import argparse
 import json
@@ -13,13 +14,16 @@ from tuner.workloads import get_workload
 from tuner.workloads.spmv import SEED_CONFIGS
 from tuner.workloads.spmv_matrices import CLASS_NAMES
 
-VARIANTS = {0: "scalar", 1: "scalar + shared x", 2: "vector", 3: "nonzero split", 4: "CSR-stream split", 5: "merge path"}
+VARIANTS = {0: "scalar", 1: "scalar + shared x", 2: "vector", 3: "nonzero split", 4: "CSR-stream split", 5: "merge path",
+            6: "CSR-stream 2"}
 
 
 def describe(c: dict) -> str:
-    lanes = f", {c['threads_per_row']} lanes/row" if 2 <= c["variant"] <= 4 else ""
+    lanes = f", {c['threads_per_row']} lanes/row" if c["variant"] in (2, 3, 4, 6) else ""
     hints = "".join([", ldg" if c["ldg"] else "", ", stream" if c["stream"] else "",
-                     f", unroll {c['unroll']}" if c["unroll"] > 1 else ""])
+                     f", unroll {c['unroll']}" if c["unroll"] > 1 and c["variant"] != 6 else "",
+                     f", vec {c.get('vec', 1)}" if c.get("vec", 1) > 1 else "",
+                     ", 32 registers" if c.get("full_occupancy") else ""])
     return f"{VARIANTS[c['variant']]}: {c['block_size_x']} threads{lanes}, row_iters {c['row_iters']}{hints}"
 
 
@@ -27,10 +31,13 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("gpu", nargs="?", default="NVIDIA H100 80GB HBM3")
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--all-kernels", action="store_true", help="pool the measurements of every kernel version")
     args = p.parse_args()
     space = get_workload("spmv").space
     df = load_evaluations("spmv")
     df = df[(df.gpu == args.gpu) & (df.dtype == args.dtype)]
+    if not args.all_kernels and len(df):
+        df = df[df.kernel_hash == df.sort_values("timestamp").kernel_hash.iloc[-1]]
     ok = df[df.status == "ok"]
     base = load_baselines("spmv")
     seeds = {json.dumps(c, sort_keys=True, separators=(",", ":")) for c in SEED_CONFIGS}
@@ -78,7 +85,7 @@ def main():
     if len(ok):
         print(f"\nProvenance: {len(df)} evaluations ({len(ok)} verified), {df.config.nunique()} configs; driver "
               f"{ok.driver.iloc[0]}, CUDA {ok.cuda.iloc[0]}, Kernel Tuner {ok.kernel_tuner_version.iloc[0]}, backend "
-              f"{ok.backend.iloc[0]}, kernel {ok.kernel_hash.iloc[0]}, commits {', '.join(sorted(ok.git_commit.unique()))}")
+              f"{ok.backend.iloc[0]}, kernel {', '.join(sorted(ok.kernel_hash.unique()))}, commits {', '.join(sorted(ok.git_commit.unique()))}")
 
 
 if __name__ == "__main__":

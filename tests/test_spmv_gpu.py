@@ -15,7 +15,7 @@ from tuner.workloads.spmv_matrices import register_file, size_for
 pytestmark = pytest.mark.gpu
 
 SEED_CONFIGS = [{"variant": v, "block_size_x": b, "threads_per_row": 1, "row_iters": 1, "unroll": 1, "ldg": 0,
-                 "stream": 0} for v in (0, 1) for b in (64, 1024)]
+                 "stream": 0, "vec": 1, "full_occupancy": 0} for v in (0, 1) for b in (64, 1024)]
 
 
 def sample_configs(space, seed=0):
@@ -24,7 +24,7 @@ def sample_configs(space, seed=0):
     configs = [dict(zip(names, c)) for c in kt.searchspace(space).list]
     rnd = random.Random(seed)
     picked = list(SEED_CONFIGS)
-    for variant, n in ((0, 2), (1, 2), (2, 6), (3, 5), (4, 7), (5, 10)):
+    for variant, n in ((0, 2), (1, 2), (2, 6), (3, 5), (4, 7), (5, 10), (6, 10)):
         picked += rnd.sample([c for c in configs if c["variant"] == variant], n)
     return [tuple(c[n] for n in names) for c in picked]
 

@@ -15,11 +15,11 @@
 //                                             tile b's parts of the rows that cross its end and its start
 //   counter    >= gridDim.x + 1 unsigned int, 0 before the first launch, left at 0 by every launch:
 //              [0] blocks finished (variants 3, 4); [1 + b] tiles counted in for the row that tile b begins
-//              and that crosses its end (variant 5)
+//              and that crosses its end (variants 5, 6)
 //   rows, cols matrix shape
 // Launch: 1-D block of block_size_x threads; 1-D grid of
 //         ceil(rows / (block_size_x / threads_per_row * row_iters)) blocks (variants 0-3),
-//         max(1, ceil(nnz / (block_size_x * row_iters))) blocks (variant 4), or
+//         max(1, ceil(nnz / (block_size_x * row_iters))) blocks (variants 4 and 6; variant 6 relies on it), or
 //         ceil((rows + nnz) / (block_size_x * row_iters)) blocks (variant 5).
 //
 // T: value type (float or double), put in front of the source as `#define T ...` (not -DT: CUDA 13's
@@ -44,6 +44,14 @@
 //                      (empty and dense rows alike); products go through shared memory as in variant 4;
 //                      rows that cross threads are joined by a scan by key over the block, rows that cross
 //                      tiles by the last of their tiles to finish.
+//                    6 nonzero split, short latency chain (CSR-stream 2): chunks as in variant 4, loaded `vec`
+//                      elements at a time; only the last block reads nnz, the two row searches run in two warps
+//                      while the block's loads are in flight; a block sums the rows that END in its chunk (row
+//                      ends from a shared-memory window of row_ptr, tpr lanes per short row, a whole warp per
+//                      longer one); a short row that began in the previous chunk has its first part summed
+//                      from global memory here, so no fix-up, fence or atomic is needed for it; only rows longer
+//                      than LONG that cross chunks are joined by the last of their chunks to finish (variant 5's
+//                      scheme).
 //   block_size_x     threads per block
 //   threads_per_row  lanes per row (power of two, <= 32); 1 for variants 0 and 1; unused by variant 5
 //   row_iters        rows each thread group handles (variants 0-2); for variant 3 it only sets C;
@@ -52,6 +60,9 @@
 //   ldg              1: x through the read-only data cache (__ldg)
 //   stream           1: val and col loaded with evict-first hints (__ldcs): they are read once, so x
 //                    keeps more of the cache
+//   vec              elements of col and val per load (1, 2, 4: 4-, 8- or 16-byte loads; variant 6 only)
+//   full_occupancy   1: __launch_bounds__ asks for 2048 / block_size_x blocks per SM, i.e. at most 32
+//                    registers a thread (variant 6 only; ptxas may spill)
 
 #ifndef T
 #define T float
@@ -77,9 +88,29 @@
 #ifndef stream
 #define stream 0
 #endif
+#ifndef vec
+#define vec 1
+#endif
+#ifndef full_occupancy
+#define full_occupancy 0
+#endif
 
-#if variant < 0 || variant > 5
-#error "variant must be 0..5"
+#if variant < 0 || variant > 6
+#error "variant must be 0..6"
+#endif
+#if vec != 1 && vec != 2 && vec != 4
+#error "vec must be 1, 2 or 4"
+#endif
+#if vec != 1 && (variant != 6 || row_iters % vec != 0)
+#error "vec > 1: variant 6 only, with row_iters a multiple of vec"
+#endif
+#if full_occupancy && variant != 6
+#error "full_occupancy: variant 6 only"
+#endif
+#if full_occupancy
+#define LAUNCH_BOUNDS __launch_bounds__(block_size_x, 2048 / block_size_x)
+#else
+#define LAUNCH_BOUNDS __launch_bounds__(block_size_x)
 #endif
 #if (variant == 0 || variant == 1) && threads_per_row != 1
 #error "the scalar variants use one thread per row"
@@ -112,6 +143,28 @@ __device__ __forceinline__ V load_stream(const V* __restrict__ p, int k) {
 #else
     return p[k];
 #endif
+}
+
+// N consecutive elements from p + k (k a multiple of N, p 16-byte aligned) in 4-, 8- or 16-byte loads
+template <int N, typename V>
+__device__ __forceinline__ void load_run(const V* __restrict__ p, int k, V* out) {
+    constexpr int bytes = N * (int)sizeof(V);
+    if constexpr (bytes >= 16) {
+#pragma unroll
+        for (int q = 0; q < bytes / 16; q++) {
+            union { int4 w; V e[16 / sizeof(V)]; } u;
+            u.w = load_stream(reinterpret_cast<const int4*>(p + k), q);
+#pragma unroll
+            for (int j = 0; j < 16 / (int)sizeof(V); j++) out[q * (16 / (int)sizeof(V)) + j] = u.e[j];
+        }
+    } else if constexpr (bytes == 8) {
+        union { int2 w; V e[8 / sizeof(V)]; } u;
+        u.w = load_stream(reinterpret_cast<const int2*>(p + k), 0);
+#pragma unroll
+        for (int j = 0; j < 8 / (int)sizeof(V); j++) out[j] = u.e[j];
+    } else {
+        out[0] = load_stream(p, k);
+    }
 }
 
 // sum of val[k] * x[col[k]] for k = begin, begin + step, ... < end, `unroll` products in flight
@@ -165,6 +218,26 @@ __device__ int warp_lower_bound(const int* __restrict__ row_ptr, int n, long lon
     return lo;
 }
 
+#if variant == 6
+// first r in [0, n] with row_ptr[r] >= target (r = n must qualify), probing K positions at a time with lanes
+// 0..K-1 (all 32 lanes call it): more steps than with 32, but fewer distinct lines asked of L2 per search
+// (and the top levels, alike for every block, stay in L1), which counts where the gathers of x keep L2 busy
+template <int K>
+__device__ int lower_bound_k(const int* __restrict__ row_ptr, int n, int target, int lane) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int stride = (hi - lo + K - 1) / K;
+        const int probe = lo + lane * stride;
+        const bool ge = lane >= K || probe >= hi || __ldg(row_ptr + probe) >= target;
+        const int first = __ffs(__ballot_sync(FULL_MASK, ge)) - 1;  // <= K
+        const int new_hi = min(lo + first * stride, hi);
+        lo = first == 0 ? lo : lo + (first - 1) * stride + 1;
+        hi = new_hi;
+    }
+    return lo;
+}
+#endif
+
 // the last block to finish adds every block's carry (a partial sum of a row that a later block stores)
 // into its row; all blocks call it after storing their rows. `counter` wraps back to 0 for the next launch.
 __device__ void add_carries(T* __restrict__ y, const T* carry_val, const int* carry_row, unsigned int* counter) {
@@ -207,7 +280,7 @@ __device__ __forceinline__ T warp_scan_by_key(int key, T value, int lane) {
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(block_size_x)
+extern "C" __global__ void LAUNCH_BOUNDS
 spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __restrict__ val,
      const T* __restrict__ x, T* __restrict__ y, T* carry_val, int* carry_row, unsigned int* counter,
      int rows, int cols) {
@@ -340,6 +413,172 @@ spmv(const int* __restrict__ row_ptr, const int* __restrict__ col, const T* __re
     }
 
     add_carries(y, carry_val, carry_row, counter);
+#elif variant == 6  // nonzero split, short latency chain
+    // Block b takes the nonzeros [start, stop) = [b * chunk, min((b + 1) * chunk, nnz)) (the grid has exactly
+    // ceil(nnz / chunk) blocks, so only the last one needs nnz). It stores the rows that END in its chunk:
+    // [ra, rb), ra = the first row with row_ptr[ra + 1] > start (0 for block 0), rb = the first row with
+    // row_ptr[rb + 1] > stop (rows for the last block). Row ra may have begun in an earlier chunk: when it is
+    // at most LONG long, warp 0 sums its earlier part from global memory (head 1), so no other block takes
+    // part in it; a longer row that crosses chunks is summed by the last of its chunks to finish, each chunk
+    // publishing its part (head 2 where it ends, tail where it goes on: variant 5's scheme). Only ra is
+    // searched for (8 probes a step); rb follows from the window of row_ptr that the block reads anyway.
+    constexpr int chunk = block_size_x * row_iters;
+    constexpr int LONG = chunk < 512 ? chunk : 512;     // crossing rows up to LONG: no fix-up
+    constexpr int WROWS = 4 * block_size_x;             // row_ptr entries held in shared memory at a time
+    constexpr int DEFER = 16 * threads_per_row;         // longer rows are summed by a whole warp
+    constexpr int MAX_DEFER = chunk / (DEFER + 1) + 1;  // the rows of one chunk longer than DEFER
+    constexpr int groups = block_size_x / threads_per_row;
+    __shared__ __align__(16) T products[chunk];
+    __shared__ int rp[WROWS + 1];
+    __shared__ int deferred_row[MAX_DEFER], deferred_begin[MAX_DEFER], deferred_end[MAX_DEFER];
+    __shared__ int n_deferred, window_rows;
+    __shared__ int info[2];   // ra, head (0, 1: short row begun earlier, 2: long one)
+    __shared__ T pre_sum, parts[2];  // head 1: the part before start; head 2 / tail: this chunk's part
+    const int warp = threadIdx.x / 32, lane32 = threadIdx.x % 32;
+    const int start = blockIdx.x * chunk;
+    const bool last_block = blockIdx.x == gridDim.x - 1;
+    const int stop = last_block ? row_ptr[rows] : start + chunk;
+    const int n = stop - start;
+    {
+        // every column index and value of the block's share first, then the gathers of x, then (while they
+        // are in flight) the row search, then the products
+        int c[row_iters];
+        T v[row_iters], xs[row_iters];
+        if (n == chunk) {  // every block but (maybe) the last: no bounds to check
+#pragma unroll
+            for (int i = 0; i < row_iters / vec; i++) {
+                const int off = (i * block_size_x + (int)threadIdx.x) * vec;
+                load_run<vec>(col, start + off, c + i * vec);
+                load_run<vec>(val, start + off, v + i * vec);
+            }
+#pragma unroll
+            for (int i = 0; i < row_iters; i++) xs[i] = load_x(x, c[i]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < row_iters / vec; i++) {
+                const int off = (i * block_size_x + (int)threadIdx.x) * vec;
+#pragma unroll
+                for (int u = 0; u < vec; u++) {
+                    const bool in = off + u < n;
+                    c[i * vec + u] = in ? load_stream(col, start + off + u) : 0;
+                    v[i * vec + u] = in ? load_stream(val, start + off + u) : T(0);
+                    xs[i * vec + u] = in ? load_x(x, c[i * vec + u]) : T(0);
+                }
+            }
+        }
+        if (warp == 0) {
+            const int ra = blockIdx.x == 0 ? 0 : lower_bound_k<8>(row_ptr, rows, start + 1, lane32) - 1;
+            int head = 0;
+            T pre = 0;
+            if (blockIdx.x > 0) {
+                const int b = row_ptr[ra], e = row_ptr[ra + 1];
+                if (b < start && e <= stop) {
+                    head = e - b <= LONG ? 1 : 2;
+                    if (head == 1) pre = group_sum(strided_dot(col, val, x, b + lane32, start, 32), 32);
+                }
+            }
+            if (lane32 == 0) info[0] = ra, info[1] = head, pre_sum = pre, n_deferred = 0;
+        }
+#pragma unroll
+        for (int i = 0; i < row_iters / vec; i++) {
+            const int off = (i * block_size_x + (int)threadIdx.x) * vec;
+#pragma unroll
+            for (int u = 0; u < vec; u++)
+                if (off + u < n) products[off + u] = v[i * vec + u] * xs[i * vec + u];
+        }
+    }
+    __syncthreads();
+    const int ra = info[0], head = info[1];
+
+    // the rows that end here, WROWS at a time: rp[j] = row_ptr[w0 + j] (INT_MAX past the last row); the
+    // window's rows that end by stop are a prefix [0, wn) of it; tpr lanes per row, rows longer than DEFER
+    // left to a warp
+    const int lane = threadIdx.x % threads_per_row;
+    int w0 = ra, wn;
+    while (true) {  // block-uniform
+        if (threadIdx.x == 0) window_rows = WROWS;
+        for (int j = threadIdx.x; j <= WROWS; j += block_size_x) rp[j] = w0 + j <= rows ? row_ptr[w0 + j] : 0x7fffffff;
+        __syncthreads();
+        for (int j = 1 + threadIdx.x; j <= WROWS; j += block_size_x)
+            if (rp[j] > stop && rp[j - 1] <= stop) window_rows = j - 1;  // rp[0] <= stop: at most one such j
+        __syncthreads();
+        wn = window_rows;
+        for (int base = 0; base < wn; base += groups) {  // uniform trip count: shuffles
+            const int j = base + (int)threadIdx.x / threads_per_row;
+            T sum = 0;
+            bool deferred = false;
+            if (j < wn) {
+                const int b = max(rp[j] - start, 0), e = rp[j + 1] - start;
+                deferred = e - b > DEFER;
+                if (!deferred) {
+                    for (int k = b + lane; k < e; k += threads_per_row) sum += products[k];
+                } else if (lane == 0) {
+                    const int d = atomicAdd(&n_deferred, 1);
+                    deferred_row[d] = w0 + j, deferred_begin[d] = b, deferred_end[d] = e;
+                }
+            }
+            sum = group_sum(sum, threads_per_row);
+            if (lane == 0 && j < wn && !deferred) {
+                const int r = w0 + j;
+                if (r == ra && head == 1) y[r] = sum + pre_sum;
+                else if (r == ra && head == 2) parts[0] = sum;
+                else y[r] = sum;
+            }
+        }
+        if (wn < WROWS) break;
+        __syncthreads();  // before rp is loaded again
+        w0 += WROWS;
+    }
+    // row rb = w0 + wn goes on after stop: when it is long and has nonzeros here, this chunk's part counts
+    const int rb = w0 + wn;
+    const bool tail = !last_block && rp[wn] < stop && rp[wn + 1] - rp[wn] > LONG;
+    const int tail_begin = max(rp[wn] - start, 0);
+    __syncthreads();  // the deferred rows are all listed
+
+    // the long rows, and this chunk's part of a long row that goes on after it: a warp each
+    const int nd = n_deferred;
+    for (int d = warp; d < nd + tail; d += block_size_x / 32) {
+        const bool is_tail = d == nd;
+        const int b = is_tail ? tail_begin : deferred_begin[d], e = is_tail ? n : deferred_end[d];
+        T sum = 0;
+#pragma unroll 4
+        for (int k = b + lane32; k < e; k += 32) sum += products[k];
+        sum = group_sum(sum, 32);
+        if (lane32 == 0) {
+            const int r = is_tail ? -1 : deferred_row[d];
+            if (is_tail) parts[1] = sum;
+            else if (r == ra && head == 1) y[r] = sum + pre_sum;
+            else if (r == ra && head == 2) parts[0] = sum;
+            else y[r] = sum;
+        }
+    }
+    if (head == 2 || tail) {  // block-uniform
+        __syncthreads();
+        if (warp == 0) {
+#pragma unroll
+            for (int role = 0; role < 2; role++) {  // 0: row ra (ends here), 1: row rb (goes on after this chunk)
+                if (role == 0 ? head != 2 : !tail) continue;
+                const int r = role == 0 ? ra : rb;
+                const int first_tile = row_ptr[r] / chunk, last_tile = (row_ptr[r + 1] - 1) / chunk;
+                unsigned int counted = 0;
+                if (lane32 == 0) {
+                    carry_val[2 * blockIdx.x + 1 - role] = parts[role];  // tail parts at even, heads at odd
+                    __threadfence();
+                    counted = atomicAdd(counter + 1 + first_tile, 1u);
+                }
+                if (__shfl_sync(FULL_MASK, counted, 0) == (unsigned int)(last_tile - first_tile)) {
+                    __threadfence();
+                    T total = 0;
+                    for (int b = first_tile + lane32; b < last_tile; b += 32) total += __ldcg(carry_val + 2 * b);
+                    total = group_sum(total, 32);
+                    if (lane32 == 0) {
+                        y[r] = total + __ldcg(carry_val + 2 * last_tile + 1);
+                        counter[1 + first_tile] = 0;  // every chunk of the row has counted: ready for the next launch
+                    }
+                }
+            }
+        }
+    }
 #else  // variant 5: merge path
     // The merge of the row ends (row_ptr[1..rows]) with the nonzero indices 0..nnz-1 is cut into tiles of
     // block_size_x * row_iters items, each thread taking row_iters consecutive ones, so every block and every

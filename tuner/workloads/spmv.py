@@ -17,7 +17,7 @@ from tuner.workloads import spmv_matrices as mats
 MANTISSA_BITS = {"float32": 24, "float64": 53}
 # the seed's two kernels as it wrote them (no hints, no unrolling, one row per thread), at every block size
 SEED_CONFIGS = [{"variant": v, "block_size_x": b, "threads_per_row": 1, "row_iters": 1, "unroll": 1, "ldg": 0,
-                 "stream": 0} for v in (0, 1) for b in (128, 256, 512)]
+                 "stream": 0, "vec": 1, "full_occupancy": 0} for v in (0, 1) for b in (128, 256, 512)]
 Y = 4  # index of y in the argument list
 
 

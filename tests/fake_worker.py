@@ -32,7 +32,7 @@ def misbehaviour(cfg: dict) -> str | None:
 def fake_worker_main(conn, spec):
     delay = float(os.environ.get("FAKE_DELAY", "0"))
     conn.send(("ready", {"gpu": {"gpu": "Fake GPU 9000", "compute_capability": "9.0", "driver": "580.0", "cuda": "13.0"},
-                         "baselines": {"copy": [0.5, 0.51, 0.49]}}))
+                         "baselines": {"copy": [0.5, 0.51, 0.49]}, "timing": "delayed-start"}))
     keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
     iterations = spec.iterations or get_workload(spec.workload).space.iterations  # as Kernel Tuner times
     rng = random.Random(os.getpid())

@@ -102,8 +102,9 @@ def test_time_budget_stops(results):
     assert 0 < out.evaluated < 576
 
 
-def test_a_changed_number_of_iterations_is_measured_again(results):
-    """Times taken over another number of launches (the space's protocol changed since) are not resumed."""
+def test_times_taken_another_way_are_measured_again(results):
+    """Times taken over another number of launches, or with another timing protocol (tuner/timing.py), are
+    not resumed."""
     import dataclasses
 
     from tuner.campaign import known_rows
@@ -113,10 +114,15 @@ def test_a_changed_number_of_iterations_is_measured_again(results):
     df = load_evaluations("reduction")
     space = get_workload("reduction").space
     common = {"size_vars": df.size_vars.iloc[0], "dtype": "float32"}
-    provenance = df.iloc[0][["gpu", "kernel_hash", "compiler_options", "backend"]].to_dict()
-    assert len(known_rows(df, space, common, provenance)) == 6
+    provenance = df.iloc[0][["gpu", "kernel_hash", "compiler_options", "backend", "timing"]].to_dict()
+    assert provenance["timing"] == "delayed-start" and len(known_rows(df, space, common, provenance)) == 6
+    failures = sorted(df.status[df.status != "ok"])  # resumed whatever the protocol
     again = known_rows(df, dataclasses.replace(space, iterations=space.iterations + 25), common, provenance)
-    assert sorted(r["status"] for r in again.values()) == sorted(df.status[df.status != "ok"])  # failures stay
+    assert sorted(r["status"] for r in again.values()) == failures
+    again = known_rows(df, space, common, {**provenance, "timing": "plain"})
+    assert sorted(r["status"] for r in again.values()) == failures
+    older = df.drop(columns=["timing"])  # rows from before the column: taken "plain"
+    assert len(known_rows(older, space, common, {**provenance, "timing": "plain"})) == 6
 
 
 def test_a_config_measured_again_under_the_current_protocol_supersedes_the_older_time(results):

@@ -14,9 +14,13 @@ def cupy_or_none():
         return None
 
 
-def time_with_events(fn, repeats: int = 50, warmup: int = 5) -> list[float]:
-    """Milliseconds of each of `repeats` calls of fn(), each between its own pair of events."""
+def time_with_events(fn, repeats: int = 50, warmup: int = 5, delayed: bool = True) -> list[float]:
+    """Milliseconds of each of `repeats` calls of fn(), each between its own pair of events; `delayed`: the
+    GPU spins before each start event, so fn's host-side launch overhead is not counted (tuner/timing.py),
+    as for the tuned kernels."""
     import cupy
+
+    from tuner.timing import spin
 
     for _ in range(warmup):
         fn()
@@ -24,6 +28,8 @@ def time_with_events(fn, repeats: int = 50, warmup: int = 5) -> list[float]:
     times = []
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     for _ in range(repeats):
+        if delayed:
+            spin()
         start.record()
         fn()
         stop.record()

@@ -197,7 +197,7 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
     cachefile = cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)
     kt.align_cache(cachefile, space)
     runner.use_cachefile(str(cachefile))
-    provenance = {**gpu, "backend": kt.effective_backend(space, req.backend),
+    provenance = {**gpu, "backend": kt.effective_backend(space, req.backend), "timing": setup.get("timing", "plain"),
                   "compiler_options": json.dumps(space.build_options(dtype)),
                   "kernel_hash": source_hash(space.source_text), **software()}
     common = {"campaign_id": campaign_id, "workload": req.workload, "kernel": space.kernel_name, "size": size_name,
@@ -209,7 +209,8 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
 
 def known_rows(previous, space, common, provenance) -> dict:
     """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run.
-    A time measured over another number of iterations (the space's protocol changed) is measured again."""
+    A time taken another way (another number of launches, or another timing protocol: tuner/timing.py) is
+    measured again."""
     if previous.empty:
         return {}
     same = previous[(previous["gpu"] == provenance["gpu"]) & (previous["size_vars"] == common["size_vars"])
@@ -218,7 +219,7 @@ def known_rows(previous, space, common, provenance) -> dict:
                     & (previous["backend"] == provenance["backend"])]
     known = {}
     for rec in same.to_dict("records"):
-        if rec["status"] == "ok" and len(rec["times"]) != space.iterations:
+        if rec["status"] == "ok" and not store.same_protocol(rec, space, provenance.get("timing")):
             continue
         config = json.loads(rec["config"])
         values = [config[k] for k in space.params]

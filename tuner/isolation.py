@@ -73,7 +73,7 @@ def _setup(spec: WorkerSpec):
     import numpy as np
     from kernel_tuner.runners.sequential import SequentialRunner
 
-    from tuner import kt
+    from tuner import kt, timing
     from tuner.provenance import gpu_info
     from tuner.workloads import get_workload
 
@@ -86,6 +86,8 @@ def _setup(spec: WorkerSpec):
     kernel_options = kt.kernel_options(space, spec.size, spec.dtype, args, spec.backend)
     runner = SequentialRunner(kernel_options.kernel_source, kernel_options,
                               kt.device_options(space, spec.dtype, spec.device), spec.iterations or space.iterations, None)
+    # host code times its own pipeline inside; a kernel's start event waits for the host's launch (tuner/timing.py)
+    timing_protocol = "host" if space.lang == "host" else timing.delay_start_events(runner.dev.dev)
     t2 = time.perf_counter()
     tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False,
                                        tolerances=workload.tolerances(spec.size, spec.dtype))
@@ -101,7 +103,7 @@ def _setup(spec: WorkerSpec):
     # where a worker's start goes (a regression check starts one per kernel): inputs and numpy reference,
     # Kernel Tuner's runner (CUDA context, arguments on the GPU), the rest (references, GPU query)
     seconds = {"imports": t0 - t_imports, "data": t1 - t0, "kernel_tuner": t2 - t1, "rest": time.perf_counter() - t2}
-    return runner, tuning_options, {"gpu": gpu, "baselines": baselines,
+    return runner, tuning_options, {"gpu": gpu, "baselines": baselines, "timing": timing_protocol,
                                     "setup_s": {k: round(v, 2) for k, v in seconds.items()}}
 
 

@@ -97,19 +97,38 @@ def load_evaluations(workload: str | None = None, root: Path | None = None) -> p
     return df
 
 
+def same_protocol(row, space, timing: str | None) -> bool:
+    """Whether a stored time was taken as one taken now would be: over the space's number of launches and,
+    for kernels (host code times itself), with the same timing protocol (tuner/timing.py; rows from before
+    the column existed were taken "plain")."""
+    return _launches_match(row, space) and _timing_matches(row, space, timing)
+
+
+def _launches_match(row, space) -> bool:
+    return row["times"] is not None and len(row["times"]) == space.iterations
+
+
+def _timing_matches(row, space, timing) -> bool:
+    recorded = row.get("timing")
+    return space.lang == "host" or (recorded if isinstance(recorded, str) else "plain") == timing
+
+
 def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
-    """Leaves out successful rows timed over another number of launches than the space's, where the same
-    config (GPU, size, dtype) was measured again with the space's number (the files keep both)."""
+    """Of a config's successful rows (GPU, size, dtype), only those taken nearest the current protocol count:
+    the current timing protocol (tuner/timing.py) first, then the space's number of launches. The files keep
+    every row; a config measured only the older way keeps its rows."""
+    from tuner.timing import PROTOCOL
+
     if "times" not in df or df.empty:
         return df
     ok = df["status"] == "ok"
-    current = ok & (df["times"].map(lambda t: len(t) if t is not None else 0) == space.iterations)
-    if current.all() or not (ok & ~current).any():
+    columns = ["times"] + (["timing"] if "timing" in df else [])
+    rank = pd.Series([2 * _timing_matches(r, space, PROTOCOL) + _launches_match(r, space) if good else -1
+                      for r, good in zip(df[columns].to_dict("records"), ok)], index=df.index)
+    best = rank.groupby([df["gpu"], df["size_vars"], df["dtype"], df["config"]]).transform("max")
+    if (rank[ok] == best[ok]).all():
         return df
-    key = ["gpu", "size_vars", "dtype", "config"]
-    remeasured = df.loc[current, key].drop_duplicates().assign(_again=True)
-    flagged = df[key].merge(remeasured, on=key, how="left")["_again"].fillna(False).to_numpy(dtype=bool)
-    return df[~(ok & ~current & flagged).to_numpy()].reset_index(drop=True)
+    return df[~ok | (rank == best)].reset_index(drop=True)
 
 
 def complete_configs(df: pd.DataFrame, space) -> pd.DataFrame:

@@ -30,7 +30,7 @@ from tuner.distributed import (
     run_worker,
 )
 from tuner.errors import TunerError
-from tuner.store import cache_path, read_parts, results_root
+from tuner.store import cache_path, canonical_config, read_parts, results_root
 from tuner.workloads import get_workload
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -114,8 +114,15 @@ def check_exactly_once_and_best(run: dict):
     single = run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
                                           simulate=True, results=root, quiet=True))
     result = campaign_result(name, url, root)
-    assert result.best["config"] == single.best["config"]
-    assert result.best["value"] == pytest.approx(single.best["value"])
+    if result.best["config"] != single.best["config"]:
+        # the campaign's confirmation chose another of the near-ties (its replayed rounds resample the recorded
+        # times; a single-process replay confirms nothing): both must be among its finalists
+        finalists = read_parts("*/reduction/confirmations/*.parquet", root / "simulated")
+        # (two workers may both confirm: Optuna has no compare-and-set; the study keeps the first's choice)
+        assert result.best["confirmed"] and canonical_config(result.best["config"]) in set(finalists.config[finalists.chosen])
+        assert {canonical_config(result.best["config"]), canonical_config(single.best["config"])} <= set(finalists.config)
+    else:
+        assert result.best["value"] == pytest.approx(single.best["value"])
     assert result.evaluated == SPACE_SIZE and result.measured == SPACE_SIZE
     ok = raw[raw.status == "ok"]
     assert json.loads(ok.loc[ok.objective_value.idxmax()].config) == single.best["config"]
@@ -139,7 +146,9 @@ def test_status_command(sqlite_run, capsys):
     assert lost >= len(sqlite_run["killed"])
     assert f"done {SPACE_SIZE}/{SPACE_SIZE}, running 0, queued 0, retried after a lost worker {lost}" in out
     assert "[brute_force] on NVIDIA H100 80GB HBM3 (simulated)" in out
-    assert out.count("  worker ") == 3 and "best so far: 1028 GB/s" in out
+    single = run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                          simulate=True, results=sqlite_run["root"], quiet=True))
+    assert out.count("  worker ") == 3 and f"best so far: {single.best['value']:.0f} GB/s" in out
     assert main(["status", sqlite_run["name"], "--storage", sqlite_run["url"], "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["done"] == SPACE_SIZE and doc["lost_workers"] == lost and doc["gpu"] == H100

@@ -7,7 +7,7 @@ import pytest
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.cli import main
 from tuner.query import best
-from tuner.store import cache_path, config_medians, load_evaluations, results_root
+from tuner.store import cache_path, canonical_config, config_medians, load_evaluations, results_root
 from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -31,10 +31,11 @@ def test_brute_force_replay_finds_the_stored_best(size, dtype):
     rows = load_evaluations("reduction")
     rows = rows[(rows["size"] == size) & (rows["dtype"] == dtype) & (rows["gpu"] == H100) & (rows["status"] == "ok")]
     medians = config_medians(rows, maximize=True)
-    assert out.best["config"] == json.loads(medians.index[0])
+    tied = medians[medians == medians.iloc[0]]  # timings come in steps of the event clock: exact ties happen
+    assert canonical_config(out.best["config"]) in tied.index
     assert out.best["value"] == pytest.approx(medians.iloc[0])
     stored = best("reduction", size, dtype, gpu=H100)
-    if stored["config"] != out.best["config"]:
+    if canonical_config(stored["config"]) not in tied.index:
         assert any("near-ties measured again" in n for n in stored["notes"])
         assert stored["value"] >= 0.95 * out.best["value"]
 

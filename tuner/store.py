@@ -114,9 +114,9 @@ def _timing_matches(row, space, timing) -> bool:
 
 
 def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
-    """Of a config's successful rows (GPU, size, dtype), only those taken nearest the current protocol count:
-    the current timing protocol (tuner/timing.py) first, then the space's number of launches. The files keep
-    every row; a config measured only the older way keeps its rows."""
+    """Of the successful rows of a (GPU, size, dtype), only those taken nearest the current protocol count
+    (the current timing protocol, tuner/timing.py, first, then the space's number of launches): times taken
+    another way are not comparable, so one ranking never mixes them. The files keep every row."""
     from tuner.timing import PROTOCOL
 
     if "times" not in df or df.empty:
@@ -125,7 +125,7 @@ def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
     columns = ["times"] + (["timing"] if "timing" in df else [])
     rank = pd.Series([2 * _timing_matches(r, space, PROTOCOL) + _launches_match(r, space) if good else -1
                       for r, good in zip(df[columns].to_dict("records"), ok)], index=df.index)
-    best = rank.groupby([df["gpu"], df["size_vars"], df["dtype"], df["config"]]).transform("max")
+    best = rank.groupby([df["gpu"], df["size_vars"], df["dtype"]]).transform("max")
     if (rank[ok] == best[ok]).all():
         return df
     return df[~ok | (rank == best)].reset_index(drop=True)

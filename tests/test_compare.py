@@ -205,10 +205,11 @@ if cache_path(results_root(), H100, "floyd-warshall-small", "5k", "int32").is_fi
 @pytest.mark.parametrize("workload, size, dtype", GATED)
 def test_default_strategy_scores_at_least_as_well_as_kernel_tuners(workload, size, dtype):
     """On every recorded space, at a budget of 10% of the space, the default strategy's score (TPE warm-started
-    from the other recorded sizes) is at least the best of four Kernel Tuner strategies' (5 repeats each,
-    seeds 0-4). Without the warm start, TPE fell short on 16M float32, 16M int32 and 2^28 int32."""
+    from the other recorded sizes) is at least the best of four Kernel Tuner strategies' (10 repeats each,
+    seeds 0-9, as the README's table; at 5 the 2^22 int32 recording's spread of scores put dual annealing ahead
+    by 0.02). Without the warm start, TPE fell short on 16M float32, 16M int32 and 2^28 int32."""
     budget = {"reduction": 58, "gemm": 29, "floyd-warshall-small": 6}[workload]  # 10% of the valid configs
-    doc = compare(workload, size, dtype, strategies=["default"] + KT_STRATEGIES, repeats=5, budget=budget, jobs=1)
+    doc = compare(workload, size, dtype, strategies=["default"] + KT_STRATEGIES, repeats=10, budget=budget, jobs=1)
     scores = {name: e["methodology"]["score"] for name, e in doc["strategies"].items()}
     best_kt = max(KT_STRATEGIES, key=scores.get)
     assert scores["default"] >= scores[best_kt], scores

@@ -86,8 +86,8 @@ def read_parts(pattern: str, root: Path) -> pd.DataFrame:
 
 def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
     """The stored evaluations (of one workload, or all). A workload's rows recorded before its space gained
-    a parameter with a default (Space.defaults) read as configs with that value, so they keep counting; a time
-    measured again under the space's current number of launches supersedes the older protocol's."""
+    a parameter with a default (Space.defaults) read as configs with that value, so they keep counting; where a
+    (GPU, size, dtype) has times taken the current way, older ones are left out (without_superseded)."""
     df = read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
     if workload and not df.empty:
         from tuner.workloads import get_workload  # the workloads import the store

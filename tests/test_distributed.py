@@ -125,7 +125,9 @@ def check_exactly_once_and_best(run: dict):
         assert result.best["value"] == pytest.approx(single.best["value"])
     assert result.evaluated == SPACE_SIZE and result.measured == SPACE_SIZE
     ok = raw[raw.status == "ok"]
-    assert json.loads(ok.loc[ok.objective_value.idxmax()].config) == single.best["config"]
+    top = ok[ok.objective_value == ok.objective_value.max()]  # the event clock's steps make exact ties
+    assert canonical_config(single.best["config"]) in set(top.config)
+    assert ok.objective_value.max() == pytest.approx(single.best["value"])
 
 
 @pytest.fixture(scope="module")

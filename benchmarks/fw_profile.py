@@ -8,7 +8,6 @@ exactly against the reference unless --no-check (a profiler's replays make the c
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 
@@ -17,7 +16,7 @@ import numpy as np
 from benchmarks.fw_sweep import BASE
 from tuner.hostcode import build
 from tuner.workloads import get_workload
-from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference
+from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference, run_pipeline
 from tuner.workloads.graph_io import random_graph
 
 
@@ -35,7 +34,7 @@ def main() -> int:
     edges = np.ascontiguousarray(random_graph(n, m, GRAPH_SEED), dtype=np.int32)
     dist = np.empty((n, n), dtype=np.int32)
     for _ in range(args.repeats):
-        ms = fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(m), ctypes.c_int(1))
+        ms = run_pipeline(fn, n, edges, dist)
         print(f"{ms:.2f} ms {n**3 / ms / 1e9:.2f} T/s", flush=True)
     if not args.no_check and not np.array_equal(dist, reference(n, edges)):
         print("WRONG result", file=sys.stderr)

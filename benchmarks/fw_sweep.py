@@ -12,7 +12,6 @@ given values that the space allows, e.g. the phase-3 MIN_BLOCKS that fit the SM'
 from __future__ import annotations
 
 import argparse
-import ctypes
 import itertools
 import json
 import statistics
@@ -25,7 +24,7 @@ import numpy as np
 from tuner.errors import TunerError
 from tuner.hostcode import build
 from tuner.workloads import get_workload
-from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference
+from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference, run_pipeline
 from tuner.workloads.graph_io import random_graph
 
 BASE = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
@@ -97,7 +96,7 @@ def main() -> int:
         times = []
         for _ in range(args.repeats + 1):
             dist.fill(-1)
-            times.append(fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(m), ctypes.c_int(1)))
+            times.append(run_pipeline(fn, n, edges, dist))
         ok = min(times) > 0 and np.array_equal(dist, expected)
         ms = statistics.median(times[1:])
         rows.append({"config": config, "ms": ms, "Trelax/s": n**3 / ms / 1e9, "exact": bool(ok)})

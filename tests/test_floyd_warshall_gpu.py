@@ -2,7 +2,6 @@
 cover every parameter; the campaign path (Kernel Tuner's C backend in the isolated worker); two GPUs where
 the machine has them. Skipped where no CUDA GPU is found."""
 
-import ctypes
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from tuner import kt
 from tuner.hostcode import build
 from tuner.isolation import IsolatedRunner, WorkerSpec
 from tuner.workloads import get_workload
-from tuner.workloads.floyd_warshall import floyd_warshall_numpy
+from tuner.workloads.floyd_warshall import floyd_warshall_numpy, run_pipeline
 from tuner.workloads.graph_io import random_graph
 
 pytestmark = pytest.mark.gpu
@@ -70,10 +69,9 @@ def graphs():
     }
 
 
-def run_pipeline(fn, n, edges, gpus=1):
+def distances(fn, n, edges, gpus=1):
     dist = np.full((n, n), -7, dtype=np.int32)
-    edges = np.ascontiguousarray(edges, dtype=np.int32)
-    ms = fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(len(edges)), ctypes.c_int(gpus))
+    ms = run_pipeline(fn, n, edges, dist, gpus)
     assert ms >= 0, "the pipeline reported a CUDA error"
     return dist
 
@@ -85,7 +83,7 @@ def test_awkward_graphs_match_numpy(config):
     fn = build(space, config, "int32")
     for name, (n, edges) in graphs().items():
         expected = floyd_warshall_numpy(n, edges)
-        got = run_pipeline(fn, n, edges)
+        got = distances(fn, n, edges)
         assert np.array_equal(got, expected), f"{name}: {np.count_nonzero(got != expected)} entries differ"
 
 
@@ -112,7 +110,7 @@ def test_campaign_path_verifies_and_times(tmp_path):
 def test_two_gpus_match_numpy(config):
     fn = build(get_workload("floyd-warshall").space, config, "int32")
     for name, (n, edges) in graphs().items():
-        got = run_pipeline(fn, n, edges, gpus=2)
+        got = distances(fn, n, edges, gpus=2)
         assert np.array_equal(got, floyd_warshall_numpy(n, edges)), f"two GPUs, {name}"
 
 

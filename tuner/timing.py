@@ -2,8 +2,8 @@
 event is stamped as soon as it is recorded, so the host's work between it and the kernel's start (Kernel
 Tuner's nvcuda backend builds the launch's argument types in Python, cupy its own) falls inside the interval:
 on the H100 a median 20.8 us for 184 SpMV configs, 4-9 us for cuSPARSE through cupy (README, SpMV). So the GPU
-first runs a short spin on the same stream, and the start
-event is stamped when the spin ends, by when the launch is queued behind it: the interval is the kernel's.
+first runs a short spin on the same stream, and the start event is stamped when the spin ends, by when the
+launch is queued behind it: the interval is the kernel's.
 
 PROTOCOL names this in the store's provenance (column `timing`); a time taken otherwise is measured again."""
 

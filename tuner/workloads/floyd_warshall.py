@@ -29,6 +29,13 @@ DENSE_REFERENCE_MAX_N = 1500  # up to here plain Floyd-Warshall in numpy; above,
 
 
 # ---- the reference ---------------------------------------------------------------------------------
+def run_pipeline(fn, n: int, edges: np.ndarray, dist: np.ndarray, gpus: int = 1) -> float:
+    """Run a built pipeline (tuner.hostcode.build) on an edge list: the distances land in `dist` (n x n int32);
+    returns the GPU time of the rounds in ms, negative after a CUDA error (which the pipeline printed)."""
+    edges = np.ascontiguousarray(edges, dtype=np.int32)
+    return fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(len(edges)), ctypes.c_int(gpus))
+
+
 def initial_matrix(n: int, edges: np.ndarray) -> np.ndarray:
     d = np.full((n, n), INF, dtype=np.int64)
     if len(edges):
@@ -153,9 +160,8 @@ class FloydWarshall(Workload):
                                  log=lambda s: print(s, file=sys.stderr))
         fn = build(space, config, dtype)
         dist = np.empty((n, n), dtype=np.int32)
-        edges = np.ascontiguousarray(edges, dtype=np.int32)
         start = time.perf_counter()
-        ms = fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(len(edges)), ctypes.c_int(args.gpus))
+        ms = run_pipeline(fn, n, edges, dist, args.gpus)
         if ms < 0:
             raise TunerError("the GPU pipeline failed (its CUDA error is printed above): is there a CUDA GPU "
                              f"(and {args.gpus} of them)?")

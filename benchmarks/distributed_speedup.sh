@@ -50,6 +50,7 @@ EOF
         --workers "$n" --quiet --json "${SIM[@]}" > "$root/result.json"
     t1=$(date +%s.%N)
     "$PYTHON" -c "print($t1 - $t0)" > "$root/seconds"
+    echo "$t0" > "$root/started"
     local name
     name=$("$PYTHON" -c "import json,sys; from tuner.distributed import default_name; r=json.load(open(sys.argv[1])); print(default_name(r['workload'], r['size'], r['dtype'], 'brute_force', 1))" "$root/result.json")
     "$PYTHON" -m tuner status "$name" --storage "sqlite:///$root/campaigns.sqlite3" --json > "$root/status.json"
@@ -70,7 +71,8 @@ work = Path(os.environ["WORK"])
 runs = {}
 for n in (1, 2):
     d = work / f"w{n}"
-    runs[n] = {"seconds": float((d / "seconds").read_text()), "result": json.loads((d / "result.json").read_text()),
+    runs[n] = {"seconds": float((d / "seconds").read_text()), "started": float((d / "started").read_text()),
+               "result": json.loads((d / "result.json").read_text()),
                "status": json.loads((d / "status.json").read_text())}
 one, two = runs[1]["result"], runs[2]["result"]
 speedup = runs[1]["seconds"] / runs[2]["seconds"]
@@ -85,7 +87,12 @@ doc = {
     "runs": {f"{n}_worker{'s' if n > 1 else ''}": {
         "seconds": round(r["seconds"], 2), "evaluated": r["result"]["evaluated"], "measured": r["result"]["measured"],
         "failures": r["result"]["failures"], "best": r["result"]["best"], "confirmed": r["status"].get("confirmed"),
-        "per_worker": {w: {k: v.get(k) for k in ("done", "device", "gpu", "host")} for w, v in r["status"]["workers"].items()},
+        # where each worker's time went: its process started this long after the run, then each stage ended
+        # this long after its process started (tuner/distributed.py's _Timeline)
+        "per_worker": {w: {**{k: v.get(k) for k in ("done", "device", "gpu", "host", "timeline_s", "setup_s")},
+                           "process_started_after_s": round(v["process_started"] - r["started"], 2)
+                           if v.get("process_started") else None}
+                       for w, v in r["status"]["workers"].items()},
     } for n, r in runs.items()},
     "provenance": {"git_commit": git_commit(), "host": platform.node(), "gpus": smi.stdout.strip().splitlines() if smi else [],
                    "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), **software()},
@@ -117,6 +124,14 @@ for n, r in runs.items():  # the confirmation step (tuner/confirm.py) is part of
     c = r["status"].get("confirmed")
     md.append(f"- {n} worker(s): " + (f"best chosen among {c['finalists']} near-ties measured again in {c['seconds']:.1f} s"
                                       if c else "no confirmation (fewer than two near-ties)"))
+stages = ("loaded", "joined", "ready", "searched", "confirmed", "closed")
+md += ["", "Where the time went: each worker's process started this many seconds into the run, then each stage "
+       "ended this many seconds after that (`timeline_s`; the measuring process's set-up in the JSON's `setup_s`).", "",
+       "| workers | worker | process start | " + " | ".join(stages) + " |", "|---" * (3 + len(stages)) + "|"]
+for n, r in runs.items():
+    for w, v in sorted(doc["runs"][f"{n}_worker{'s' if n > 1 else ''}"]["per_worker"].items()):
+        t = v.get("timeline_s") or {}
+        md.append(f"| {n} | {w} | {v['process_started_after_s']} | " + " | ".join(str(t.get(k, "")) for k in stages) + " |")
 md.append("")
 (out / f"{stem}.md").write_text("\n".join(md))
 print("\n".join(md))

@@ -279,10 +279,14 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
                worker_target=None, log=None) -> dict:
     """Join campaign `name` on GPU `device`; take trials until the campaign is done. Returns a summary."""
     log = log or (lambda msg: None)
+    info = {"host": socket.gethostname(), "device": device, "pid": os.getpid(), "started": _now(), "timeline_s": {}}
+    timeline = _Timeline(info["timeline_s"])
+    info["process_started"] = round(timeline.t0, 3)  # epoch seconds
     study, camp = _load(name, url, heartbeat=True)
     workload = get_workload(camp.workload)
     space = workload.space
     searchspace = kt.searchspace(space)
+    timeline.mark("loaded")  # imports, the study, the search space
     if source_hash(space.source_text) != camp.kernel_hash:
         raise TunerError(f"campaign '{name}' tunes another version of {space.kernel_source.name} (kernel hash "
                          f"{camp.kernel_hash}): check out the same commit on every host")
@@ -298,12 +302,18 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
     session = open_session(req, workload, camp.size, camp.size_vars, camp.dtype, root, name, part=part,
                            cachefile=lambda gpu: _cache_part(root, gpu, camp, me),
                            check_gpu=lambda gpu: _claim_gpu(study, name, gpu["gpu"], allow_mixed_gpus), env=env)
-    study.set_user_attr(f"worker:{me}", {"host": socket.gethostname(), "device": device, "gpu": session.gpu["gpu"],
-                                         "pid": os.getpid(), "started": _now()})
+    timeline.mark("joined")  # the measuring process started (its set-up in setup_s), baselines stored
+    info["gpu"] = session.gpu["gpu"]
+    info["setup_s"] = {**session.runner.lifecycle_s, **session.runner.setup.get("setup_s", {})}
+    study.set_user_attr(f"worker:{me}", info)
     log(f"worker {me} on {session.gpu['gpu']} joined campaign {name}")
     try:
-        summary = _Worker(study, camp, space, searchspace, session, me, root, req, log).run()
+        worker = _Worker(study, camp, space, searchspace, session, me, root, req, log)
+        timeline.mark("ready")  # the store read for configs measured before
+        summary = worker.run()
+        timeline.mark("searched")  # the last trial told, and none running anywhere
         _confirm_campaign(study, space, searchspace, session, root, me, log)
+        timeline.mark("confirmed")
         return summary
     finally:
         session.runner.shutdown()
@@ -311,6 +321,28 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
         if not camp.simulate:
             merge_cache_parts(store.cache_path(root, session.gpu["gpu"], camp.workload, camp.size, camp.dtype),
                               [_cache_part(root, session.gpu["gpu"], camp, me)])
+        timeline.mark("closed")
+        try:  # where this worker's time went, for `tuner status`; not worth failing a finished worker over
+            study.set_user_attr(f"worker:{me}", info)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class _Timeline:
+    """Seconds from this process's start (Python's start-up and imports included) to each stage's end, into
+    `marks`: a campaign's wall time that more workers do not divide (start-up, confirmation, shutdown) shows."""
+
+    def __init__(self, marks: dict):
+        self.marks = marks
+        try:  # the process's start on Linux: /proc/self/stat's starttime, in clock ticks since boot
+            ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+            age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+            self.t0 = time.time() - age
+        except (OSError, ValueError, IndexError, AttributeError):
+            self.t0 = time.time()
+
+    def mark(self, stage: str) -> None:
+        self.marks[stage] = round(time.time() - self.t0, 2)
 
 
 class _Worker:

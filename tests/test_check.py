@@ -329,6 +329,35 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     assert runner.dev.launches == firsts + [30]
 
 
+def test_rounds_reuse_the_binaries_of_the_fastest_configs_measured_before(monkeypatch):
+    """A campaign's confirmation measures its near-best configs again: the measuring process kept their
+    compiled kernels (the fastest _Fastest.KEEP by median), so only the others are compiled again."""
+    import tuner.workloads
+    from tuner.isolation import WorkerSpec, _Fastest, _measure_rounds
+
+    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"reference_timers": lambda *a: {}})())
+    fastest = _Fastest(keep=2)
+    dev = _FakeDev()
+    for size, ms, status in ((32, 3.0, "ok"), (64, 1.0, "ok"), (96, 0.5, "compile"), (128, 2.0, "ok"), (256, 0.9, "ok")):
+        dev._tuner_compiled = f"binary of {size}"
+        fastest.offer(str(size), {"status": status, "times": [ms] if status == "ok" else None}, dev)
+    assert sorted(fastest.funcs) == ["256", "64"]  # the failure is not kept; 128 and 32 were pushed out
+    dev._tuner_compiled = None  # an evaluation that compiled nothing (served, or failed before nvcc)
+    fastest.offer("512", {"status": "ok", "times": [0.1]}, dev)
+    assert sorted(fastest.funcs) == ["256", "64"]
+
+    runner = _FakeRunner()
+    spec = WorkerSpec("gemm", {"n": 8}, "float32", "nvcuda", 0, None)
+    spec.args, spec.kernel_options, spec.fastest = None, type("KernelOptions", (), {"lang": "CUDA"})(), fastest
+    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[64], [128], [256]], rounds=3,
+                           spec=spec, warmup=1, warmup_s=0)
+    assert all(r["status"] == "ok" for r in rows)
+    assert runner.dev.compiles == 1  # 128 only
+    assert {size: func for size, func in runner.binaries} == {64: "binary of 64", 128: "binary 1", 256: "binary of 256"}
+    assert runner.dev.verifies == 3  # every binary is still verified in its first round
+    assert sorted(fastest.funcs) == ["256", "64"]  # the rounds themselves change nothing kept
+
+
 def test_slow_pipelines_get_fewer_launches_after_the_first_round(monkeypatch):
     import tuner.workloads
     from tuner.isolation import MIN_LAUNCHES, WorkerSpec, _measure_rounds

@@ -1,4 +1,26 @@
 """GPU autotuning campaigns: Kernel Tuner compiles, launches, times and verifies; Optuna searches;
 every measurement lands in pandas tables under results/."""
 
+import sys
+
 __version__ = "0.1.0"
+
+
+def _import_kernel_tuner_without_torch() -> None:
+    """Kernel Tuner imports torch whenever it is installed, for torch tensors as kernel arguments (this tool
+    passes numpy arrays only). On the H100 machine that import took 4-6 s of every process's start: twice
+    more in a distributed campaign's wall time (the parent, then each worker) than its search divides. So
+    Kernel Tuner's modules are imported first with torch hidden; torch itself stays importable afterwards
+    for what needs it (Optuna's GP sampler). Its backends, imported later, see torch again: they run in
+    the measuring process, which keeps torch out for good (tuner/worker_entry.py)."""
+    if "kernel_tuner" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # `import torch` raises ImportError: Kernel Tuner falls back to a placeholder
+    try:
+        import kernel_tuner.interface  # noqa: F401  (util, core, strategies.common)
+        import kernel_tuner.searchspace  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
+_import_kernel_tuner_without_torch()

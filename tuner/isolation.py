@@ -63,6 +63,7 @@ def worker_main(conn, spec: WorkerSpec, entered: float | None = None):
                 return
             continue
         row = _evaluate(runner, tuning_options, keys, msg)
+        spec.fastest.offer(config_key(msg), row, runner.dev)
         conn.send(("result", row))
         if row["status"] not in WORKER_SURVIVES:
             return
@@ -98,6 +99,8 @@ def _setup(spec: WorkerSpec):
     dev = runner.dev
     for method, stage in (("compile_kernel", "compile"), ("check_kernel_output", "verify"), ("benchmark", "benchmark")):
         setattr(dev, method, _staged(getattr(dev, method), stage, dev))
+    # a C-backend (host code) library is replaced by the next one built: nothing to keep
+    spec.fastest = _Fastest(0 if kernel_options.lang == kt.kt_lang(kt.HOST_BACKEND) else _Fastest.KEEP)
     baselines = workload.baselines(args, spec.size, spec.dtype, spec.baseline_repeats) if spec.baseline_repeats else {}
     gpu = gpu_info(spec.device)
     # where a worker's start goes (a regression check starts one per kernel): inputs and numpy reference,
@@ -122,14 +125,39 @@ def _open_cache(spec, runner, tuning_options):
 def _staged(fn, stage, holder):
     def wrapper(*a, **kw):
         holder._tuner_stage = stage
-        return fn(*a, **kw)
+        out = fn(*a, **kw)
+        if stage == "compile":
+            holder._tuner_compiled = out  # for _Fastest
+        return out
 
     return wrapper
 
 
+class _Fastest:
+    """The compiled kernels of the fastest configs measured so far in this process, so that the campaign's
+    confirmation (tuner/confirm.py), which measures its near-best configs again, does not compile them again:
+    five nvcc runs were 2-3 s of every campaign's wall time, which no number of GPUs divides."""
+
+    KEEP = 8
+
+    def __init__(self, keep: int):
+        self.keep, self.funcs, self.ms = keep, {}, {}
+
+    def offer(self, key: str, row: dict, dev) -> None:
+        func = getattr(dev, "_tuner_compiled", None)  # what this evaluation compiled
+        if not self.keep or func is None or row["status"] != "ok" or not row.get("times"):
+            return  # served from a cache or failed: nothing was compiled, or nothing worth keeping
+        import statistics
+
+        self.ms[key], self.funcs[key] = statistics.median(row["times"]), func
+        if len(self.ms) > self.keep:
+            slowest = max(self.ms, key=self.ms.get)
+            del self.ms[slowest], self.funcs[slowest]
+
+
 def _evaluate(runner, tuning_options, keys, values) -> dict:
     params = dict(zip(keys, values))
-    runner.dev._tuner_stage = "setup"
+    runner.dev._tuner_stage, runner.dev._tuner_compiled = "setup", None
     try:
         (result,) = runner.run([values], tuning_options)
     except Exception as e:
@@ -202,7 +230,8 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
                 return [row]
             rows.append({**row, "references_s": prepared_s})  # set up here, not in its own call
         return rows
-    binaries = {}
+    fastest = getattr(spec, "fastest", None)  # set by _setup (a test may pass a bare spec)
+    binaries = dict(fastest.funcs) if fastest else {}  # a campaign's fastest configs come compiled already
 
     def compile_once(instance, verbose):
         key = config_key(instance.params[k] for k in keys)

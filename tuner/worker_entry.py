@@ -26,8 +26,8 @@ def worker_entry(conn, spec: WorkerSpec):
     entered = time.time()
     # Kernel Tuner imports torch whenever it is installed, for torch tensors as kernel arguments; a worker
     # passes numpy arrays only. On the H100 machine that import took 4.3 s of every worker's 5-10 s start,
-    # most of a regression check's time. (The parent process is left alone: Kernel Tuner's torch-based
-    # strategies run there.)
+    # most of a regression check's time. Here torch stays out for good, for the backends imported below
+    # too (the other processes hide it from Kernel Tuner's import only: tuner/__init__.py).
     sys.modules.setdefault("torch", None)
     from tuner.isolation import worker_main
 

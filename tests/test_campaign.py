@@ -146,3 +146,31 @@ def test_a_config_measured_again_under_the_current_protocol_supersedes_the_older
     assert (read_parts("*/reduction/evaluations/*.parquet", results)["campaign_id"] == "older").sum() == 3
     df = load_evaluations("reduction")
     assert len(df) == len(first) and "older" not in set(df.campaign_id)
+
+
+def test_a_session_uses_the_measuring_process_launched_early_for_it_and_only_that(tmp_path):
+    """A distributed worker launches its measuring process before its own imports (tuner worker --launch);
+    the session takes it if it is the process it needs, and shuts it down otherwise."""
+    from tuner.campaign import open_session
+    from tuner.isolation import IsolatedRunner
+    from tuner.workloads import get_workload
+
+    w = get_workload("reduction")
+    size_name, size = w.space.resolve_size("seed", w.parse_size)
+    req = request()
+
+    def launch(dtype):
+        return IsolatedRunner.for_campaign("reduction", size, dtype, req.backend, req.device, timeout=req.timeout,
+                                           target=fake_worker_main).launch()
+
+    same, other = launch("float32"), launch("int32")
+    for launched, used in ((same, True), (other, False)):
+        session = open_session(req, w, size_name, size, "float32", tmp_path, "c", launched=launched)
+        try:
+            assert (session.runner is launched) == used
+            assert session.gpu["gpu"] == "Fake GPU 9000"
+            if not used:
+                assert launched._proc is None  # the wrong one does not linger
+        finally:
+            session.runner.shutdown()
+            session.writer.flush()

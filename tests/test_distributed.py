@@ -188,6 +188,11 @@ def test_tpe_workers_via_tune_never_measure_a_config_twice(results, capsys):
     raw = read_parts("*/reduction/evaluations/*.parquet", results / "simulated")
     assert raw.config.is_unique and len(raw) == doc["measured"] >= 40
     assert raw.worker.nunique() == 2
+    # each worker's measuring process was launched before the worker's own imports, and used
+    status = campaign_status("reduction-seed-float32-tpe-s1", f"sqlite:///{results / 'campaigns.sqlite3'}")
+    assert len(status["workers"]) == 2 and all(w["launched_early"] for w in status["workers"].values())
+    assert all(set(w["timeline_s"]) == {"loaded", "joined", "ready", "searched", "confirmed", "closed"}
+               for w in status["workers"].values())
     # nothing written where measured rows live
     assert not list(results.glob("*/reduction/evaluations/*.parquet"))
 

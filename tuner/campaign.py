@@ -16,7 +16,7 @@ from kernel_tuner.runners.simulation import SimulationRunner
 
 from tuner import confirm, kt, store
 from tuner.errors import TunerError
-from tuner.isolation import IsolatedRunner, WorkerSpec, config_key
+from tuner.isolation import IsolatedRunner, config_key
 from tuner.progress import CampaignProgress
 from tuner.provenance import gpu_slug, software, source_hash
 from tuner.strategies import (
@@ -173,15 +173,21 @@ class Session:
 
 
 def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dtype: str, root: Path, campaign_id: str, *,
-                 part: str | None = None, cachefile=None, check_gpu=None, env: dict | None = None) -> Session:
+                 part: str | None = None, cachefile=None, check_gpu=None, env: dict | None = None,
+                 launched: IsolatedRunner | None = None) -> Session:
     """Start the worker process, learn its GPU, store the baselines it measured, and open the Parquet part
     (evaluations/<part or campaign_id>.parquet) and Kernel Tuner's cache file (a path, or a function of the
     GPU's name; default: the shared one of this GPU, size and dtype). `check_gpu(gpu)` may refuse the GPU
-    before anything is written."""
+    before anything is written. `launched`: a worker process launched early for this session (used if it is
+    the one the session needs, else shut down)."""
     space = workload.space
-    spec = WorkerSpec(workload=req.workload, size=size, dtype=dtype, backend=req.backend, device=req.device,
-                      cachefile=None, env=dict(env or {}))
-    runner = IsolatedRunner(spec, timeout=req.timeout, **({"target": req.worker_target} if req.worker_target else {}))
+    runner = IsolatedRunner.for_campaign(req.workload, size, dtype, req.backend, req.device, timeout=req.timeout,
+                                         env=env, target=req.worker_target)
+    if launched is not None:
+        if launched.same_as(runner):
+            runner = launched
+        else:
+            launched.shutdown()
     setup = runner.start()  # tells us which GPU we are on, before anything is written
     gpu = setup["gpu"]
     if check_gpu is not None:

@@ -90,11 +90,24 @@ def _size_text(args) -> str | None:
 
 
 def _worker(args) -> int:
+    launched = None
+    if args.launch:  # before the heavy imports below, which the measuring process's set-up then overlaps
+        from tuner.isolation import IsolatedRunner, resolve_target
+
+        m = json.loads(args.launch)
+        launched = IsolatedRunner.for_campaign(m["workload"], m["size"], m["dtype"], m["backend"], args.device,
+                                               timeout=m["timeout"], env=m["env"], target=resolve_target(m["target"]))
+        launched.launch()
     from tuner.distributed import run_worker
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
-    summary = run_worker(args.campaign, args.storage, args.device, results=args.results,
-                         allow_mixed_gpus=args.allow_mixed_gpus, worker_target=args.worker_target, log=log)
+    try:
+        summary = run_worker(args.campaign, args.storage, args.device, results=args.results,
+                             allow_mixed_gpus=args.allow_mixed_gpus, worker_target=args.worker_target,
+                             launched=launched, log=log)
+    finally:
+        if launched is not None:
+            launched.shutdown()  # if it was not used (run_worker shuts down what it uses)
     console.print(f"worker {summary['worker']} ({summary['gpu']}): {summary['measured']} measured, "
                   f"{summary['served']} served from the store, {summary['trials']} trials", highlight=False)
     return 0
@@ -194,7 +207,9 @@ def _parse_assignment(text: str):
         return key, value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
+    """The CLI; `run_programs`: with each workload's `tuner run` program, which imports every workload (half a
+    second of each worker's start on the H100 machine, spent only when the command may be `run`)."""
     from tuner import compare
     from tuner.export import FORMATS
     from tuner.kt import BACKENDS
@@ -246,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-mixed-gpus", action="store_true", help="join even if the campaign runs on another GPU model")
     s.add_argument("--quiet", action="store_true", help="no line per evaluation")
     s.add_argument("--worker-target", help=argparse.SUPPRESS)
+    s.add_argument("--launch", help=argparse.SUPPRESS)  # JSON: the measuring process to launch at once (run_distributed)
     s.set_defaults(func=_worker)
 
     s = sub.add_parser("status", help="progress of a distributed campaign: done, running, failed, best so far")
@@ -303,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     programs = s.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
     from tuner.workloads import all_workloads
 
-    for w in all_workloads():
+    for w in all_workloads() if run_programs else []:
         if w.run_help:
             prog = programs.add_parser(w.name, help=w.run_help, description=w.run_help)
             w.add_run_arguments(prog)
@@ -317,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(run_programs="run" in argv).parse_args(argv)
     try:
         return args.func(args)
     except TunerError as e:

@@ -54,6 +54,7 @@ from tuner.campaign import (
     store_row,
 )
 from tuner.errors import TunerError
+from tuner.isolation import IsolatedRunner, resolve_target
 from tuner.provenance import source_hash
 from tuner.strategies import (
     OPTUNA_SAMPLERS,
@@ -265,19 +266,20 @@ def worker_id(device: int) -> str:
     return store._safe(f"{socket.gethostname()}-gpu{device}-{os.getpid()}")
 
 
-def _resolve_target(target):
-    """The isolated worker's main function: a callable, 'module:function', or the default one."""
-    if target is None or callable(target):
-        return target
-    module, _, func = str(target).partition(":")
-    import importlib
-
-    return getattr(importlib.import_module(module), func)
+def measuring_process(camp: Campaign, worker_target=None) -> dict:
+    """What a worker's measuring process runs (IsolatedRunner.for_campaign's arguments, less the device): a
+    replay of the recording for a simulated campaign, else Kernel Tuner on the GPU (or a test's stand-in,
+    `worker_target` "module:function"). JSON, so that the parent can hand it to the workers it starts."""
+    replay = "tuner.distributed:replay_worker_main"
+    return {"workload": camp.workload, "size": camp.size_vars, "dtype": camp.dtype, "backend": camp.backend,
+            "timeout": camp.timeout, "env": {"TUNER_REPLAY": camp.recording} if camp.simulate else {},
+            "target": replay if camp.simulate else worker_target}
 
 
 def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = None, allow_mixed_gpus: bool = False,
-               worker_target=None, log=None) -> dict:
-    """Join campaign `name` on GPU `device`; take trials until the campaign is done. Returns a summary."""
+               worker_target=None, launched: IsolatedRunner | None = None, log=None) -> dict:
+    """Join campaign `name` on GPU `device`; take trials until the campaign is done. Returns a summary.
+    `launched`: its measuring process, launched early by the caller (used if it is the one this needs)."""
     log = log or (lambda msg: None)
     info = {"host": socket.gethostname(), "device": device, "pid": os.getpid(), "started": _now(), "timeline_s": {}}
     timeline = _Timeline(info["timeline_s"])
@@ -291,19 +293,20 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
         raise TunerError(f"campaign '{name}' tunes another version of {space.kernel_source.name} (kernel hash "
                          f"{camp.kernel_hash}): check out the same commit on every host")
     root = Path(results or store.results_root())
-    env, target = {}, _resolve_target(worker_target)
     if camp.simulate:  # replayed rows are kept apart from measured ones (the store's readers never see them)
-        root, target, env = root / "simulated", replay_worker_main, {"TUNER_REPLAY": camp.recording}
+        root = root / "simulated"
+    process = measuring_process(camp, worker_target)
     me = worker_id(device)
     req = CampaignRequest(workload=camp.workload, size=camp.size, dtype=camp.dtype, strategy=camp.strategy,
                           backend=camp.backend, device=device, seed=camp.seed, timeout=camp.timeout, quiet=True,
-                          worker_target=target)
+                          worker_target=resolve_target(process["target"]))
     part = f"{store._safe(name)}.{me}"
     session = open_session(req, workload, camp.size, camp.size_vars, camp.dtype, root, name, part=part,
                            cachefile=lambda gpu: _cache_part(root, gpu, camp, me),
-                           check_gpu=lambda gpu: _claim_gpu(study, name, gpu["gpu"], allow_mixed_gpus), env=env)
+                           check_gpu=lambda gpu: _claim_gpu(study, name, gpu["gpu"], allow_mixed_gpus),
+                           env=process["env"], launched=launched)
     timeline.mark("joined")  # the measuring process started (its set-up in setup_s), baselines stored
-    info["gpu"] = session.gpu["gpu"]
+    info["gpu"], info["launched_early"] = session.gpu["gpu"], launched is not None and session.runner is launched
     info["setup_s"] = {**session.runner.lifecycle_s, **session.runner.setup.get("setup_s", {})}
     study.set_user_attr(f"worker:{me}", info)
     log(f"worker {me} on {session.gpu['gpu']} joined campaign {name}")
@@ -816,9 +819,12 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
     if workers == 0:
         return campaign_result(camp.name, url, root)
     procs = []
+    # each worker launches its measuring process first thing, so that its set-up (a CUDA context, the inputs)
+    # overlaps the worker's own imports and study loading: seconds of a campaign's wall time
+    launch = json.dumps(measuring_process(camp, worker_target))
     for d in devices:
         cmd = [sys.executable, "-m", "tuner", "--results", str(root), "worker", camp.name, "--storage", url,
-               "--device", str(d), "--quiet"] + (["--allow-mixed-gpus"] if allow_mixed_gpus else []) \
+               "--device", str(d), "--quiet", "--launch", launch] + (["--allow-mixed-gpus"] if allow_mixed_gpus else []) \
             + (["--worker-target", worker_target] if worker_target else [])
         procs.append(subprocess.Popen(cmd, stdout=2))  # their messages to our stderr: stdout may carry --json
     last = 0.0

@@ -287,6 +287,16 @@ def record_failure_in_cache(tuning_options, values, params, status):
 # ---------------------------------------------------------------------------------------------
 # parent side
 # ---------------------------------------------------------------------------------------------
+def resolve_target(target):
+    """A worker process's main function, or its "module:function" name (None: the real one)."""
+    if target is None or callable(target):
+        return target
+    module, _, func = str(target).partition(":")
+    import importlib
+
+    return getattr(importlib.import_module(module), func)
+
+
 class IsolatedRunner(Runner):
     """A Kernel Tuner Runner whose evaluations happen in a restartable worker process.
 
@@ -305,18 +315,39 @@ class IsolatedRunner(Runner):
         self.on_row = on_row or (lambda row, fresh: None)
         self.setup = None
         self.restarts = 0
-        self._proc = self._conn = None
+        self._proc = self._conn = self._spawned = None
         self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
         self.lifecycle_s = {}  # wall seconds of the last start (spawn to ready) and shutdown, as the parent saw them
 
+    @classmethod
+    def for_campaign(cls, workload: str, size: dict, dtype: str, backend: str, device: int, *, timeout: float,
+                     env: dict | None = None, target=None) -> IsolatedRunner:
+        """The measuring process of a campaign's session (tuner/campaign.py's open_session): one place builds
+        it, so that a worker may launch it early (see launch) and the session checks that it is the same."""
+        spec = WorkerSpec(workload=workload, size=size, dtype=dtype, backend=backend, device=device, cachefile=None,
+                          env=dict(env or {}))
+        return cls(spec, timeout=timeout, **({"target": target} if target else {}))
+
+    def same_as(self, other: IsolatedRunner) -> bool:
+        return (self.spec, self.target, self.timeout) == (other.spec, other.target, other.timeout)
+
     # -- worker lifecycle ---------------------------------------------------------------------
+    def launch(self) -> IsolatedRunner:
+        """Spawn the worker process without waiting for it to get ready (start waits): its set-up (a new
+        Python, a CUDA context, the inputs and their reference) overlaps what the caller does meanwhile."""
+        if self._proc is None:
+            self._spawned = (time.perf_counter(), time.time())
+            parent, child = self._ctx.Pipe()
+            self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
+            self._proc.start()
+            child.close()
+            self._conn = parent
+        return self
+
     def start(self) -> dict:
-        t0, spawned_at = time.perf_counter(), time.time()
-        parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        """Launch the worker process unless launched already, and wait until it is ready. Its set-up."""
+        self.launch()
+        (t0, spawned_at), parent = self._spawned, self._conn
         if not parent.poll(self.setup_timeout):
             self._kill()
             raise TunerError(f"the worker did not get ready within {self.setup_timeout:.0f} s (GPU busy or hung?)")

@@ -133,3 +133,18 @@ def test_run_config_takes_the_best_or_checks_the_given_one(filled):
         w.run_config({"n": 8}, "float32", {**given, "block_size_x": 48})
     with pytest.raises(TunerError, match="breaks a restriction"):
         w.run_config({"n": 8}, "float32", {**given, "variant": 1, "items_per_thread": 4})
+
+
+def test_a_given_config_may_leave_out_the_parameters_that_have_a_default():
+    from tuner import kt
+    from tuner.workloads import get_workload
+
+    w = get_workload("spmv")  # vec and full_occupancy came later, with defaults
+    assert set(w.space.defaults) == {"vec", "full_occupancy"}
+    full = next(c for c in (dict(zip(w.space.params, v)) for v in kt.searchspace(w.space).list)
+                if all(c[k] == d for k, d in w.space.defaults.items()))
+    short = {k: v for k, v in full.items() if k not in w.space.defaults}
+    assert w.run_config({"n": 8}, "float32", short) == full
+    other = {**full, "vec": next(v for v in w.space.params["vec"] if v != w.space.defaults["vec"])}
+    if w.space.is_valid(other):  # a value given explicitly wins over the default
+        assert w.run_config({"n": 8}, "float32", other) == other

@@ -74,17 +74,19 @@ class Workload:
         raise NotImplementedError
 
     def run_config(self, size: dict, dtype: str, given: dict | None = None, gpu: str | None = None, log=print) -> dict:
-        """The config a program runs with: the one given (complete and valid), else the best stored for this
-        GPU and size, with its fallback (nearest size, other GPU) said through `log`."""
+        """The config a program runs with: the one given (every parameter that has no default in the space,
+        and valid), else the best stored for this GPU and size, with its fallback (nearest size, other GPU)
+        said through `log`."""
         from tuner.query import best
         from tuner.space import format_size
 
         space = self.space
         if given:
+            given = space.complete(given)
             missing = set(space.params) - set(given)
             unknown = set(given) - set(space.params)
             if missing or unknown:
-                raise TunerError(f"--config must set exactly the parameters of {self.name}: "
+                raise TunerError(f"--config must set the parameters of {self.name} (those with a default may be left out): "
                                  + (f"missing {', '.join(sorted(missing))} " if missing else "")
                                  + (f"unknown {', '.join(sorted(unknown))}" if unknown else ""))
             bad = {k: v for k, v in given.items() if v not in space.params[k]}

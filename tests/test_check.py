@@ -245,6 +245,33 @@ def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkey
     assert "reduction seed float32: stale" in out and "its config lacks finish" in out and "tuner baseline reduction" in out
 
 
+def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeypatch, tmp_path, capsys):
+    """Baselines taken before kernels' start events waited for their launch (no `timing` column: "plain")
+    carry 8-20 us of launch overhead: compared with times taken now, they would hide a regression of that
+    size. Such a check says to record the baseline again instead of measuring."""
+    import tuner.check
+    from tests.fake_worker import fake_worker_main
+    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.cli import main
+
+    run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                 max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
+    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
+    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
+    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
+    path = next(results.glob("*/reduction/check/baseline.parquet"))
+    stored = pd.read_parquet(path)
+    assert list(stored["timing"]) == ["delayed-start"]  # the stand-in worker's protocol, recorded
+    assert main(["check"]) == 0
+    stored.drop(columns="timing").to_parquet(path, index=False)  # as baselines from before the column
+    monkeypatch.setattr(tuner.check.IsolatedRunner, "measure_rounds",
+                        lambda *a, **kw: pytest.fail("a stale baseline is not measured"))
+    capsys.readouterr()
+    assert main(["check"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "reduction seed float32: stale" in out and "timed plain" in out and "tuner baseline reduction" in out
+
+
 def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
     """Every kernel's first session comes before any kernel's second, so the sessions' spread holds the drift
     of the whole run; a size with nothing tuned is skipped once, not per session."""

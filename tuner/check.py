@@ -59,10 +59,13 @@ class CheckResult:
 
 
 def _worker(workload, size, dtype, backend, device, timeout):
+    """A fresh measuring process, and its GPU with the timing protocol it times kernels with (tuner/timing.py):
+    both go into a baseline's row, and a check compares them with the baseline's."""
     runner = IsolatedRunner(WorkerSpec(workload, size, dtype, backend, device, None, baseline_repeats=0,
                                        iterations=CHECK_ITERATIONS), timeout=timeout,
                             **({"target": worker_target} if worker_target else {}))
-    return runner, runner.start()["gpu"]
+    setup = runner.start()
+    return runner, {**setup["gpu"], "timing": setup.get("timing", "plain")}
 
 
 def _baseline_path(root, gpu, workload) -> Path:
@@ -279,8 +282,16 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
             runner, gpu = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device,
                                   timeout)
             try:
-                now = (runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
-                       if allow_different or not _refusal(base, gpu) else {"status": "refused"})
+                if not store.timing_matches(base, space, gpu["timing"]):
+                    # e.g. taken before kernels' start events waited for their launch: its times carry the
+                    # launch overhead (8-20 us), which would hide a regression of that size in a short kernel
+                    now = {"status": "stale baseline", "error": f"timed {base.get('timing') or 'plain'}, kernels "
+                           f"are timed {gpu['timing']} now (tuner/timing.py); record it again with "
+                           f"`tuner baseline {base['workload']}`"}
+                elif allow_different or not _refusal(base, gpu):
+                    now = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
+                else:
+                    now = {"status": "refused"}
             finally:
                 runner.shutdown()
             lifecycle = runner.lifecycle_s

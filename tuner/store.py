@@ -101,14 +101,15 @@ def same_protocol(row, space, timing: str | None) -> bool:
     """Whether a stored time was taken as one taken now would be: over the space's number of launches and,
     for kernels (host code times itself), with the same timing protocol (tuner/timing.py; rows from before
     the column existed were taken "plain")."""
-    return _launches_match(row, space) and _timing_matches(row, space, timing)
+    return _launches_match(row, space) and timing_matches(row, space, timing)
 
 
 def _launches_match(row, space) -> bool:
     return row["times"] is not None and len(row["times"]) == space.iterations
 
 
-def _timing_matches(row, space, timing) -> bool:
+def timing_matches(row, space, timing) -> bool:
+    """Whether `row` (a stored evaluation or check baseline) was timed with the protocol `timing`."""
     recorded = row.get("timing")
     return space.lang == "host" or (recorded if isinstance(recorded, str) else "plain") == timing
 
@@ -123,7 +124,7 @@ def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
         return df
     ok = df["status"] == "ok"
     columns = ["times"] + (["timing"] if "timing" in df else [])
-    rank = pd.Series([2 * _timing_matches(r, space, PROTOCOL) + _launches_match(r, space) if good else -1
+    rank = pd.Series([2 * timing_matches(r, space, PROTOCOL) + _launches_match(r, space) if good else -1
                       for r, good in zip(df[columns].to_dict("records"), ok)], index=df.index)
     best = rank.groupby([df["gpu"], df["size_vars"], df["dtype"]]).transform("max")
     if (rank[ok] == best[ok]).all():

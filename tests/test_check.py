@@ -220,10 +220,9 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     assert "reduction seed float32: regression" in out.err  # progress goes to stderr
 
 
-def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkeypatch, tmp_path, capsys):
-    """A baseline recorded before the space gained a parameter (Floyd-Warshall's KCHUNK, say) names no kernel
-    of today's space: that kernel's check could not run (exit 2) and says to record the baseline again; no
-    worker is started for it."""
+def _stand_in_baseline(results, monkeypatch):
+    """A 10-evaluation campaign and a 2-session baseline of reduction seed float32, both by the stand-in
+    worker (which `tuner check` then uses too). The baseline file's path."""
     import tuner.check
     from tests.fake_worker import fake_worker_main
     from tuner.campaign import CampaignRequest, run_campaign
@@ -234,7 +233,17 @@ def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkey
     monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
     monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
-    path = next(results.glob("*/reduction/check/baseline.parquet"))
+    return next(results.glob("*/reduction/check/baseline.parquet"))
+
+
+def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkeypatch, tmp_path, capsys):
+    """A baseline recorded before the space gained a parameter (Floyd-Warshall's KCHUNK, say) names no kernel
+    of today's space: that kernel's check could not run (exit 2) and says to record the baseline again; no
+    worker is started for it."""
+    import tuner.check
+    from tuner.cli import main
+
+    path = _stand_in_baseline(results, monkeypatch)
     stored = pd.read_parquet(path)
     stored["config"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "finish"}) for c in stored["config"]]
     stored.to_parquet(path, index=False)
@@ -250,16 +259,9 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
     carry 8-20 us of launch overhead: compared with times taken now, they would hide a regression of that
     size. Such a check says to record the baseline again instead of measuring."""
     import tuner.check
-    from tests.fake_worker import fake_worker_main
-    from tuner.campaign import CampaignRequest, run_campaign
     from tuner.cli import main
 
-    run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
-                                 max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
-    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
-    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
-    path = next(results.glob("*/reduction/check/baseline.parquet"))
+    path = _stand_in_baseline(results, monkeypatch)
     stored = pd.read_parquet(path)
     assert list(stored["timing"]) == ["delayed-start"]  # the stand-in worker's protocol, recorded
     assert main(["check"]) == 0

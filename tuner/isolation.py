@@ -7,8 +7,10 @@ The parent side is a Kernel Tuner Runner, so every strategy (ours or Kernel Tune
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
+import statistics
 import time
 import traceback
 from datetime import datetime, timezone
@@ -147,8 +149,6 @@ class _Fastest:
         func = getattr(dev, "_tuner_compiled", None)  # what this evaluation compiled
         if not self.keep or func is None or row["status"] != "ok" or not row.get("times"):
             return  # served from a cache or failed: nothing was compiled, or nothing worth keeping
-        import statistics
-
         self.ms[key], self.funcs[key] = statistics.median(row["times"]), func
         if len(self.ms) > self.keep:
             slowest = max(self.ms, key=self.ms.get)
@@ -207,9 +207,6 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     Kernel Tuner's C backend (host code) holds one library at a time, so interleaved, every turn would run
     nvcc again (seconds for a host pipeline, many minutes for a confirmation's 5 finalists x 18 rounds):
     there each config's rounds run together, one config after the other."""
-    import math
-    import statistics
-
     from tuner import kt
     from tuner.workloads import get_workload
 

@@ -138,3 +138,23 @@ def test_patience_applies_by_default_only_without_a_budget():
                           "float32", None, root)
     with pytest.raises(TunerError, match="Optuna strategies"):
         make_strategy("kt:random_sample", warm_start=[BEST])
+
+
+def test_configs_to_measure_first_get_the_spaces_defaults_or_a_clear_error():
+    """A config given to measure first is completed with the defaults of parameters added later (the seed's
+    Floyd-Warshall config predates PRIORITY); one that names no config of the space is an error, never
+    silently skipped (the search's warm start drops what it cannot encode)."""
+    from tuner.workloads import get_workload
+
+    fw = get_workload("floyd-warshall").space
+    seed = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,
+            "LOOKAHEAD": 0, "SPLIT": 100}
+    root = results_root()
+    got = campaign_strategy(CampaignRequest("floyd-warshall", first=(seed,)), fw, {"n": 64, "gpus": 1}, "int32", None, root)
+    assert got.warm_start[0] == {**seed, **fw.defaults}
+    with pytest.raises(TunerError, match="a config to measure first must set the parameters of floyd-warshall.*missing BLOCK"):
+        campaign_strategy(CampaignRequest("floyd-warshall", first=({k: v for k, v in seed.items() if k != "BLOCK"},)),
+                          fw, {"n": 64, "gpus": 1}, "int32", None, root)
+    with pytest.raises(TunerError, match="values outside the space: BLOCK=48"):
+        campaign_strategy(CampaignRequest("floyd-warshall", first=({**seed, "BLOCK": 48},)), fw, {"n": 64, "gpus": 1},
+                          "int32", None, root)

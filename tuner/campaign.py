@@ -359,7 +359,8 @@ def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: 
     warm = []
     if req.warm_start:
         warm = warm_configs(warm_evaluations(req.workload, root, own=evaluations), space, size, dtype, gpu)
-    warm = list(req.first) + [c for c in warm if c not in req.first]
+    first = [space.checked(c, "a config to measure first") for c in req.first]  # not silently skipped
+    warm = first + [c for c in warm if c not in first]
     patience = req.patience
     if patience is None:
         patience = DEFAULT_PATIENCE if req.max_evals is None and req.time_limit is None else None

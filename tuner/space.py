@@ -79,6 +79,24 @@ class Space:
     def is_valid(self, config: dict) -> bool:
         return all(bool(e(config)) for e in self.restriction_exprs)
 
+    def checked(self, config: dict, what: str = "the config") -> dict:
+        """`config` with the defaults of parameters it leaves out (see `defaults`), if it names a configuration
+        of this space; else a TunerError saying what is wrong (`what`: how the message names it)."""
+        config = self.complete(config)
+        missing = set(self.params) - set(config)
+        unknown = set(config) - set(self.params)
+        if missing or unknown:
+            raise TunerError(f"{what} must set the parameters of {self.workload} (those with a default may be "
+                             "left out): " + (f"missing {', '.join(sorted(missing))} " if missing else "")
+                             + (f"unknown {', '.join(sorted(unknown))}" if unknown else ""))
+        bad = {k: v for k, v in config.items() if v not in self.params[k]}
+        if bad:
+            raise TunerError(f"{what}: values outside the space: "
+                             + ", ".join(f"{k}={v} (allowed {self.params[k]})" for k, v in bad.items()))
+        if not self.is_valid(config):
+            raise TunerError(f"{what} breaks a restriction of the space: {config}")
+        return dict(config)
+
     def grid_dims(self, config: dict, size: dict) -> list:
         scope = {**size, **config}
         return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))

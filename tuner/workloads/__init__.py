@@ -82,20 +82,7 @@ class Workload:
 
         space = self.space
         if given:
-            given = space.complete(given)
-            missing = set(space.params) - set(given)
-            unknown = set(given) - set(space.params)
-            if missing or unknown:
-                raise TunerError(f"--config must set the parameters of {self.name} (those with a default may be left out): "
-                                 + (f"missing {', '.join(sorted(missing))} " if missing else "")
-                                 + (f"unknown {', '.join(sorted(unknown))}" if unknown else ""))
-            bad = {k: v for k, v in given.items() if v not in space.params[k]}
-            if bad:
-                raise TunerError("values outside the space: "
-                                 + ", ".join(f"{k}={v} (allowed {space.params[k]})" for k, v in bad.items()))
-            if not space.is_valid(given):
-                raise TunerError(f"the config breaks a restriction of the space: {given}")
-            return dict(given)
+            return space.checked(given, "--config")
         answer = best(self.name, format_size(size), dtype, gpu=gpu)
         for note in answer["notes"]:
             log(f"note: {note}")

@@ -829,15 +829,17 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
                "--device", str(d), "--quiet", "--launch", launch] + (["--allow-mixed-gpus"] if allow_mixed_gpus else []) \
             + (["--worker-target", worker_target] if worker_target else [])
         procs.append(subprocess.Popen(cmd, stdout=2))  # their messages to our stderr: stdout may carry --json
-    last = 0.0
     try:
-        while any(p.poll() is None for p in procs):
-            time.sleep(0.5)
-            if not req.quiet and time.monotonic() - last > 10:
-                last = time.monotonic()
-                s = campaign_status(camp.name, url)
-                log(f"{s['done']}/{s['total']} done, {s['running']} running"
-                    + (f", best {s['best']['value']:.4g} {s['best']['objective']}" if s["best"] else ""))
+        for p in procs:  # each wait returns as its worker exits (the campaign's end is not a polling period late)
+            while True:
+                try:
+                    p.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    if not req.quiet:
+                        s = campaign_status(camp.name, url)
+                        log(f"{s['done']}/{s['total']} done, {s['running']} running"
+                            + (f", best {s['best']['value']:.4g} {s['best']['objective']}" if s["best"] else ""))
     finally:
         for p in procs:
             if p.poll() is None:

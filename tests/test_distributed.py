@@ -152,7 +152,7 @@ def test_status_command(sqlite_run, capsys):
                                           simulate=True, results=sqlite_run["root"], quiet=True))
     assert out.count("  worker ") == 3 and f"best so far: {single.best['value']:.0f} GB/s" in out
     # where each worker's time went; the killed one never closed
-    assert out.count("    loaded ") == 3 and out.count(", closed ") == 2
+    assert out.count("    seconds after its start: loaded ") == 3 and out.count(", closed ") == 2
     assert main(["status", sqlite_run["name"], "--storage", sqlite_run["url"], "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["done"] == SPACE_SIZE and doc["lost_workers"] == lost and doc["gpu"] == H100

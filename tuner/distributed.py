@@ -794,7 +794,7 @@ def format_status(s: dict) -> str:
         where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, device {info.get('device', '?')})"
         lines.append(f"  worker {w}: {info['done']} done, {info['running']} running  {where}")
         if info.get("timeline_s"):  # seconds from the worker process's start to the end of each stage so far
-            lines.append("    " + ", ".join(f"{k} {v:.1f} s" for k, v in info["timeline_s"].items()))
+            lines.append("    seconds after its start: " + ", ".join(f"{k} {v:.1f}" for k, v in info["timeline_s"].items()))
     return "\n".join(lines)
 
 

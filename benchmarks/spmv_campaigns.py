@@ -53,7 +53,7 @@ def main():
         t0 = time.monotonic()
         try:
             if listed is None:
-                first = tuple(space.complete(c) for c in SEED_CONFIGS + recipes(space.sizes[size]["mean"]))
+                first = tuple(SEED_CONFIGS + recipes(space.sizes[size]["mean"]))  # completed by the campaign
                 budget = args.budget
             else:
                 first = []

@@ -92,12 +92,9 @@ def _size_text(args) -> str | None:
 def _worker(args) -> int:
     launched = None
     if args.launch:  # before the heavy imports below, which the measuring process's set-up then overlaps
-        from tuner.isolation import IsolatedRunner, resolve_target
+        from tuner.isolation import IsolatedRunner
 
-        m = json.loads(args.launch)
-        launched = IsolatedRunner.for_campaign(m["workload"], m["size"], m["dtype"], m["backend"], args.device,
-                                               timeout=m["timeout"], env=m["env"], target=resolve_target(m["target"]))
-        launched.launch()
+        launched = IsolatedRunner.for_campaign(device=args.device, **json.loads(args.launch)).launch()
     from tuner.distributed import run_worker
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))

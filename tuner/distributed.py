@@ -54,7 +54,7 @@ from tuner.campaign import (
     store_row,
 )
 from tuner.errors import TunerError
-from tuner.isolation import IsolatedRunner, resolve_target
+from tuner.isolation import IsolatedRunner
 from tuner.provenance import source_hash
 from tuner.strategies import (
     OPTUNA_SAMPLERS,
@@ -299,7 +299,7 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
     me = worker_id(device)
     req = CampaignRequest(workload=camp.workload, size=camp.size, dtype=camp.dtype, strategy=camp.strategy,
                           backend=camp.backend, device=device, seed=camp.seed, timeout=camp.timeout, quiet=True,
-                          worker_target=resolve_target(process["target"]))
+                          worker_target=process["target"])
     part = f"{store._safe(name)}.{me}"
     session = open_session(req, workload, camp.size, camp.size_vars, camp.dtype, root, name, part=part,
                            cachefile=lambda gpu: _cache_part(root, gpu, camp, me),

@@ -320,9 +320,11 @@ class IsolatedRunner(Runner):
     def for_campaign(cls, workload: str, size: dict, dtype: str, backend: str, device: int, *, timeout: float,
                      env: dict | None = None, target=None) -> IsolatedRunner:
         """The measuring process of a campaign's session (tuner/campaign.py's open_session): one place builds
-        it, so that a worker may launch it early (see launch) and the session checks that it is the same."""
+        it, so that a worker may launch it early (see launch) and the session checks that it is the same.
+        `target`: its main function or "module:function" (None: the real one)."""
         spec = WorkerSpec(workload=workload, size=size, dtype=dtype, backend=backend, device=device, cachefile=None,
                           env=dict(env or {}))
+        target = resolve_target(target)
         return cls(spec, timeout=timeout, **({"target": target} if target else {}))
 
     def same_as(self, other: IsolatedRunner) -> bool:

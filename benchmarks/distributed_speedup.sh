@@ -88,7 +88,7 @@ doc = {
         "seconds": round(r["seconds"], 2), "evaluated": r["result"]["evaluated"], "measured": r["result"]["measured"],
         "failures": r["result"]["failures"], "best": r["result"]["best"], "confirmed": r["status"].get("confirmed"),
         # where each worker's time went: its process started this long after the run, then each stage ended
-        # this long after its process started (tuner/distributed.py's _Timeline)
+        # this long after its process started (tuner/distributed/worker.py's _Timeline)
         "per_worker": {w: {**{k: v.get(k) for k in ("done", "device", "gpu", "host", "timeline_s", "setup_s", "launched_early")},
                            "process_started_after_s": round(v["process_started"] - r["started"], 2)
                            if v.get("process_started") else None}

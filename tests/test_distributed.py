@@ -248,13 +248,13 @@ def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(results):
     """A worker killed between taking a trial and its first heartbeat: Optuna's stale check alone would
     wait for that trial forever; the workers give it a heartbeat once it is older than the grace period."""
     from tuner import kt
-    from tuner.distributed import _Codec
+    from tuner.distributed.study import TrialCodec
 
     req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random", max_evals=5,
                           simulate=True, results=with_recording(results))
     _, url = create_campaign(req, "orphan", None, heartbeat_s=1, grace_s=2)
     study = optuna.load_study(study_name="orphan", storage=url)
-    codec = _Codec(kt.searchspace(get_workload("reduction").space))
+    codec = TrialCodec(kt.searchspace(get_workload("reduction").space))
     study.enqueue_trial(codec.encode(kt.searchspace(get_workload("reduction").space).list[0]))
     orphan = study.ask(codec.dists)  # taken, then its worker "dies": no heartbeat ever
     summary = run_worker("orphan", url, 0, results=results)

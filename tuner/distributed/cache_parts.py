@@ -1,0 +1,49 @@
+"""Kernel Tuner's cache of a campaign: one part per worker, merged into the shared file."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tuner import store
+
+if TYPE_CHECKING:
+    from tuner.distributed.study import Campaign
+
+
+def cache_part(root: Path, gpu: str, camp: Campaign, me: str) -> Path:
+    main = store.cache_path(root, gpu, camp.workload, camp.size, camp.dtype)
+    return main.parent / "cache-parts" / f"{main.name[:-len('.cache.json')]}.{me}.cache.json"
+
+
+def merge_cache_parts(main: Path, parts: list[Path]) -> int:
+    """Merge Kernel Tuner cache parts into `main` (under a file lock; first entry of a config wins) and
+    delete them. Kernel Tuner appends to its cache without locking, so workers never share one file."""
+    from kernel_tuner.util import ErrorConfig, NpEncoder, read_cache
+
+    parts = [p for p in parts if Path(p).is_file()]
+    if not parts:
+        return 0
+    main = Path(main)
+    main.parent.mkdir(parents=True, exist_ok=True)
+    with open(main.with_name(main.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        docs = [read_cache(str(p), open_cache=False) for p in [main, *parts] if p.is_file()]
+        header = {k: v for k, v in docs[0].items() if k != "cache"}
+        merged = {}
+        for doc in docs:
+            for key, entry in doc["cache"].items():
+                merged.setdefault(key, {k: (str(v) if isinstance(v, ErrorConfig) else v) for k, v in entry.items()
+                                        if not (k == "__error__" and not isinstance(v, str))})
+        # Kernel Tuner's own layout (header, then one entry a line), so it can append to it later
+        text = json.dumps({**header, "cache": {}}, cls=NpEncoder, indent="")[:-3]
+        text += "".join("\n" + json.dumps({k: v}, cls=NpEncoder)[1:-1] + "," for k, v in merged.items())
+        tmp = main.with_name(main.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, main)
+        for p in parts:
+            p.unlink()
+    return len(merged)

@@ -1,0 +1,102 @@
+"""The campaign's database: Optuna's RDB storage (the one with heartbeats), on SQLite or a server."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import warnings
+from pathlib import Path
+
+import optuna
+import sqlalchemy
+
+from tuner.errors import TunerError
+
+HEARTBEAT_S = 10  # how often a measuring worker says it is alive
+GRACE_S = 60  # silence after which its trial is retried by another worker (longer than any compile stall)
+MAX_RETRY = 3
+
+
+def default_storage(root: Path) -> str:
+    return f"sqlite:///{Path(root).resolve() / 'campaigns.sqlite3'}"
+
+
+def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None = None):
+    """Optuna's RDB storage (the one with heartbeats); stale trials are failed and enqueued again."""
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        raise TunerError(f"storage '{url}': a distributed campaign needs a database URL (sqlite:///path on one host, "
+                         "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
+                         "a dead worker, exists only in its RDB storage")
+    sqlite = url.startswith("sqlite")
+    engine_kwargs = {"creator": _sqlite_connector(url)} if sqlite else {"pool_pre_ping": True}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            storage = (_SQLiteStorage if sqlite else optuna.storages.RDBStorage)(
+                url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s))
+    except ImportError as e:
+        raise TunerError(f"storage '{redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'") from None
+    except Exception as e:  # noqa: BLE001  (sqlalchemy's errors: no server, wrong password, no such database)
+        raise TunerError(f"cannot open storage '{redact(url)}': {str(e).splitlines()[0]}") from None
+    if sqlite:
+        # Optuna pops a queued trial by reading its state and then updating it. PostgreSQL locks the row
+        # (SELECT ... FOR UPDATE); SQLite ignores that, so two workers could both pop the same trial,
+        # unless every transaction that may write takes the write lock at its start. Reads of trials do
+        # not: in WAL mode they run beside the writer instead of queueing for its lock.
+        sqlalchemy.event.listen(storage.engine, "begin", lambda conn: conn.exec_driver_sql(
+            "BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"))
+    return storage
+
+
+_reading = threading.local()  # set while a _SQLiteStorage method that only reads runs (per thread: heartbeats)
+
+
+class _SQLiteStorage(optuna.storages.RDBStorage):
+    """Optuna's RDB storage whose pure reads of trials open plain (deferred) SQLite transactions."""
+
+    def _get_trials(self, *args, **kwargs):
+        return self._read(super()._get_trials, *args, **kwargs)
+
+    def get_trial(self, *args, **kwargs):
+        return self._read(super().get_trial, *args, **kwargs)
+
+    @staticmethod
+    def _read(method, *args, **kwargs):
+        _reading.on = True
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _reading.on = False
+
+
+def _heartbeat_options(heartbeat_s, grace_s) -> dict:
+    if not heartbeat_s:
+        return {}
+    if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback"):  # Optuna >= 4.9 names it so
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+        return {"heartbeat_interval": heartbeat_s, "grace_period": grace_s, "heartbeat_stale_trial_callback": retry}
+    retry = optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY)
+    return {"heartbeat_interval": heartbeat_s, "grace_period": grace_s, "failed_trial_callback": retry}
+
+
+def _sqlite_connector(url: str):
+    """SQLite in WAL mode (cheap commits, readers beside the writer), with transactions that the
+    engine's 'begin' hook starts IMMEDIATE (see open_storage)."""
+    path = url.split(":///", 1)[1] if ":///" in url else ":memory:"
+
+    def connect():
+        conn = sqlite3.connect(path, timeout=120, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    return connect
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for printing."""
+    head, sep, tail = url.partition("@")
+    if not sep or "://" not in head:
+        return url
+    scheme, _, cred = head.partition("://")
+    return f"{scheme}://{cred.split(':', 1)[0]}:***@{tail}" if ":" in cred else url

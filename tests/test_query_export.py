@@ -1,4 +1,4 @@
-"""`tuner best` with its fallbacks, `tuner export` in all formats, and the CLI, on a store filled by
+"""`tuner best` with its fallbacks, `tuner results`, `tuner export` in all formats, and the CLI, on a store filled by
 campaigns of the GPU-free stand-in worker."""
 
 import json
@@ -12,7 +12,8 @@ from tests.fake_worker import fake_worker_main, synthetic_time_ms
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.query import best
+from tuner.query import best, select
+from tuner.results_table import by_parameters, config_table
 from tuner.store import load_evaluations
 
 GPU = "Fake GPU 9000"
@@ -148,3 +149,61 @@ def test_a_given_config_may_leave_out_the_parameters_that_have_a_default():
     other = {**full, "vec": next(v for v in w.space.params["vec"] if v != w.space.defaults["vec"])}
     if w.space.is_valid(other):  # a value given explicitly wins over the default
         assert w.run_config({"n": 8}, "float32", other) == other
+
+
+def test_results_table_ranks_every_config_and_lists_failures_last(filled):
+    sel = select("reduction", "seed", "float32", gpu=GPU)
+    table = config_table(sel)
+    assert len(table) == sel.rows["config"].nunique() == len(table.drop_duplicates(sel.workload.space.params))
+    ok, failed = table[table.status == "ok"], table[table.status != "ok"]
+    assert table.index[table.status != "ok"].min() > table.index[table.status == "ok"].max()  # failures last
+    assert ok["GB/s"].is_monotonic_decreasing  # maximised: best first
+    assert dict(ok.iloc[0][list(sel.workload.space.params)]) == best("reduction", "seed", "float32", gpu=GPU)["config"]
+    # the stand-in worker's misbehaving configs, each with its failure class from the isolation
+    wrong = failed[(failed.variant == 1) & (failed.block_size_x == 64)]
+    assert len(wrong) and set(wrong.status) == {"wrong_answer"} and wrong.error.str.contains("verification").all()
+    assert {"timeout", "wrong_answer"} <= set(failed.status)
+    assert failed["GB/s"].isna().all() and (failed.measurements == 0).all()
+
+
+def test_results_by_one_and_by_two_parameters(filled):
+    sel = select("reduction", "seed", "float32", gpu=GPU)
+    table = config_table(sel)
+    ok = table[table.status == "ok"]
+    per_variant = by_parameters(table, ["variant"], "GB/s", True).set_index("variant")
+    for variant, group in table.groupby("variant"):
+        assert per_variant.loc[variant, "configs"] == len(group)
+        assert per_variant.loc[variant, "failed"] == (group.status != "ok").sum()
+        assert per_variant.loc[variant, "best GB/s"] == ok[ok.variant == variant]["GB/s"].max()
+    assert per_variant.loc[1, "failed"] > 0
+    grid = by_parameters(table, ["variant", "block_size_x"], "GB/s", True)
+    for v, b in {(ok.variant.iloc[0], ok.block_size_x.iloc[0]), (ok.variant.iloc[-1], ok.block_size_x.iloc[-1])}:
+        assert grid.loc[v, b] == ok[(ok.variant == v) & (ok.block_size_x == b)]["GB/s"].max()
+    assert grid.isna().to_numpy().sum() == len(grid.index) * len(grid.columns) - len(ok.groupby(["variant", "block_size_x"]))
+    with pytest.raises(TunerError, match="--by takes one or two"):
+        by_parameters(table, ["variant", "nope"], "GB/s", True)
+
+
+def test_cli_results(filled, capsys, tmp_path):
+    assert main(["results", "reduction", "--size", "seed", "--gpu", GPU, "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "best 3 of 200" in out and "failed: wrong_answer 2, timeout 1, runtime 1" in out
+    assert "error" not in out.split("best 3 of")[1]  # no failure among the rows shown: no error column
+    assert main(["results", "reduction", "--size", "seed", "--gpu", GPU, "--by", "variant", "--json",
+                 "--csv", str(tmp_path / "t.csv")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["variant"] for d in doc] == list(range(1, 8)) and doc[0]["failed"] > 0
+    assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 7
+    assert main(["results", "reduction", "--size", "seed", "--gpu", GPU, "--by", "nope"]) == 2
+    assert "--by takes one or two" in capsys.readouterr().err
+
+
+def test_results_of_a_time_objective_on_the_recorded_floyd_warshall_campaigns(capsys):
+    """On the H100 rows committed under results/: time is the objective, so time_ms is its one column."""
+    assert main(["results", "floyd-warshall", "--size", "11k", "--gpu", "NVIDIA H100 80GB HBM3", "--all", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    stored = load_evaluations("floyd-warshall")
+    stored = stored[(stored["size"] == "11k") & (stored["gpu"] == "NVIDIA H100 80GB HBM3")]
+    assert len(doc) == stored["config"].nunique() and "time" not in doc[0]
+    times = [d["time_ms"] for d in doc]
+    assert times == sorted(times) and times[0] == pytest.approx(stored.groupby("config")["time_ms"].median().min())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -144,6 +145,37 @@ def _best(args) -> int:
     return 0
 
 
+def _results(args) -> int:
+    from tuner.query import select
+    from tuner.results_table import by_parameters, config_table, objective_column, render
+
+    sel = select(args.workload, _size_text(args), args.dtype, gpu=args.gpu, root=args.results)
+    space = sel.workload.space
+    table = config_table(sel)
+    shown = by_parameters(table, args.by, objective_column(space), space.maximize) if args.by else table
+    if args.csv:
+        shown.to_csv(args.csv, index=len(args.by or []) == 2)
+    if args.json:
+        doc = shown.reset_index() if len(args.by or []) == 2 else shown
+        print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
+        return 0
+    for note in sel.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    heading, out = render(sel, table, shown, args.by, None if args.all else args.top)
+    console.print(heading, highlight=False)
+    _print_table(out)
+    if args.csv:
+        console.print(f"wrote {len(shown)} row(s) to {args.csv}", highlight=False)
+    return 0
+
+
+def _print_table(table: Table) -> None:
+    """At its natural width: squeezed into a narrow terminal (or rich's 80 columns for a pipe), a table of
+    many parameters would show each header as a letter and an ellipsis."""
+    width = max(console.width, console.measure(table, options=console.options.update_width(1000)).maximum)
+    Console(width=width, highlight=False).print(table) if width > console.width else console.print(table)
+
+
 def _export(args) -> int:
     from tuner.export import render
     from tuner.query import best_per_gpu_and_size
@@ -276,6 +308,20 @@ def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_best)
 
+    s = sub.add_parser("results", help="the measured configs of a GPU, size and dtype as a table, best first, "
+                       "or the best per value of one or two parameters (--by)")
+    s.add_argument("workload")
+    s.add_argument("--size")
+    s.add_argument("--matrix", help="spmv: a Matrix Market file (its nearest measured matrix by features)")
+    s.add_argument("--dtype")
+    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
+    s.add_argument("--top", type=int, default=20, help="show the best N configs (default 20)")
+    s.add_argument("--all", action="store_true", help="show every config measured")
+    s.add_argument("--by", nargs="+", metavar="PARAM", help="one parameter: best and median per value; two: a grid of the best")
+    s.add_argument("--csv", help="also write the table (every row) to this CSV file")
+    s.add_argument("--json", action="store_true", help="the table as JSON records")
+    s.set_defaults(func=_results)
+
     s = sub.add_parser("export", help="best configs per GPU and size as JSON, YAML or a C header")
     s.add_argument("workload")
     s.add_argument("--format", choices=FORMATS, default="json")
@@ -340,6 +386,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted: everything measured is stored; run the same command again to resume")
         return 130
+    except BrokenPipeError:  # `tuner results ... | head`: the reader has gone; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would raise
+        return 141
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -48,8 +49,26 @@ def _best_of(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
     return latest
 
 
-def best(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
-         root=None, evaluations: pd.DataFrame | None = None, baselines: pd.DataFrame | None = None) -> dict:
+@dataclass
+class Selection:
+    """The stored rows that answer for one (GPU, size, dtype), and how they were chosen."""
+    workload: object
+    size_name: str
+    size: dict
+    dtype: str
+    rows: pd.DataFrame  # every status, of the chosen GPU and size
+    notes: list = field(default_factory=list)
+    fallback: list = field(default_factory=list)  # "other-gpu", "nearest-size"
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        return self.rows[self.rows["status"] == "ok"]
+
+
+def select(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
+           root=None, evaluations: pd.DataFrame | None = None) -> Selection:
+    """The rows for this GPU (else the GPU with the most successful measurements, saying so) and size (else
+    the nearest measured one, saying so); the choice is made on successful rows, then every row of it kept."""
     workload = get_workload(workload_name)
     space = workload.space
     size_name, size = space.resolve_size(size_text, workload.parse_size)
@@ -57,11 +76,12 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
     df = store.load_evaluations(workload_name, root) if evaluations is None else evaluations
     if df.empty:
         raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
-    df = df[(df["workload"] == workload_name) & (df["dtype"] == dtype) & (df["status"] == "ok")]
+    every = df[(df["workload"] == workload_name) & (df["dtype"] == dtype)]
+    df = every[every["status"] == "ok"]
     if df.empty:
         raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
 
-    notes, fallback = [], []
+    sel = Selection(workload, size_name, size, dtype, df)
     wanted_gpu = gpu or local_gpu()
     if wanted_gpu and (df["gpu"] == wanted_gpu).any():
         df = df[df["gpu"] == wanted_gpu]
@@ -71,22 +91,28 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
         pool = at_size if not at_size.empty else df
         chosen = pool["gpu"].value_counts().idxmax()
         if wanted_gpu:
-            fallback.append("other-gpu")
-            notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
+            sel.fallback.append("other-gpu")
+            sel.notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
         elif gpu is None:
-            notes.append(f"no GPU found here; answering from {chosen}")
+            sel.notes.append(f"no GPU found here; answering from {chosen}")
         df = df[df["gpu"] == chosen]
 
     key = json.dumps(size, sort_keys=True)
-    if (df["size_vars"] == key).any():
-        df = df[df["size_vars"] == key]
-    else:
+    if not (df["size_vars"] == key).any():
         measured = {k: json.loads(k) for k in df["size_vars"].unique()}
-        nearest, how = _nearest_size(workload, size, measured)
-        fallback.append("nearest-size")
-        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
-                     + format_size(measured[nearest]))
-        df = df[df["size_vars"] == nearest]
+        key, how = _nearest_size(workload, size, measured)
+        sel.fallback.append("nearest-size")
+        sel.notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
+                         + format_size(measured[key]))
+    sel.rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
+    return sel
+
+
+def best(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
+         root=None, evaluations: pd.DataFrame | None = None, baselines: pd.DataFrame | None = None) -> dict:
+    sel = select(workload_name, size_text, dtype, gpu, root, evaluations)
+    workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
+    df = sel.ok
 
     row = _best_of(df, space.maximize, root)
     if row["confirmed_among"]:
@@ -107,7 +133,7 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
         "measurements": int(row["measurements"]),
         "baselines": _baselines(workload, row, metrics, root, baselines),
         "provenance": {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in PROVENANCE if k in row},
-        "fallback": "+".join(fallback) or "exact",
+        "fallback": "+".join(sel.fallback) or "exact",
         "notes": notes,
     }
     return answer
@@ -145,4 +171,4 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
     return out
 
 
-__all__ = ["best", "best_per_gpu_and_size"]
+__all__ = ["Selection", "best", "best_per_gpu_and_size", "select"]

@@ -19,3 +19,13 @@ def failed_configs(workload: str, size: dict, dtype: str, configs: list, timeout
         runner.shutdown()
     assert len(rows) == len(configs), f"{len(rows)} results for {len(configs)} configs"
     return [(r["status"], {k: r[k] for k in space.params}, r.get("error", "")[:300]) for r in rows if r["status"] != "ok"]
+
+
+def device_count() -> int:
+    try:
+        from cuda.bindings import runtime
+
+        err, count = runtime.cudaGetDeviceCount()
+        return count if int(err) == 0 else 0
+    except ImportError:  # no cuda-python: no GPU here
+        return 0

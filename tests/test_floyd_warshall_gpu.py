@@ -6,6 +6,7 @@ the machine has them. Skipped where no CUDA GPU is found."""
 import numpy as np
 import pytest
 
+from tests.gpu_checks import device_count
 from tuner import kt
 from tuner.hostcode import build
 from tuner.isolation import IsolatedRunner, WorkerSpec
@@ -38,16 +39,6 @@ CONFIGS = [
     dict(SEED_CONFIG, block_size_y=4, VEC=1, PAD=4, K_UNROLL=16, LOOKAHEAD=3, MIN_BLOCKS=5, PRIORITY=1),
     dict(SEED_CONFIG, BLOCK=16, block_size_x=8, block_size_y=8, K_UNROLL=4, LOOKAHEAD=3),
 ]
-
-
-def device_count() -> int:
-    try:
-        from cuda.bindings import runtime
-
-        err, count = runtime.cudaGetDeviceCount()
-        return count if int(err) == 0 else 0
-    except ImportError:  # no cuda-python: no GPU here
-        return 0
 
 
 def graphs():

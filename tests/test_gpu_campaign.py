@@ -3,6 +3,7 @@ near-ties and the answer of `tuner best`. Skipped where no CUDA GPU is found."""
 
 import pytest
 
+from tests.gpu_checks import device_count
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.query import best
 from tuner.store import read_parts
@@ -24,3 +25,22 @@ def test_a_campaign_on_the_gpu_confirms_what_it_stores(tmp_path):
     else:
         assert not confirmations
     assert answered is not None
+
+
+def test_a_distributed_campaign_on_the_gpus_of_this_host(tmp_path):
+    """`tuner tune --workers N` on the real GPUs (one worker each, at most two): each worker launches its
+    measuring process early, measures on its GPU, and the campaign's rows, status and best agree."""
+    from tuner.distributed import campaign_rows, campaign_status, default_name, default_storage, run_distributed
+    workers = min(2, device_count())
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="tpe", max_evals=16,
+                          quiet=True, results=tmp_path, warm_start=False)
+    result = run_distributed(req, workers, log=lambda msg: None)
+    assert result.best is not None and result.measured >= 8, result.failures
+    status = campaign_status(default_name("reduction", "seed", "float32", "tpe", 1), default_storage(tmp_path))
+    assert status["done"] >= 8 and status["running"] == 0 and status["gpu"] and not status["simulated"]
+    assert len(status["workers"]) == workers
+    for info in status["workers"].values():
+        assert info["launched_early"] and "closed" in info["timeline_s"]
+    rows = campaign_rows(status["campaign"], tmp_path, simulated=False, workload="reduction")
+    assert len(rows) == result.measured and set(rows["worker"]) == set(status["workers"])
+    assert best("reduction", "seed", "float32", root=tmp_path)["gpu"] == status["gpu"]

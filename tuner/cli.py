@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.errors import TunerError
+from tuner.numbers import readable
 
 console = Console()
 
@@ -72,7 +73,7 @@ def _tune(args) -> int:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
     if result.best:
         b = result.best
-        console.print(f"best: {b['config']}  {b['value']:.4g} {b['objective']}  ({b['time_ms']:.4g} ms)")
+        console.print(f"best: {b['config']}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)")
     else:
         console.print("[red]no configuration ran successfully[/]")
         return 1
@@ -134,7 +135,7 @@ def _best(args) -> int:
     console.print(f"[bold]{answer['workload']}[/] {answer['size']} {answer['dtype']} on {answer['gpu']}"
                   f" (answer: {answer['fallback']})")
     console.print("config: " + ", ".join(f"{k}={v}" for k, v in answer["config"].items()))
-    console.print(f"{answer['objective']}: {answer['value']:.4g}   time: {answer['time_ms']:.4g} ms"
+    console.print(f"{answer['objective']}: {readable(answer['value'])}   time: {readable(answer['time_ms'])} ms"
                   f"   (median of {answer['measurements']} measurement(s))")
     for name, b in answer["baselines"].items():
         ratios = ", ".join(f"{m} {r:.3f}x" for m, r in b["ratio"].items())

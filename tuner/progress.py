@@ -7,6 +7,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from tuner.numbers import readable
+
 
 class CampaignProgress:
     def __init__(self, title: str, total: int, time_limit: float | None, objective: str, maximize: bool,
@@ -38,7 +40,7 @@ class CampaignProgress:
             self.failures[status] = self.failures.get(status, 0) + 1
         elif value is not None and (self.best is None or (value > self.best if self.maximize else value < self.best)):
             self.best = value
-        best = f"best {self.best:.4g} {self.objective}" if self.best is not None else "no valid result yet"
+        best = f"best {readable(self.best)} {self.objective}" if self.best is not None else "no valid result yet"
         parts = [best, f"{self.failed} failed"]
         if self.resumed:
             parts.append(f"{self.resumed} resumed")

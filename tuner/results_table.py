@@ -10,6 +10,7 @@ import pandas as pd
 from rich.table import Table
 
 from tuner.errors import TunerError
+from tuner.numbers import readable
 from tuner.query import Selection
 
 
@@ -104,5 +105,5 @@ def _cell(v) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, float):
-        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:#.4g}"
+        return readable(v, keep_zeros=True)
     return str(v)

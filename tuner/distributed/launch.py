@@ -15,6 +15,7 @@ from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.distributed.study import create_campaign
 from tuner.distributed.worker import measuring_process
 from tuner.errors import TunerError
+from tuner.numbers import readable
 
 
 def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | None = None, name: str | None = None,
@@ -49,7 +50,7 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
                     if not req.quiet:
                         s = campaign_status(camp.name, url)
                         log(f"{s['done']}/{s['total']} done, {s['running']} running"
-                            + (f", best {s['best']['value']:.4g} {s['best']['objective']}" if s["best"] else ""))
+                            + (f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else ""))
     finally:
         for p in procs:
             if p.poll() is None:

@@ -11,6 +11,7 @@ from tuner import kt, store
 from tuner.campaign import CampaignResult
 from tuner.distributed.storage import redact
 from tuner.distributed.study import TrialCodec, load_campaign, lost_trials, tally_trials
+from tuner.numbers import readable
 from tuner.workloads import get_workload
 
 
@@ -53,7 +54,7 @@ def format_status(s: dict) -> str:
              + (", failures: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items())) if s["failures"] else "")]
     if s["best"]:
         b = s["best"]
-        lines.append(f"best so far: {b['value']:.4g} {b['objective']}  {b['config']}  (by {b['worker']})")
+        lines.append(f"best so far: {readable(b['value'])} {b['objective']}  {b['config']}  (by {b['worker']})")
     if s.get("confirmed"):
         c = s["confirmed"]
         lines.append(f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {c['config']}")

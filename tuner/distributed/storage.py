@@ -27,6 +27,7 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
         raise TunerError(f"storage '{url}': a distributed campaign needs a database URL (sqlite:///path on one host, "
                          "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
                          "a dead worker, exists only in its RDB storage")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # its INFO line per study and trial drowns the campaign's own
     sqlite = url.startswith("sqlite")
     engine_kwargs = {"creator": _sqlite_connector(url)} if sqlite else {"pool_pre_ping": True}
     try:

@@ -26,6 +26,7 @@ from tuner.distributed.cache_parts import cache_part, merge_cache_parts
 from tuner.distributed.study import MEASURED, Campaign, TrialCodec, load_campaign, tally_trials
 from tuner.errors import TunerError
 from tuner.isolation import IsolatedRunner
+from tuner.numbers import readable
 from tuner.provenance import source_hash
 from tuner.strategies import Repair, make_sampler, penalty_for
 from tuner.workloads import get_workload
@@ -302,7 +303,7 @@ class _Worker:
                        objective=value, config=store.canonical_config(dict(zip(self.codec.names, config))),
                        time_ms=statistics.median(row["times"]) if ok and row.get("times") else None)
             self.log(f"{self.me}: {row['status']:<12} {dict(zip(self.codec.names, config))}"
-                     + (f"  {value:.4g} {self.space.objective}" if value is not None else ""))
+                     + (f"  {readable(value)} {self.space.objective}" if value is not None else ""))
             return True
         finally:
             self._stop(beat)

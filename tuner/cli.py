@@ -73,13 +73,18 @@ def _tune(args) -> int:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
     if result.best:
         b = result.best
-        console.print(f"best: {b['config']}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)")
+        console.print(f"best: {_config_text(b['config'])}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)",
+                      highlight=False)
     else:
         console.print("[red]no configuration ran successfully[/]")
         return 1
     for name, ms in result.baselines.items():
-        console.print(f"baseline {name}: {ms:.4g} ms")
+        console.print(f"baseline {name}: {readable(ms)} ms", highlight=False)
     return 0
+
+
+def _config_text(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
 def _size_text(args) -> str | None:
@@ -134,7 +139,7 @@ def _best(args) -> int:
         console.print(f"[yellow]note:[/] {note}")
     console.print(f"[bold]{answer['workload']}[/] {answer['size']} {answer['dtype']} on {answer['gpu']}"
                   f" (answer: {answer['fallback']})")
-    console.print("config: " + ", ".join(f"{k}={v}" for k, v in answer["config"].items()))
+    console.print("config: " + _config_text(answer["config"]), highlight=False)
     console.print(f"{answer['objective']}: {readable(answer['value'])}   time: {readable(answer['time_ms'])} ms"
                   f"   (median of {answer['measurements']} measurement(s))")
     for name, b in answer["baselines"].items():

@@ -156,6 +156,16 @@ def test_status_command(sqlite_run, capsys):
     assert main(["status", sqlite_run["name"], "--storage", sqlite_run["url"], "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["done"] == SPACE_SIZE and doc["lost_workers"] == lost and doc["gpu"] == H100
+    # without a name: a line per campaign, in the SQLite file beside the results unless --storage names another
+    assert main(["--results", str(sqlite_run["root"]), "status"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"{sqlite_run['name']}: reduction seed float32 [brute_force] on {H100} (simulated): "
+                           f"done {SPACE_SIZE}/{SPACE_SIZE}, running 0, best {single.best['value']:.0f} GB/s")
+
+
+def test_status_without_a_campaign_database_says_where_it_looked(results, capsys):
+    assert main(["status"]) == 2
+    assert f"no campaign database at sqlite:///{results.resolve() / 'campaigns.sqlite3'}" in capsys.readouterr().err
 
 
 def test_store_dedupes_a_row_written_twice(sqlite_run, tmp_path):

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.errors import TunerError
-from tuner.numbers import readable
+from tuner.formatting import config_text, readable
 
 console = Console()
 
@@ -73,7 +73,7 @@ def _tune(args) -> int:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
     if result.best:
         b = result.best
-        console.print(f"best: {_config_text(b['config'])}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)",
+        console.print(f"best: {config_text(b['config'])}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)",
                       highlight=False)
     else:
         console.print("[red]no configuration ran successfully[/]")
@@ -81,10 +81,6 @@ def _tune(args) -> int:
     for name, ms in result.baselines.items():
         console.print(f"baseline {name}: {readable(ms)} ms", highlight=False)
     return 0
-
-
-def _config_text(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
 def _size_text(args) -> str | None:
@@ -106,7 +102,7 @@ def _worker(args) -> int:
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
     try:
-        summary = run_worker(args.campaign, args.storage, args.device, results=args.results,
+        summary = run_worker(args.campaign, _storage(args), args.device, results=args.results,
                              allow_mixed_gpus=args.allow_mixed_gpus, worker_target=args.worker_target,
                              launched=launched, log=log)
     finally:
@@ -117,14 +113,31 @@ def _worker(args) -> int:
     return 0
 
 
-def _status(args) -> int:
-    from tuner.distributed import campaign_status, format_status
+def _storage(args) -> str:
+    """--storage, else the SQLite file beside the results that `tune --workers` uses by default."""
+    from tuner.distributed import default_storage
+    from tuner.store import results_root
 
-    status = campaign_status(args.campaign, args.storage)
+    if args.storage:
+        return args.storage
+    url = default_storage(args.results or results_root())
+    if not Path(url.split(":///", 1)[1]).is_file():
+        raise TunerError(f"no campaign database at {url} (`tuner tune ... --workers N` creates it; --storage URL for another)")
+    return url
+
+
+def _status(args) -> int:
+    from tuner.distributed import campaign_names, campaign_status, format_status, format_summary
+
+    url = _storage(args)
+    names = [args.campaign] if args.campaign else campaign_names(url)
+    statuses = [campaign_status(name, url) for name in names]
     if args.json:
-        print(json.dumps(status, indent=2, default=str))
+        print(json.dumps(statuses[0] if args.campaign else statuses, indent=2, default=str))
+    elif args.campaign:
+        print(format_status(statuses[0]))  # plain: rich would wrap its lines
     else:
-        print(format_status(status))  # plain: rich would wrap its lines
+        print("\n".join(map(format_summary, statuses)) if statuses else f"no campaigns in {url}")
     return 0
 
 
@@ -139,7 +152,7 @@ def _best(args) -> int:
         console.print(f"[yellow]note:[/] {note}")
     console.print(f"[bold]{answer['workload']}[/] {answer['size']} {answer['dtype']} on {answer['gpu']}"
                   f" (answer: {answer['fallback']})")
-    console.print("config: " + _config_text(answer["config"]), highlight=False)
+    console.print("config: " + config_text(answer["config"]), highlight=False)
     console.print(f"{answer['objective']}: {readable(answer['value'])}   time: {readable(answer['time_ms'])} ms"
                   f"   (median of {answer['measurements']} measurement(s))")
     for name, b in answer["baselines"].items():
@@ -291,7 +304,8 @@ def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
 
     s = sub.add_parser("worker", help="join a distributed campaign with one GPU of this host")
     s.add_argument("campaign")
-    s.add_argument("--storage", required=True, help="the campaign's Optuna storage URL (sqlite:///..., postgresql://...)")
+    s.add_argument("--storage", help="the campaign's Optuna storage URL (sqlite:///..., postgresql://...; default: the "
+                   "SQLite file beside the results)")
     s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
     s.add_argument("--allow-mixed-gpus", action="store_true", help="join even if the campaign runs on another GPU model")
     s.add_argument("--quiet", action="store_true", help="no line per evaluation")
@@ -299,9 +313,10 @@ def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--launch", help=argparse.SUPPRESS)  # JSON: the measuring process to launch at once (run_distributed)
     s.set_defaults(func=_worker)
 
-    s = sub.add_parser("status", help="progress of a distributed campaign: done, running, failed, best so far")
-    s.add_argument("campaign")
-    s.add_argument("--storage", required=True, help="the campaign's Optuna storage URL")
+    s = sub.add_parser("status", help="progress of a distributed campaign: done, running, failed, best so far "
+                       "(without a name: a line for each campaign in the storage)")
+    s.add_argument("campaign", nargs="?")
+    s.add_argument("--storage", help="the campaigns' Optuna storage URL (default: the SQLite file beside the results)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_status)
 
@@ -387,7 +402,7 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except TunerError as e:
-        Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {e}", highlight=False)  # paths stay whole
         return 2
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted: everything measured is stored; run the same command again to resume")

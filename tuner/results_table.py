@@ -10,7 +10,7 @@ import pandas as pd
 from rich.table import Table
 
 from tuner.errors import TunerError
-from tuner.numbers import readable
+from tuner.formatting import readable
 from tuner.query import Selection
 
 

@@ -25,11 +25,18 @@ status (progress and result), launch (a whole campaign on one host).
 
 from tuner.distributed.cache_parts import merge_cache_parts
 from tuner.distributed.launch import run_distributed
-from tuner.distributed.status import campaign_result, campaign_rows, campaign_status, format_status
+from tuner.distributed.status import (
+    campaign_names,
+    campaign_result,
+    campaign_rows,
+    campaign_status,
+    format_status,
+    format_summary,
+)
 from tuner.distributed.storage import default_storage, open_storage
 from tuner.distributed.study import Campaign, create_campaign, default_name, lost_trials
 from tuner.distributed.worker import measuring_process, run_worker
 
-__all__ = ["Campaign", "campaign_result", "campaign_rows", "campaign_status", "create_campaign", "default_name",
-           "default_storage", "format_status", "lost_trials", "measuring_process", "merge_cache_parts", "open_storage",
-           "run_distributed", "run_worker"]
+__all__ = ["Campaign", "campaign_names", "campaign_result", "campaign_rows", "campaign_status", "create_campaign",
+           "default_name", "default_storage", "format_status", "format_summary", "lost_trials", "measuring_process",
+           "merge_cache_parts", "open_storage", "run_distributed", "run_worker"]

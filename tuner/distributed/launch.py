@@ -15,7 +15,7 @@ from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.distributed.study import create_campaign
 from tuner.distributed.worker import measuring_process
 from tuner.errors import TunerError
-from tuner.numbers import readable
+from tuner.formatting import readable
 
 
 def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | None = None, name: str | None = None,

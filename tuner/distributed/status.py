@@ -9,9 +9,9 @@ from optuna.trial import TrialState
 
 from tuner import kt, store
 from tuner.campaign import CampaignResult
-from tuner.distributed.storage import redact
+from tuner.distributed.storage import open_storage, redact
 from tuner.distributed.study import TrialCodec, load_campaign, lost_trials, tally_trials
-from tuner.numbers import readable
+from tuner.formatting import config_text, readable
 from tuner.workloads import get_workload
 
 
@@ -46,6 +46,22 @@ def campaign_status(name: str, url: str) -> dict:
             "failures": failures, "best": best, "confirmed": attrs.get("confirmed"), "workers": workers}
 
 
+def campaign_names(url: str) -> list[str]:
+    """The tuner campaigns in a storage (its other Optuna studies, such as single-process searches, left out)."""
+    import optuna
+
+    return sorted(s.study_name for s in optuna.get_all_study_summaries(open_storage(url), include_best_trial=False)
+                  if "campaign" in s.user_attrs)
+
+
+def format_summary(s: dict) -> str:
+    """One line of `tuner status` without a campaign name."""
+    best = f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else ""
+    return (f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
+            f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, running {s['running']}{best}"
+            + (", confirmed" if s.get("confirmed") else ""))
+
+
 def format_status(s: dict) -> str:
     lines = [f"campaign {s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
              + (" (simulated)" if s["simulated"] else ""),
@@ -54,10 +70,10 @@ def format_status(s: dict) -> str:
              + (", failures: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items())) if s["failures"] else "")]
     if s["best"]:
         b = s["best"]
-        lines.append(f"best so far: {readable(b['value'])} {b['objective']}  {b['config']}  (by {b['worker']})")
+        lines.append(f"best so far: {readable(b['value'])} {b['objective']}  {config_text(b['config'])}  (by {b['worker']})")
     if s.get("confirmed"):
         c = s["confirmed"]
-        lines.append(f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {c['config']}")
+        lines.append(f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {config_text(c['config'])}")
     for w, info in sorted(s["workers"].items()):
         where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, device {info.get('device', '?')})"
         lines.append(f"  worker {w}: {info['done']} done, {info['running']} running  {where}")

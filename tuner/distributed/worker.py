@@ -25,8 +25,8 @@ from tuner.campaign import CampaignRequest, known_rows, open_session, store_row
 from tuner.distributed.cache_parts import cache_part, merge_cache_parts
 from tuner.distributed.study import MEASURED, Campaign, TrialCodec, load_campaign, tally_trials
 from tuner.errors import TunerError
+from tuner.formatting import readable
 from tuner.isolation import IsolatedRunner
-from tuner.numbers import readable
 from tuner.provenance import source_hash
 from tuner.strategies import Repair, make_sampler, penalty_for
 from tuner.workloads import get_workload

@@ -192,7 +192,7 @@ def _print_table(table: Table) -> None:
     """At its natural width: squeezed into a narrow terminal (or rich's 80 columns for a pipe), a table of
     many parameters would show each header as a letter and an ellipsis."""
     width = max(console.width, console.measure(table, options=console.options.update_width(1000)).maximum)
-    Console(width=width, highlight=False).print(table) if width > console.width else console.print(table)
+    (Console(width=width, highlight=False) if width > console.width else console).print(table)
 
 
 def _export(args) -> int:

@@ -34,7 +34,7 @@ def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
     return min(measured, key=lambda k: size_distance(measured[k], size)), ""
 
 
-def _best_of(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
+def best_row(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
     """Configs measured several times count by the median of their objective values; among near-ties that a
     confirmation measured again (tuner/confirm.py), its choice."""
     per_config = store.config_medians(rows, maximize)
@@ -59,6 +59,7 @@ class Selection:
     rows: pd.DataFrame  # every status, of the chosen GPU and size
     notes: list = field(default_factory=list)
     fallback: list = field(default_factory=list)  # "other-gpu", "nearest-size"
+    root: object = None  # the results directory (None: the default)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -81,7 +82,7 @@ def select(workload_name: str, size_text: str | None = None, dtype: str | None =
     if df.empty:
         raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
 
-    sel = Selection(workload, size_name, size, dtype, df)
+    sel = Selection(workload, size_name, size, dtype, df, root=root)
     wanted_gpu = gpu or local_gpu()
     if wanted_gpu and (df["gpu"] == wanted_gpu).any():
         df = df[df["gpu"] == wanted_gpu]
@@ -114,7 +115,7 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
     workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
     df = sel.ok
 
-    row = _best_of(df, space.maximize, root)
+    row = best_row(df, space.maximize, root)
     if row["confirmed_among"]:
         notes.append(f"chosen among {row['confirmed_among']} near-ties measured again side by side after the campaign")
     config = json.loads(row["config"])
@@ -171,4 +172,4 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
     return out
 
 
-__all__ = ["Selection", "best", "best_per_gpu_and_size", "select"]
+__all__ = ["Selection", "best", "best_per_gpu_and_size", "best_row", "select"]

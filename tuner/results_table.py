@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 from rich.table import Table
 
 from tuner.errors import TunerError
 from tuner.formatting import readable
-from tuner.query import Selection
+from tuner.query import Selection, best_row
 
 
 def config_table(sel: Selection) -> pd.DataFrame:
@@ -33,6 +34,10 @@ def config_table(sel: Selection) -> pd.DataFrame:
                     "error": None if len(ok) else (str(last["error"] or "").strip().splitlines() or [""])[-1][:200]})
     columns = [*space.params, *([objective] if objective != "time_ms" else []), "time_ms", "measurements", "status", "error"]
     table = pd.DataFrame(out, columns=columns)
+    # `tuner best`'s answer: among near-ties that a confirmation measured again, its choice, not always the top row
+    chosen = json.loads(best_row(sel.ok, space.maximize, sel.root)["config"]) if len(sel.ok) else {}
+    table.insert(len(space.params), "chosen", [all(r[k] == v for k, v in chosen.items()) and bool(chosen)
+                                              for r in table[list(space.params)].to_dict("records")])
     failed = table["status"] != "ok"
     table = table.assign(_failed=failed).sort_values(["_failed", objective], ascending=[True, not space.maximize],
                                                      kind="stable", na_position="last")
@@ -48,7 +53,7 @@ def by_parameters(table: pd.DataFrame, params: list[str], objective: str, maximi
     """One parameter: per value, the configurations measured and failed, the best and median objective, and
     the best one's other parameters. Two: a grid of the best objective, the first parameter's values down,
     the second's across (empty where no configuration of that pair succeeded)."""
-    names = [c for c in table.columns if c not in (objective, "time_ms", "measurements", "status", "error")]  # the params
+    names = [c for c in table.columns if c not in (objective, "chosen", "time_ms", "measurements", "status", "error")]
     unknown = [p for p in params if p not in names]
     if unknown or not 1 <= len(params) <= 2 or len(set(params)) != len(params):
         raise TunerError(f"--by takes one or two different parameters of the space ({', '.join(names)}); got "
@@ -102,6 +107,8 @@ def render(sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[st
 
 
 def _cell(v) -> str:
+    if isinstance(v, (bool, np.bool_)):  # the `chosen` column
+        return "*" if v else ""
     if v is None or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, float):

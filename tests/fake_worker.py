@@ -44,6 +44,8 @@ def fake_worker_main(conn, spec):
             conn.send(("cache", None))
             continue
         if isinstance(values, dict):  # configs measured in rounds; FAKE_SLOWDOWN plants a slowdown
+            if os.environ.get("FAKE_DIE_ON_ROUNDS"):
+                os._exit(3)
             noisy = lambda x: x * math.exp(rng.gauss(0, 0.01))
             rows = []
             for config in values["configs"]:

@@ -174,3 +174,55 @@ def test_a_session_uses_the_measuring_process_launched_early_for_it_and_only_tha
         finally:
             session.runner.shutdown()
             session.writer.flush()
+
+
+def test_kernel_tuner_ranks_by_the_median_time_as_the_store_does():
+    """A strategy's cost and a campaign's best (on `time`, the objective of the host-code workloads) are the
+    median of the launches, as `tuner best` ranks: one slow launch does not decide it."""
+    from tuner.isolation import IsolatedRunner, _Opts
+
+    row = {"variant": 7, "status": "ok", "times": [1.0, 1.0, 1.0, 10.0]}
+    assert IsolatedRunner._as_kt_result(None, row, ["variant"], _Opts(metrics=None))["time"] == 1.0
+
+
+def test_a_timeout_is_resumed_only_under_a_timeout_no_longer_than_its_own(results):
+    """A config killed after --timeout 3 is not a failure for good: a campaign with a longer timeout (or a
+    row whose timeout was not recorded) measures it again; one with the same or a shorter one resumes it."""
+    from tuner.campaign import known_rows
+    from tuner.workloads import get_workload
+
+    run_campaign(request(max_evals=4))
+    df = load_evaluations("reduction")
+    assert (df.timeout_s == 3.0).all()
+    df.loc[0, "status"] = "timeout"
+    space = get_workload("reduction").space
+    common = {"size_vars": df.size_vars.iloc[0], "dtype": "float32"}
+    provenance = df.iloc[0][["gpu", "kernel_hash", "compiler_options", "backend", "timing"]].to_dict()
+
+    def resumed(rows, timeout):
+        return {r["status"] for r in known_rows(rows, space, common, provenance, timeout).values()}
+
+    assert "timeout" in resumed(df, 3.0) and "timeout" in resumed(df, 1.0) and "timeout" not in resumed(df, 60.0)
+    assert "timeout" not in resumed(df.drop(columns=["timeout_s"]), 3.0)
+
+
+def test_a_measuring_process_that_dies_in_rounds_marks_no_config_failed_in_the_recording(tmp_path, monkeypatch):
+    """Rounds of several configs (a confirmation, a check) that end with the process dead are one failure of
+    the rounds, not of the first config: Kernel Tuner's cache, which --simulate replays, is left alone."""
+    from tuner.isolation import IsolatedRunner
+    from tuner.worker_entry import WorkerSpec
+
+    monkeypatch.setenv("FAKE_DIE_ON_ROUNDS", "1")
+    cache = tmp_path / "recording.cache.json"
+    header = '{\n"device_name": "Fake GPU 9000",\n"cache": {\n'  # Kernel Tuner's layout: entries are appended
+    cache.write_text(header)
+    spec = WorkerSpec(workload="reduction", size={"n": 4194304}, dtype="float32", backend="nvcuda", device=0,
+                      cachefile=str(cache))
+    runner = IsolatedRunner(spec, timeout=10, target=fake_worker_main)
+    runner.start()
+    try:
+        keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
+        rows = runner.measure_interleaved([[7, 256, 16, 4, 1, 1], [7, 256, 8, 4, 1, 1]], keys, rounds=3)
+    finally:
+        runner.shutdown()
+    assert [r["status"] for r in rows] == ["runtime"] and cache.read_text() == header

@@ -4,6 +4,7 @@ campaigns of the GPU-free stand-in worker."""
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -12,7 +13,7 @@ from tests.fake_worker import fake_worker_main, synthetic_time_ms
 from tuner.campaign import CampaignRequest, run_campaign
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.query import best, select
+from tuner.query import best, best_per_gpu_and_size, select
 from tuner.results_table import by_parameters, config_table
 from tuner.store import load_evaluations
 from tuner.workloads import get_workload
@@ -84,6 +85,15 @@ def test_cli_errors_are_one_line_no_traceback(results, capsys):
     assert "impossible size" in capsys.readouterr().err
     assert main(["tune", "reduction", "--strategy", "nosuch"]) == 2
     assert "unknown strategy" in capsys.readouterr().err
+    for argv, message in [(["tune", "reduction", "--budget", "nans"], "budget 'nans' is neither"),
+                          (["tune", "reduction", "--budget", "1e-9s"], "budget '1e-9s' is neither"),
+                          (["tune", "reduction", "--patience", "-3", "--simulate"], "--patience -3"),
+                          (["tune", "reduction", "--timeout", "0"], "--timeout 0"),
+                          (["tune", "gemm", "--workers", "2", "--devices", "0,x"], "--devices '0,x'"),
+                          (["results", "reduction", "--top", "0"], "--top 0")]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
 
 
 def test_cli_list_json(capsys):
@@ -219,3 +229,27 @@ def test_results_mark_the_confirmations_choice_among_recorded_near_ties():
     params = list(get_workload("reduction").space.params)
     assert table.chosen.sum() == 1
     assert dict(table[table.chosen].iloc[0][params]) == best("reduction", "seed", "float32", gpu=h100)["config"]
+
+
+def test_a_gpu_named_by_its_folder_and_the_real_store_given_by_root(monkeypatch, tmp_path):
+    """`--gpu nvidia-h200` (the folder name that --simulate offers) is the stored NVIDIA H200; `--results DIR`
+    reads confirmations from DIR too (the 2^22 float32 answer is a confirmation's choice among near-ties)."""
+    a = best("floyd-warshall", "5k", "int32", gpu="nvidia-h200")
+    assert a["gpu"] == "NVIDIA H200" and a["fallback"] == "exact"
+    expected = {(x["gpu"], x["size"], x["dtype"]): x["config"] for x in best_per_gpu_and_size("reduction")}
+    monkeypatch.setenv("TUNER_RESULTS", str(tmp_path))  # the default store is empty now
+    project_results = Path(__file__).resolve().parent.parent / "results"
+    given = {(x["gpu"], x["size"], x["dtype"]): x["config"] for x in best_per_gpu_and_size("reduction", root=project_results)}
+    assert given == expected
+
+
+def test_export_of_a_dtype_never_measured_or_to_a_missing_folder_is_an_error(filled, tmp_path, capsys):
+    with pytest.raises(TunerError, match="no successful reduction measurement is stored for dtype int32"):
+        best_per_gpu_and_size("reduction", "int32")
+    assert main(["export", "reduction", "-o", str(tmp_path / "no" / "x.h")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_a_size_has_one_name_however_its_variables_are_ordered():
+    space = get_workload("gemm").space
+    assert space.resolve_size("k=100,m=1024,n=512")[0] == space.resolve_size("m=1024,n=512,k=100")[0] == "m=1024,n=512,k=100"

@@ -158,3 +158,14 @@ def test_configs_to_measure_first_get_the_spaces_defaults_or_a_clear_error():
     with pytest.raises(TunerError, match="values outside the space: BLOCK=48"):
         campaign_strategy(CampaignRequest("floyd-warshall", first=({**seed, "BLOCK": 48},)), fw, {"n": 64, "gpus": 1},
                           "int32", None, root)
+
+
+def test_a_replay_named_by_its_gpus_folder_never_warm_starts_from_its_own_recording():
+    """`--simulate --gpu nvidia-h100-80gb-hbm3` (the folder's name, as the error for several GPUs offers) is the
+    same replay as with the GPU's own name: the warm start leaves the replayed recording out either way."""
+    from tuner.campaign import run_campaign
+
+    bests = [run_campaign(CampaignRequest(workload="reduction", size="large", dtype="float32", strategy="tpe",
+                                          max_evals=1, simulate=True, gpu=gpu, quiet=True)).best
+             for gpu in ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3")]
+    assert bests[0] == bests[1]

@@ -79,7 +79,7 @@ def parse_budget(text: str | None) -> tuple[int | None, float | None]:
     try:
         if text[-1] in units:
             seconds = float(text[:-1]) * units[text[-1]]
-            if seconds <= 0:
+            if not 0.001 <= seconds < 1e9:  # also NaN and inf
                 raise ValueError
             return None, seconds
         evals = int(text)
@@ -97,6 +97,10 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     dtype = space.resolve_dtype(req.dtype)
     if req.backend not in kt.BACKENDS:
         raise TunerError(f"unknown backend '{req.backend}'; choose one of {', '.join(kt.BACKENDS)}")
+    if req.patience is not None and req.patience < 0:
+        raise TunerError(f"--patience {req.patience}: give a number of evaluations (0: never stop early)")
+    if not req.timeout or req.timeout <= 0:
+        raise TunerError(f"--timeout {req.timeout}: give the seconds one configuration may take, more than 0")
     make_strategy(req.strategy)  # an unknown name fails here, before any GPU work
     root = Path(req.results or store.results_root())
     searchspace = kt.searchspace(space)
@@ -110,7 +114,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
                                                session.writer)
     kernel_hash, wdir = provenance["kernel_hash"], session.wdir
     previous = store.load_evaluations(req.workload, root)  # read once: resume, then the warm start
-    known = known_rows(previous, space, common, provenance)
+    known = known_rows(previous, space, common, provenance, req.timeout)
     max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)
     total = min(max_evals or searchspace.size, searchspace.size)
     progress = CampaignProgress(f"{req.workload} {size_name} {dtype} [{req.strategy}]", total, req.time_limit,
@@ -213,10 +217,10 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
     return Session(runner, gpu, wdir, common, provenance, writer, setup["baselines"])
 
 
-def known_rows(previous, space, common, provenance) -> dict:
+def known_rows(previous, space, common, provenance, timeout: float | None = None) -> dict:
     """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run.
     A time taken another way (another number of launches, or another timing protocol: tuner/timing.py) is
-    measured again."""
+    measured again, and so is a timeout under a shorter `timeout` than this one's (or an unrecorded one)."""
     if previous.empty:
         return {}
     same = previous[(previous["gpu"] == provenance["gpu"]) & (previous["size_vars"] == common["size_vars"])
@@ -226,6 +230,8 @@ def known_rows(previous, space, common, provenance) -> dict:
     known = {}
     for rec in same.to_dict("records"):
         if rec["status"] == "ok" and not store.same_protocol(rec, space, provenance.get("timing")):
+            continue
+        if rec["status"] == "timeout" and timeout and not rec.get("timeout_s", 0) >= timeout:  # NaN: unrecorded
             continue
         config = json.loads(rec["config"])
         values = [config[k] for k in space.params]
@@ -257,6 +263,7 @@ def store_row(row, space, size, dtype, common, provenance, req) -> dict:
         "compile_ms": float(row.get("compile_time", 0.0)),
         "verify_ms": float(row.get("verification_time", 0.0)),
         "benchmark_ms": float(row.get("benchmark_time", 0.0)),
+        "timeout_s": float(req.timeout) if req.timeout else float("nan"),  # a timeout under a longer one is re-run
         "strategy": req.strategy,
         "seed": req.seed if req.seed is not None else -1,
         "timestamp": datetime.now(timezone.utc).isoformat(),
@@ -370,7 +377,8 @@ def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: 
 def _simulate(req, space, size_name, size, dtype, root, searchspace) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
     cachefile = find_recording(root, req.workload, size_name, dtype, req.gpu)
-    strategy = campaign_strategy(req, space, size, dtype, req.gpu, root, storage=req.storage, study_name=None)
+    gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
+    strategy = campaign_strategy(req, space, size, dtype, gpu, root, storage=req.storage, study_name=None)
     results, gpu = replay(space, size, dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
                           max_evals=req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit))
     summary = _summarize(results, space)

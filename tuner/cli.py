@@ -55,7 +55,10 @@ def _tune(args) -> int:
     if args.workers is not None:
         from tuner.distributed import run_distributed
 
-        devices = [int(d) for d in args.devices.split(",")] if args.devices else None
+        try:
+            devices = [int(d) for d in args.devices.split(",")] if args.devices else None
+        except ValueError:
+            raise TunerError(f"--devices '{args.devices}': give GPU ordinals, comma-separated (0,1)") from None
         result = run_distributed(req, args.workers, devices=devices, name=args.campaign, url=args.storage,
                                  allow_mixed_gpus=args.allow_mixed_gpus, worker_target=args.worker_target,
                                  log=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -168,12 +171,14 @@ def _results(args) -> int:
     from tuner.query import select
     from tuner.results_table import by_parameters, config_table, objective_column, render
 
+    if args.top < 1:
+        raise TunerError(f"--top {args.top}: show at least 1 config (--all for every one)")
     sel = select(args.workload, _size_text(args), args.dtype, gpu=args.gpu, root=args.results)
     space = sel.workload.space
     table = config_table(sel)
     shown = by_parameters(table, args.by, objective_column(space), space.maximize) if args.by else table
     if args.csv:
-        shown.to_csv(args.csv, index=len(args.by or []) == 2)
+        _write(args.csv, shown.to_csv(index=len(args.by or []) == 2))
     if args.json:
         doc = shown.reset_index() if len(args.by or []) == 2 else shown
         print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
@@ -186,6 +191,13 @@ def _results(args) -> int:
     if args.csv:
         console.print(f"wrote {len(shown)} row(s) to {args.csv}", highlight=False)
     return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise TunerError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _print_table(table: Table) -> None:
@@ -202,7 +214,7 @@ def _export(args) -> int:
     answers = best_per_gpu_and_size(args.workload, args.dtype, root=args.results)
     text = render(args.workload, answers, args.format)
     if args.output:
-        Path(args.output).write_text(text)
+        _write(args.output, text)
         console.print(f"wrote {len(answers)} configuration(s) to {args.output}", highlight=False)
     else:
         sys.stdout.write(text)

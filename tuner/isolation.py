@@ -453,7 +453,7 @@ class IsolatedRunner(Runner):
         else:
             status, error = "timeout", f"no result within {timeout or self.timeout:.0f} s; the worker was killed"
         self._kill()
-        if self.spec.cachefile:
+        if self.spec.cachefile and request is None:  # rounds of several configs: no one config failed for sure
             opts = {"cachefile": self.spec.cachefile, "cache": {}}
             record_failure_in_cache(_Opts(opts), values, params, status)
         return {**params, "status": status, "error": error,
@@ -465,7 +465,7 @@ class IsolatedRunner(Runner):
                       benchmark_time=row.get("benchmark_time", 0.0), strategy_time=0, framework_time=0)
         if row["status"] == "ok":
             result["times"] = row["times"]
-            result["time"] = sum(row["times"]) / len(row["times"])
+            result["time"] = statistics.median(row["times"])  # as the store ranks (Space.objective_value), not KT's mean
             if tuning_options.metrics:
                 result = util.process_metrics(result, tuning_options.metrics)
         else:

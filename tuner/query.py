@@ -10,7 +10,7 @@ import pandas as pd
 
 from tuner import confirm, store
 from tuner.errors import TunerError
-from tuner.provenance import gpu_info
+from tuner.provenance import gpu_info, gpu_slug
 from tuner.space import format_size, size_distance
 from tuner.workloads import get_workload
 
@@ -83,7 +83,7 @@ def select(workload_name: str, size_text: str | None = None, dtype: str | None =
         raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
 
     sel = Selection(workload, size_name, size, dtype, df, root=root)
-    wanted_gpu = gpu or local_gpu()
+    wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_gpu()
     if wanted_gpu and (df["gpu"] == wanted_gpu).any():
         df = df[df["gpu"] == wanted_gpu]
     else:
@@ -107,6 +107,14 @@ def select(workload_name: str, size_text: str | None = None, dtype: str | None =
                          + format_size(measured[key]))
     sel.rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
     return sel
+
+
+def _stored_gpu_name(stored: pd.Series, gpu: str) -> str:
+    """`gpu` as the store names it: given by its name or by its folder's (`nvidia-h200`, as --simulate offers)."""
+    if (stored == gpu).any():
+        return gpu
+    by_slug = {gpu_slug(name): name for name in stored.unique()}
+    return by_slug.get(gpu_slug(gpu), gpu)
 
 
 def best(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
@@ -168,7 +176,10 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
     for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
         if dt not in dtypes:
             continue
-        out.append(best(workload_name, format_size(json.loads(size_vars)), dt, gpu=gpu, evaluations=df, baselines=base))
+        out.append(best(workload_name, format_size(json.loads(size_vars)), dt, gpu=gpu, root=root, evaluations=df,
+                        baselines=base))
+    if not out:
+        raise TunerError(f"no successful {workload_name} measurement is stored for dtype {', '.join(dtypes)}")
     return out
 
 

@@ -165,6 +165,7 @@ class Space:
         for name, named in self.sizes.items():
             if named == values:
                 return name, values
+        values = {k: values[k] for k in self.size_vars}  # one name for a size however its variables were ordered
         return format_size(values), values
 
     def resolve_dtype(self, dtype: str | None) -> str:

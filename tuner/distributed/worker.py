@@ -147,7 +147,8 @@ class _Worker:
         self.last_row = None
         self.next_check = 0.0  # when to look for trials of dead workers next
         runner = session.runner
-        runner.known = known_rows(store.load_evaluations(camp.workload, root), space, session.common, session.provenance)
+        runner.known = known_rows(store.load_evaluations(camp.workload, root), space, session.common, session.provenance,
+                                  camp.timeout)
         runner.on_row = self._on_row
         self.cost_func = CostFunc(searchspace, kt.tuning_options(space, camp.size_vars, camp.dtype, seed=camp.seed),
                                   runner, snap=False)
@@ -278,7 +279,8 @@ class _Worker:
             return None
         if "failed_trial" in frozen.system_attrs:  # a retry: its dead worker may have stored the row already
             self.session.runner.known.update(known_rows(store.load_evaluations(self.camp.workload, self.root),
-                                                         self.space, self.session.common, self.session.provenance))
+                                                         self.space, self.session.common, self.session.provenance,
+                                                         self.camp.timeout))
         return config
 
     def _finish(self, job, result) -> bool:

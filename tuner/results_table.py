@@ -36,7 +36,7 @@ def config_table(sel: Selection) -> pd.DataFrame:
     table = pd.DataFrame(out, columns=columns)
     # `tuner best`'s answer: among near-ties that a confirmation measured again, its choice, not always the top row
     chosen = json.loads(best_row(sel.ok, space.maximize, sel.root)["config"]) if len(sel.ok) else {}
-    table.insert(len(space.params), "chosen", [all(r[k] == v for k, v in chosen.items()) and bool(chosen)
+    table.insert(len(space.params), "chosen", [all(r.get(k) == v for k, v in chosen.items()) and bool(chosen)
                                               for r in table[list(space.params)].to_dict("records")])
     failed = table["status"] != "ok"
     table = table.assign(_failed=failed).sort_values(["_failed", objective], ascending=[True, not space.maximize],

@@ -90,17 +90,22 @@ def parse_budget(text: str | None) -> tuple[int | None, float | None]:
         raise TunerError(f"budget '{text}' is neither a number of evaluations (150) nor a duration (90s, 10m, 2h)") from None
 
 
-def run_campaign(req: CampaignRequest) -> CampaignResult:
-    workload = get_workload(req.workload)
-    space = workload.space
-    size_name, size = space.resolve_size(req.size, workload.parse_size)
-    dtype = space.resolve_dtype(req.dtype)
+def check_options(req: CampaignRequest) -> None:
+    """The request's options that every campaign (one process or distributed) takes the same way."""
     if req.backend not in kt.BACKENDS:
         raise TunerError(f"unknown backend '{req.backend}'; choose one of {', '.join(kt.BACKENDS)}")
     if req.patience is not None and req.patience < 0:
         raise TunerError(f"--patience {req.patience}: give a number of evaluations (0: never stop early)")
     if not req.timeout or req.timeout <= 0:
         raise TunerError(f"--timeout {req.timeout}: give the seconds one configuration may take, more than 0")
+
+
+def run_campaign(req: CampaignRequest) -> CampaignResult:
+    workload = get_workload(req.workload)
+    space = workload.space
+    size_name, size = space.resolve_size(req.size, workload.parse_size)
+    dtype = space.resolve_dtype(req.dtype)
+    check_options(req)
     make_strategy(req.strategy)  # an unknown name fails here, before any GPU work
     root = Path(req.results or store.results_root())
     searchspace = kt.searchspace(space)

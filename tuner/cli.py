@@ -118,13 +118,13 @@ def _worker(args) -> int:
 
 def _storage(args) -> str:
     """--storage, else the SQLite file beside the results that `tune --workers` uses by default."""
-    from tuner.distributed import default_storage
+    from tuner.distributed.storage import default_storage, sqlite_path
     from tuner.store import results_root
 
     if args.storage:
         return args.storage
     url = default_storage(args.results or results_root())
-    if not Path(url.split(":///", 1)[1]).is_file():
+    if not Path(sqlite_path(url)).is_file():
         raise TunerError(f"no campaign database at {url} (`tuner tune ... --workers N` creates it; --storage URL for another)")
     return url
 
@@ -177,10 +177,11 @@ def _results(args) -> int:
     space = sel.workload.space
     table = config_table(sel)
     shown = by_parameters(table, args.by, objective_column(space), space.maximize) if args.by else table
+    grid = len(args.by or []) == 2  # its rows are named by the first parameter's values
     if args.csv:
-        _write(args.csv, shown.to_csv(index=len(args.by or []) == 2))
+        _write(args.csv, shown.to_csv(index=grid))
     if args.json:
-        doc = shown.reset_index() if len(args.by or []) == 2 else shown
+        doc = shown.reset_index() if grid else shown
         print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
         return 0
     for note in sel.notes:

@@ -82,7 +82,7 @@ def select(workload_name: str, size_text: str | None = None, dtype: str | None =
     if df.empty:
         raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
 
-    sel = Selection(workload, size_name, size, dtype, df, root=root)
+    notes, fallback = [], []
     wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_gpu()
     if wanted_gpu and (df["gpu"] == wanted_gpu).any():
         df = df[df["gpu"] == wanted_gpu]
@@ -92,21 +92,21 @@ def select(workload_name: str, size_text: str | None = None, dtype: str | None =
         pool = at_size if not at_size.empty else df
         chosen = pool["gpu"].value_counts().idxmax()
         if wanted_gpu:
-            sel.fallback.append("other-gpu")
-            sel.notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
+            fallback.append("other-gpu")
+            notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
         elif gpu is None:
-            sel.notes.append(f"no GPU found here; answering from {chosen}")
+            notes.append(f"no GPU found here; answering from {chosen}")
         df = df[df["gpu"] == chosen]
 
     key = json.dumps(size, sort_keys=True)
     if not (df["size_vars"] == key).any():
         measured = {k: json.loads(k) for k in df["size_vars"].unique()}
         key, how = _nearest_size(workload, size, measured)
-        sel.fallback.append("nearest-size")
-        sel.notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
-                         + format_size(measured[key]))
-    sel.rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
-    return sel
+        fallback.append("nearest-size")
+        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
+                     + format_size(measured[key]))
+    rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
+    return Selection(workload, size_name, size, dtype, rows, notes, fallback, root)
 
 
 def _stored_gpu_name(stored: pd.Series, gpu: str) -> str:

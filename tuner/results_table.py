@@ -11,7 +11,7 @@ import pandas as pd
 from rich.table import Table
 
 from tuner.errors import TunerError
-from tuner.formatting import readable
+from tuner.formatting import config_text, readable
 from tuner.query import Selection, best_row
 
 
@@ -70,7 +70,7 @@ def by_parameters(table: pd.DataFrame, params: list[str], objective: str, maximi
         rows.append({param: value, "configs": len(group), "failed": len(group) - len(good),
                      f"best {objective}": top[objective].iloc[0] if len(top) else None,
                      f"median {objective}": good[objective].median() if len(good) else None,
-                     "best config": ", ".join(f"{k}={top[k].iloc[0]}" for k in names if k != param) if len(top) else ""})
+                     "best config": config_text({k: top[k].iloc[0] for k in names if k != param}) if len(top) else ""})
     return pd.DataFrame(rows)
 
 

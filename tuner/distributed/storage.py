@@ -21,6 +21,11 @@ def default_storage(root: Path) -> str:
     return f"sqlite:///{Path(root).resolve() / 'campaigns.sqlite3'}"
 
 
+def sqlite_path(url: str) -> str:
+    """The file of a sqlite:/// URL (":memory:" for sqlite://)."""
+    return url.split(":///", 1)[1] if ":///" in url else ":memory:"
+
+
 def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None = None):
     """Optuna's RDB storage (the one with heartbeats); stale trials are failed and enqueued again."""
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
@@ -83,7 +88,7 @@ def _heartbeat_options(heartbeat_s, grace_s) -> dict:
 def _sqlite_connector(url: str):
     """SQLite in WAL mode (cheap commits, readers beside the writer), with transactions that the
     engine's 'begin' hook starts IMMEDIATE (see open_storage)."""
-    path = url.split(":///", 1)[1] if ":///" in url else ":memory:"
+    path = sqlite_path(url)
 
     def connect():
         conn = sqlite3.connect(path, timeout=120, check_same_thread=False, isolation_level=None)

@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner import kt, store
-from tuner.campaign import CampaignRequest, default_max_evals, find_recording
+from tuner.campaign import CampaignRequest, check_options, default_max_evals, find_recording
 from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, default_storage, open_storage
 from tuner.errors import TunerError
 from tuner.provenance import source_hash
@@ -85,8 +85,7 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
     if req.strategy not in OPTUNA_SAMPLERS and req.strategy != "brute_force":
         raise TunerError(f"strategy '{req.strategy}': workers share Optuna's samplers ({', '.join(OPTUNA_SAMPLERS)}) "
                          "or brute_force; Kernel Tuner's strategies run in one process (drop --workers)")
-    if req.backend not in kt.BACKENDS:
-        raise TunerError(f"unknown backend '{req.backend}'; choose one of {', '.join(kt.BACKENDS)}")
+    check_options(req)
     searchspace = kt.searchspace(space)
     if searchspace.size == 0:
         raise TunerError(f"{space.path}: the restrictions leave no valid configuration")

@@ -21,8 +21,12 @@ SIM=()
 [ "${SIMULATE:-0}" = 1 ] && SIM=(--simulate)
 export WORKLOAD SIZE DTYPE WORK SIMULATE="${SIMULATE:-0}"
 # the driver's JIT cache would hand the second run every kernel's machine code compiled by the first (a 2-worker
-# run right after a 1-worker one was 4.2x faster): each run compiles everything, as a fresh campaign does
-export CUDA_CACHE_DISABLE=1
+# run right after a 1-worker one was 4.2x faster): each run gets an empty cache of its own (run below), so it
+# compiles everything, as a fresh campaign on a fresh host does with the driver's default settings
+unset CUDA_CACHE_DISABLE
+# nor does the first run pay for compiling Python's bytecode, which the second would find done
+"$PYTHON" -m compileall -q -j 0 tuner "$("$PYTHON" -c 'import optuna, os; print(os.path.dirname(os.path.dirname(optuna.__file__)))')" \
+    >/dev/null 2>&1 || true
 
 run() {  # $1 workers -> $WORK/w$1/{result.json,status.json,seconds}
     local n=$1 root=$WORK/w$1
@@ -46,7 +50,7 @@ EOF
     echo "== brute force of $WORKLOAD $SIZE $DTYPE with $n worker(s), results in $root"
     local t0 t1
     t0=$(date +%s.%N)
-    TUNER_RESULTS=$root "$PYTHON" -m tuner tune "$WORKLOAD" --size "$SIZE" --dtype "$DTYPE" --strategy brute_force \
+    CUDA_CACHE_PATH=$root/jit-cache TUNER_RESULTS=$root "$PYTHON" -m tuner tune "$WORKLOAD" --size "$SIZE" --dtype "$DTYPE" --strategy brute_force \
         --workers "$n" --quiet --json "${SIM[@]}" > "$root/result.json"
     t1=$(date +%s.%N)
     "$PYTHON" -c "print($t1 - $t0)" > "$root/seconds"
@@ -106,10 +110,12 @@ stem = f"speedup-{one['size']}_{one['dtype']}-{datetime.now(timezone.utc).strfti
 from tuner.store import read_parts
 for n in (1, 2):
     base = work / f"w{n}" / ("simulated" if doc["simulated"] else "")
-    rows = read_parts(f"*/{one['workload']}/evaluations/*.parquet", base)
-    if not rows.empty:
-        rows.to_parquet(out / f"{stem}-rows-{n}-worker{'s' if n > 1 else ''}.parquet", index=False)
-best = lambda r: ", ".join(f"{k}={v}" for k, v in r["best"]["config"].items()) if r["best"] else "none"
+    for kind, folder in (("rows", "evaluations"), ("confirmations", "confirmations")):  # and each confirmation's rounds
+        rows = read_parts(f"*/{one['workload']}/{folder}/*.parquet", base)
+        if not rows.empty:
+            rows.to_parquet(out / f"{stem}-{kind}-{n}-worker{'s' if n > 1 else ''}.parquet", index=False)
+from tuner.formatting import config_text
+best = lambda r: config_text(r["best"]["config"]) if r["best"] else "none"
 md = [f"# Distributed brute force: {doc['what']}", "",
       f"GPU: {doc['gpu']}{' (simulated: replayed recording)' if doc['simulated'] else ''}; commit {doc['provenance']['git_commit']}; "
       f"host {doc['provenance']['host']}; {doc['provenance']['timestamp']}", "",
@@ -124,6 +130,16 @@ for n, r in runs.items():  # the confirmation step (tuner/confirm.py) is part of
     c = r["status"].get("confirmed")
     md.append(f"- {n} worker(s): " + (f"best chosen among {c['finalists']} near-ties measured again in {c['seconds']:.1f} s"
                                       if c else "no confirmation (fewer than two near-ties)"))
+confirmed = {n: read_parts(f"*/{one['workload']}/confirmations/*.parquet",
+                           work / f"w{n}" / ("simulated" if doc["simulated"] else "")) for n in (1, 2)}
+if any(not c.empty for c in confirmed.values()):  # what each confirmation measured: the near-ties side by side
+    md += ["", "The confirmations' finalists (every worker that confirmed; `change`: median against the fastest "
+           "of its worker's rounds, with the 99% interval):", "",
+           "| workers | worker | config | campaign value | median ms | change | tie | chosen |", "|---" * 8 + "|"]
+    for n, c in confirmed.items():
+        for _, f in c.iterrows():
+            md.append(f"| {n} | {f.worker} | {config_text(json.loads(f.config))} | {f.campaign_value:.5g} | "
+                      f"{f.median_ms:.5f} | {f.change:+.2%} [{f.ci_low:+.2%}, {f.ci_high:+.2%}] | {f.tie} | {f.chosen} |")
 stages = ("loaded", "joined", "ready", "searched", "confirmed", "closed")
 md += ["", "Where the time went: each worker's process started this many seconds into the run, then each stage "
        "ended this many seconds after that (`timeline_s`; the measuring process's set-up in the JSON's `setup_s`).", "",

@@ -321,7 +321,7 @@ class _FakeRunner:
         return [{"block_size_x": configs[0][0], "times": self.ms}]
 
 
-@pytest.mark.parametrize("lang, order", [("CUDA", [128, 256] * 7), ("C", [128] * 7 + [256] * 7)])
+@pytest.mark.parametrize("lang, order", [("CUDA", [128, 256, 256, 128] * 3 + [128, 256]), ("C", [128] * 7 + [256] * 7)])
 def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeypatch, lang, order):
     import tuner.workloads
     from tuner.isolation import WorkerSpec, _measure_rounds
@@ -345,8 +345,9 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
     for row in rows:
         assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
     assert workload.prepared == 1  # the references' inputs go to the GPU (and are checked) once, not per round
-    # device code interleaved: 128, 256, 128, 256, ...; Kernel Tuner's C backend holds one library at a
-    # time, so host code runs each config's rounds together. Either way each compiled and verified once
+    # device code interleaved, each round starting at the next config: 128, 256, 256, 128, ...; Kernel Tuner's
+    # C backend holds one library at a time, so host code runs each config's rounds together. Either way each
+    # compiled and verified once
     assert [b[0] for b in runner.binaries] == order
     assert (runner.dev.compiles, runner.dev.verifies) == (2, 2)
     assert len(set(runner.binaries)) == 2  # the binary of each config re-run, never rebuilt

@@ -32,6 +32,24 @@ def test_finalists_are_the_near_ties_nearest_first_and_capped():
     assert confirm.finalists({}, order, maximize=True) == []
 
 
+def test_a_measuring_process_keeps_the_compiled_kernels_of_as_many_configs_as_are_finalists():
+    from tuner.isolation import _Fastest
+
+    assert _Fastest.KEEP == confirm.MAX_FINALISTS
+
+
+def test_finalists_are_measured_in_the_space_order_whatever_their_campaign_ranking():
+    class Recorder:
+        def measure_interleaved(self, configs, params, rounds, references=True):
+            self.configs = configs
+            return [{"status": "ok", "rounds": [1.0 + 0.001 * c[0]] * rounds} for c in configs]
+
+    order = [key(i) for i in range(5)]
+    runner = Recorder()
+    record = confirm.confirm(runner, ["x"], {key(3): 1.0, key(1): 1.001, key(4): 1.002}, order, False, log=lambda m: None)
+    assert runner.configs == [[1], [3], [4]] and record["chosen"] == {"x": 1}
+
+
 def test_ties_resolve_to_the_first_in_space_order_a_clear_winner_stands():
     rng = np.random.default_rng(0)
     noisy = lambda ms: list(ms * np.exp(rng.normal(0, 0.002, 15)))

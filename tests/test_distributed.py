@@ -222,6 +222,16 @@ def test_a_worker_on_another_gpu_model_is_refused(results):
     assert campaign_status("mixed", url)["done"] == 4
 
 
+def test_a_campaign_in_a_results_folder_not_made_yet_makes_it(tmp_path):
+    root = tmp_path / "new" / "results"
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random", max_evals=4,
+                          results=root)
+    camp, url = create_campaign(req, None, None)
+    assert (root / "campaigns.sqlite3").is_file() and campaign_status(camp.name, url)["total"] == 4
+    _, elsewhere = create_campaign(req, None, f"sqlite:///{tmp_path / 'db' / 'here.sqlite3'}")
+    assert (tmp_path / "db" / "here.sqlite3").is_file()
+
+
 def test_worker_errors_are_one_line(results):
     with pytest.raises(TunerError, match="no campaign 'nope'"):
         run_worker("nope", f"sqlite:///{results / 'x.sqlite3'}", 0)

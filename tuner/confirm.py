@@ -5,8 +5,9 @@ A campaign measures each config once, a few launches, at some moment of the run;
 a fraction of a percent of each other are ranked by that moment's noise (two brute-force runs of GEMM 2048^3
 on the H200 each named a different one of two configs 0.25% apart). Here the finalists (configs whose
 campaign value lies within FINALIST_WITHIN of the best, at most MAX_FINALISTS) are measured again in
-alternating rounds (host-code pipelines: one config's rounds after another's, see isolation._measure_rounds),
-in one worker on one GPU, each compiled and verified once; then the fastest by median is
+alternating rounds, in the space's order and each round starting at the next one (host-code pipelines: one
+config's rounds after another's, see isolation._measure_rounds), in one worker on one GPU, each compiled and
+verified once; then the fastest by median is
 found, and the chosen config is the first finalist in the space's order that is not slower than it
 significantly (99% bootstrap interval of the change above zero) and by more than TIE. Ties thus resolve to
 the canonical config instead of to the noise, at a cost of at most TIE in speed.
@@ -27,7 +28,10 @@ from tuner.errors import TunerError
 from tuner.stats import compare
 
 FINALIST_WITHIN = 0.02  # a campaign's single measurement of a config varies by about 1%
-MAX_FINALISTS = 5
+# enough that the window, not the count, decides who is a finalist: a cut by count falls among near-ties, where
+# the campaign's noise picks who makes it (the H200's GEMM 2048^3 has 7 configs within 1%). A measuring
+# process keeps the compiled kernels of as many (isolation._Fastest)
+MAX_FINALISTS = 8
 ROUNDS = 15
 TIE = 0.005  # slower by less than this, or not significantly: a tie
 CONFIRM_DIR = "confirmations"
@@ -75,7 +79,7 @@ def confirm(runner, params: list[str], values: dict, order: list[str], maximize:
             log=print) -> dict | None:
     """Re-measure the finalists of `values` ({config key: campaign objective}) in `runner` (an IsolatedRunner)
     and choose among them. None when there is nothing to confirm (fewer than two finalists)."""
-    keys = finalists(values, order, maximize)
+    keys = sorted(finalists(values, order, maximize), key=_place_in(order))  # the same order in every run
     if len(keys) < 2:
         return None
     t0 = time.monotonic()

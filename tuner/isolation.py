@@ -140,7 +140,7 @@ class _Fastest:
     confirmation (tuner/confirm.py), which measures its near-best configs again, does not compile them again:
     five nvcc runs were 2-3 s of every campaign's wall time, which no number of GPUs divides."""
 
-    KEEP = 8
+    KEEP = 8  # confirm.MAX_FINALISTS, as many as a confirmation measures (not imported: it brings pandas)
 
     def __init__(self, keep: int):
         self.keep, self.funcs, self.ms = keep, {}, {}
@@ -201,11 +201,11 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     17-us kernel are milliseconds of GPU work after the seconds of a worker's start.
     Returns one row per config (the first failure instead, should a config fail).
 
-    Each config is compiled and verified once, in its first round; later rounds re-run that binary (a
-    compile per round made nvcc, not the GPU, the cost of a check), with as many launches as ROUND_S of
-    GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline).
+    Each round takes the configs in another order (_rotated). Each config is compiled and verified once, in
+    its first round; later rounds re-run that binary (a compile per round made nvcc, not the GPU, the cost
+    of a check), with as many launches as ROUND_S of GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline).
     Kernel Tuner's C backend (host code) holds one library at a time, so interleaved, every turn would run
-    nvcc again (seconds for a host pipeline, many minutes for a confirmation's 5 finalists x 18 rounds):
+    nvcc again (seconds for a host pipeline, many minutes for a confirmation's finalists x 18 rounds):
     there each config's rounds run together, one config after the other."""
     from tuner import kt
     from tuner.workloads import get_workload
@@ -242,7 +242,8 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     kept_from, i = None, 0  # the first round kept, once the warm-up is over
     try:
         while kept_from is None or i < kept_from + rounds:
-            for j, values in enumerate(configs):
+            for j in _rotated(len(configs), i):
+                values = configs[j]
                 dev.iterations = launches.get(j, full)
                 row = _evaluate(runner, _Opts(unverified if j in launches else opts), keys, values)
                 if row["status"] != "ok":
@@ -268,6 +269,12 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
     finally:
         dev.compile_kernel, dev.iterations = compile_kernel, full
     return out
+
+
+def _rotated(n: int, i: int) -> list[int]:
+    """Round i's order of n configs: each takes each place in turn, so a place's bias (the GPU coming from idle,
+    or from the config before) is shared by all instead of favouring one config in every round."""
+    return [(i + j) % n for j in range(n)]
 
 
 def record_failure_in_cache(tuning_options, values, params, status):

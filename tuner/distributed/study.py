@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from tuner import kt, store
 from tuner.campaign import CampaignRequest, check_options, default_max_evals, find_recording
-from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, default_storage, open_storage
+from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, default_storage, open_storage, sqlite_path
 from tuner.errors import TunerError
 from tuner.provenance import source_hash
 from tuner.strategies import OPTUNA_SAMPLERS, Codec
@@ -98,6 +98,8 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
                     backend=req.backend, timeout=req.timeout, kernel_hash=source_hash(space.source_text),
                     simulate=req.simulate, recording=recording, heartbeat_s=heartbeat_s, grace_s=grace_s)
     url = url or default_storage(root)
+    if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder
+        Path(sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
     study = optuna.create_study(storage=open_storage(url), study_name=name, direction="minimize", load_if_exists=True)
     existing = study.user_attrs.get("campaign")
     if existing is None:

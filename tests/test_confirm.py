@@ -67,7 +67,7 @@ H200_CONFIRMATIONS = sorted((results_root() / "nvidia-h200" / "gemm" / "distribu
 
 @pytest.mark.skipif(not H200_CONFIRMATIONS, reason="no recorded H200 confirmations in results/")
 def test_the_tie_rule_chooses_one_config_in_every_recorded_confirmation_on_the_h200():
-    """Four pairs of GEMM 2048^3 campaigns on two H200s, each of their workers' confirmation replayed
+    """Five pairs of GEMM 2048^3 campaigns on two H200s, each of their workers' confirmation replayed
     from its recorded rounds: the near-ties' gaps repeat within 0.2% from run to run, so the rule must
     land on one config every time (a band of 0.5% cut through a config at +0.33..+0.54%)."""
     import pandas as pd

@@ -33,9 +33,9 @@ FINALIST_WITHIN = 0.02  # a campaign's single measurement of a config varies by 
 # process keeps the compiled kernels of as many (isolation._Fastest)
 MAX_FINALISTS = 8
 ROUNDS = 15
-# slower by less than this, or not significantly: a tie. Twelve confirmations of GEMM 2048^3 on two H200s
+# slower by less than this, or not significantly: a tie. Fifteen confirmations of GEMM 2048^3 on two H200s
 # (results/nvidia-h200/gemm/distributed/*-confirmations-*) measured each finalist's gap to the fastest
-# within 0.2%, yet one config sat at +0.33% to +0.54%: a 0.5% band split them 11 to 1, this one agrees in all
+# within 0.2%, yet one config sat at +0.33% to +0.54%: a 0.5% band split them 14 to 1, this one agrees in all
 TIE = 0.01
 CONFIRM_DIR = "confirmations"
 

@@ -219,6 +219,7 @@ def test_a_worker_on_another_gpu_model_is_refused(results):
     assert not list(results.rglob("*.parquet"))  # refused before writing anything
     summary = run_worker("mixed", url, 0, results=results, worker_target=fake_worker_main, allow_mixed_gpus=True)
     assert summary["gpu"] == "Fake GPU 9000" and summary["measured"] == 4
+    assert summary["trials"] == summary["measured"] + summary["served"] + summary["handed_back"]  # each accounted for
     assert campaign_status("mixed", url)["done"] == 4
 
 
@@ -228,7 +229,7 @@ def test_a_campaign_in_a_results_folder_not_made_yet_makes_it(tmp_path):
                           results=root)
     camp, url = create_campaign(req, None, None)
     assert (root / "campaigns.sqlite3").is_file() and campaign_status(camp.name, url)["total"] == 4
-    _, elsewhere = create_campaign(req, None, f"sqlite:///{tmp_path / 'db' / 'here.sqlite3'}")
+    create_campaign(req, None, f"sqlite:///{tmp_path / 'db' / 'here.sqlite3'}")  # a URL of the user's own
     assert (tmp_path / "db" / "here.sqlite3").is_file()
 
 

@@ -111,8 +111,11 @@ def _worker(args) -> int:
     finally:
         if launched is not None:
             launched.shutdown()  # if it was not used (run_worker shuts down what it uses)
+    back = summary.get("handed_back", 0)
     console.print(f"worker {summary['worker']} ({summary['gpu']}): {summary['measured']} measured, "
-                  f"{summary['served']} served from the store, {summary['trials']} trials", highlight=False)
+                  f"{summary['served']} served from the store, {summary['trials']} trials"
+                  + (f" ({back} told at once: another trial's config, invalid, or left over when the queue ran out)"
+                     if back else ""), highlight=False)
     return 0
 
 

@@ -203,7 +203,8 @@ def _measure_rounds(runner, tuning_options, keys, configs, rounds, spec, warmup=
 
     Each round takes the configs in another order (_rotated). Each config is compiled and verified once, in
     its first round; later rounds re-run that binary (a compile per round made nvcc, not the GPU, the cost
-    of a check), with as many launches as ROUND_S of GPU time takes (the full count for kernels under 1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline).
+    of a check), with as many launches as ROUND_S of GPU time takes (the full count for kernels under
+    1.7 ms; 5 for a 0.1 s Floyd-Warshall pipeline).
     Kernel Tuner's C backend (host code) holds one library at a time, so interleaved, every turn would run
     nvcc again (seconds for a host pipeline, many minutes for a confirmation's finalists x 18 rounds):
     there each config's rounds run together, one config after the other."""

@@ -142,7 +142,7 @@ class _Worker:
             study.sampler = make_sampler(camp.strategy, seed=(camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31, parallel=True)
         self.rng = random.Random(zlib.crc32(me.encode()))
         self.repair = Repair(searchspace, self.codec, self.rng)
-        self.counts = {"measured": 0, "served": 0, "trials": 0}
+        self.counts = {"measured": 0, "served": 0, "trials": 0, "handed_back": 0}  # handed back: told at once
         self.ok_costs = []
         self.last_row = None
         self.next_check = 0.0  # when to look for trials of dead workers next
@@ -254,6 +254,7 @@ class _Worker:
             raise
         if config is None:
             self._stop(beat)
+            self.counts["handed_back"] += 1
             return None, "again"
         return (trial, config, beat), "measure"
 

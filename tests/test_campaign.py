@@ -54,6 +54,36 @@ def test_rerun_resumes_without_measuring_twice(results):
     assert len(df) == 30 and df.config.is_unique
 
 
+def test_an_optuna_rerun_counts_what_it_resumed_toward_the_budget_and_the_best(results):
+    first = run_campaign(request(strategy="tpe", max_evals=12, size="16M", patience=0))
+    again = run_campaign(request(strategy="tpe", max_evals=12, size="16M", patience=0))
+    assert again.measured == 0 and again.evaluated == 12 and again.best == first.best
+    more = run_campaign(request(strategy="tpe", max_evals=20, size="16M", patience=0))
+    df = load_evaluations("reduction")
+    assert more.measured == 8 and len(df) == 20 and df.config.is_unique
+    ok = df[df.status == "ok"]
+    assert json.loads(ok.loc[ok.objective_value.idxmax()].config) == more.best["config"]  # the earlier runs' too
+
+
+def test_an_optuna_study_is_named_by_its_search_space(results):
+    """Trials keep a parameter's index into its values: a study resumed under a changed space would read its
+    trials as other configs, so another space (values or restrictions) gets a study of its own."""
+    import dataclasses
+
+    import optuna
+
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    widened = dataclasses.replace(space, params={**space.params, "block_size_x": [16, *space.params["block_size_x"]]})
+    stricter = dataclasses.replace(space, restrictions=[*space.restrictions, "block_size_x >= 128"])
+    assert len({space.space_hash, widened.space_hash, stricter.space_hash}) == 3
+    run_campaign(request(strategy="tpe", max_evals=4, size="16M", patience=0))
+    (db,) = results.rglob("optuna.sqlite3")
+    (study,) = optuna.get_all_study_summaries(f"sqlite:///{db}")
+    assert f"-{space.space_hash}/" in study.study_name
+
+
 def test_kill_midway_then_resume_loses_nothing(results):
     """SIGKILL the campaign process mid-way; the rerun measures only what was missing."""
     script = "from tests.test_campaign import request; from tuner.campaign import run_campaign; run_campaign(request(max_evals=40))"

@@ -135,7 +135,8 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
 
     runner.known, runner.on_row = known, on_row
     storage = req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}"
-    study_name = f"{req.workload}/{size_name}/{dtype}/{gpu_slug(gpu['gpu'])}/{req.strategy}/{kernel_hash}/{req.seed}"
+    study_name = (f"{req.workload}/{size_name}/{dtype}/{gpu_slug(gpu['gpu'])}/{req.strategy}/{kernel_hash}-{space.space_hash}"
+                  f"/{req.seed}")
     strategy = campaign_strategy(req, space, size, dtype, gpu["gpu"], root, storage=storage, study_name=study_name,
                                  evaluations=previous)
     tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit, seed=req.seed)

@@ -178,6 +178,15 @@ class Space:
     def source_text(self) -> str:
         return self.kernel_source.read_text()
 
+    @cached_property
+    def space_hash(self) -> str:
+        """The parameters' values and the restrictions: what an Optuna trial's params (indices into the values)
+        mean. A study resumed under another space would read its trials as other configs."""
+        import hashlib
+
+        text = json.dumps({"params": self.params, "restrictions": self.restrictions}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
 
 def format_size(values: dict) -> str:
     """The `k=v,...` spelling of a problem size, as `--size` reads it and as ad-hoc sizes are named."""

@@ -12,7 +12,7 @@ import numpy as np
 import optuna
 from kernel_tuner.interface import Options, strategy_map
 from kernel_tuner.strategies.common import CostFunc
-from kernel_tuner.util import StopCriterionReached
+from kernel_tuner.util import StopCriterionReached, get_result_cost
 
 from tuner.errors import TunerError
 from tuner.stopping import Patience
@@ -120,22 +120,36 @@ class OptunaStrategy:
         rng = random.Random(self.seed)
 
         visited = {}  # config -> cost, from this study's earlier trials and this run
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if t.user_attrs.get("measured"):
-                visited[codec.decode(t.params)] = t.value
+        earlier = [codec.decode(t.params) for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                   if t.user_attrs.get("measured")]
+        earlier = [c for c in earlier if c is not None and searchspace.is_param_config_valid(c)]
         repair = Repair(searchspace, codec, rng)
-        for config in visited:
+        for config in earlier:
             repair.mark(config)
         for warm in self.warm_start:  # tried first, in order (Optuna serves enqueued trials before sampling)
             config = tuple(warm.get(n) for n in names)
-            if config not in visited and None not in config and searchspace.is_param_config_valid(config):
+            if config not in earlier and None not in config and searchspace.is_param_config_valid(config):
                 study.enqueue_trial(codec.encode(config), skip_if_exists=True)
         stop = Patience(self.patience)
 
         def penalty():
             return penalty_for(visited.values())
 
+        def record(trial, config, cost) -> bool:
+            """Tell Optuna a measured config's cost; True when the patience has run out."""
+            visited[config] = cost
+            repair.mark(config)
+            trial.set_user_attr("measured", True)
+            study.tell(trial, cost if cost < sys.float_info.max else penalty())
+            return stop.update(cost if cost < sys.float_info.max else None)
+
         try:
+            # a resumed study's configs go through the runner again, which serves them from the store: they
+            # count toward the budget and the patience, and are among the results (the best, the confirmation)
+            for config in earlier:
+                visited[config] = cost = cost_func(list(config), check_restrictions=False)
+                if stop.update(cost if cost < sys.float_info.max else None):
+                    return cost_func.results
             while not repair.exhausted():
                 trial = study.ask(dists)
                 config = codec.decode(trial.params)
@@ -147,21 +161,26 @@ class OptunaStrategy:
                     study.tell(trial, known if known is not None and known < sys.float_info.max else penalty())
                     study.enqueue_trial(codec.encode(repair.nearest(config)))
                     continue
+                evaluated = len(cost_func.results)
                 try:
                     cost = cost_func(list(config), check_restrictions=False)
                 except StopCriterionReached:
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    if len(cost_func.results) > evaluated:  # measured, and that used up the budget: a trial like any
+                        record(trial, config, _cost_of(cost_func.results[-1], tuning_options))
+                    else:
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     raise
-                visited[config] = cost
-                stopping = stop.update(cost if cost < sys.float_info.max else None)
-                repair.mark(config)
-                trial.set_user_attr("measured", True)
-                study.tell(trial, cost if cost < sys.float_info.max else penalty())
-                if stopping:
+                if record(trial, config, cost):
                     break
         except StopCriterionReached:
             pass
         return cost_func.results
+
+
+def _cost_of(result: dict, tuning_options) -> float:
+    """Kernel Tuner's cost of one evaluation (what its cost function returns for it)."""
+    cost = get_result_cost(result, tuning_options.objective, tuning_options.objective_higher_is_better)
+    return cost[0] if len(cost) == 1 else cost
 
 
 def penalty_for(costs) -> float:

@@ -39,10 +39,11 @@ class Campaign:
     recording: str | None = None  # the Kernel Tuner cache a simulated campaign replays
     heartbeat_s: int = HEARTBEAT_S
     grace_s: int = GRACE_S
+    space_hash: str = ""  # Space.space_hash ("" in campaigns created before it was recorded)
 
     def key(self) -> tuple:
         return (self.workload, json.dumps(self.size_vars, sort_keys=True), self.dtype, self.strategy, self.seed,
-                self.kernel_hash, self.simulate, self.backend)
+                self.kernel_hash, self.space_hash, self.simulate, self.backend)
 
 
 def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed) -> str:
@@ -96,7 +97,8 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
     camp = Campaign(name=name, workload=req.workload, size=size_name, size_vars=size, dtype=dtype, strategy=req.strategy,
                     max_evals=max_evals, time_limit=req.time_limit, seed=req.seed if req.seed is not None else 1,
                     backend=req.backend, timeout=req.timeout, kernel_hash=source_hash(space.source_text),
-                    simulate=req.simulate, recording=recording, heartbeat_s=heartbeat_s, grace_s=grace_s)
+                    simulate=req.simulate, recording=recording, heartbeat_s=heartbeat_s, grace_s=grace_s,
+                    space_hash=space.space_hash)
     url = url or default_storage(root)
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder
         Path(sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
@@ -107,8 +109,10 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
     else:
         old = Campaign(**existing)
         if old.key() != camp.key():
+            changed = ("; its kernel or search space has changed since" if (old.kernel_hash, old.space_hash)
+                       != (camp.kernel_hash, camp.space_hash) else "")
             raise TunerError(f"campaign '{name}' exists in {url} with other settings ({old.workload} {old.size} "
-                             f"{old.dtype} {old.strategy} seed {old.seed}): choose another --campaign name")
+                             f"{old.dtype} {old.strategy} seed {old.seed}{changed}): choose another --campaign name")
         camp = Campaign(**{**existing, "max_evals": max_evals, "time_limit": req.time_limit})
         study.set_user_attr("campaign", asdict(camp))
     if req.simulate and "gpu" not in study.user_attrs:

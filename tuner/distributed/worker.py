@@ -75,6 +75,9 @@ def run_worker(name: str, url: str, device: int = 0, *, results: Path | None = N
     if source_hash(space.source_text) != camp.kernel_hash:
         raise TunerError(f"campaign '{name}' tunes another version of {space.kernel_source.name} (kernel hash "
                          f"{camp.kernel_hash}): check out the same commit on every host")
+    if camp.space_hash and camp.space_hash != space.space_hash:  # trials' params would decode to other configs
+        raise TunerError(f"campaign '{name}' tunes another version of {space.path.name} (its parameters or "
+                         "restrictions differ): check out the same commit on every host")
     root = Path(results or store.results_root())
     if camp.simulate:  # replayed rows are kept apart from measured ones (the store's readers never see them)
         root = root / "simulated"

@@ -236,6 +236,31 @@ def _stand_in_baseline(results, monkeypatch):
     return next(results.glob("*/reduction/check/baseline.parquet"))
 
 
+def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_refused(results, monkeypatch, capsys):
+    """A CI gate names its kernels: one with no baseline here must not pass by being skipped (exit 2, said);
+    a planted parameter the space lacks would re-measure the unchanged config and pass, so it is an error;
+    fewer than 3 rounds cannot be compared, which is said before any GPU time is spent."""
+    import tuner.check
+    from tuner.cli import main
+
+    _stand_in_baseline(results, monkeypatch)
+    capsys.readouterr()
+    assert main(["check", "reduction", "gemm"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gemm" in out and "no baseline on Fake GPU 9000" in out and "reduction seed float32: pass" in out
+    assert main(["check", "gemm"]) == 2
+    assert "no baseline of gemm for Fake GPU 9000: record one with `tuner baseline gemm`" in capsys.readouterr().err
+    monkeypatch.setattr(tuner.check, "_worker", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
+    assert main(["check", "--plant", "block_size=1024"]) == 2
+    assert "unknown parameters block_size" in capsys.readouterr().err
+    assert main(["check", "--plant", "block_size_x=3"]) == 2
+    assert "values outside the space" in capsys.readouterr().err
+    assert main(["check", "--rounds", "2"]) == 2
+    assert "at least 3 rounds" in capsys.readouterr().err
+    assert main(["baseline", "reduction", "--size", "seed", "--rounds", "1", "--sessions", "2"]) == 2
+    assert "at least 3 rounds in all" in capsys.readouterr().err
+
+
 def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkeypatch, tmp_path, capsys):
     """A baseline recorded before the space gained a parameter (Floyd-Warshall's KCHUNK, say) names no kernel
     of today's space: that kernel's check could not run (exit 2) and says to record the baseline again; no

@@ -30,6 +30,7 @@ from tuner.workloads import get_workload
 
 BASELINE_FILE = "check/baseline.parquet"
 CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
+MIN_ROUNDS = 3  # a comparison's fewest rounds on each side (tuner.stats.compare)
 BASELINE_SESSIONS = 6  # worker sessions per baseline kernel: their spread sets the noise floor (session_noise)
 NOISE_ALPHA = 0.005  # how often an unchanged kernel may exceed its noise floor by session wobble alone
 worker_target = None  # the worker process's main function (None: the real one); tests substitute a GPU-free one
@@ -88,6 +89,9 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
     holds what changes over minutes (clocks, temperature, launch state), which is what a later check on a
     runner that has been busy for minutes meets. Measured back to back, the sessions agreed better than
     the card agreed with itself ten minutes later, and A/A checks failed on that drift."""
+    if rounds < 1 or sessions_per_baseline < 1 or rounds * sessions_per_baseline < MIN_ROUNDS:
+        raise TunerError(f"a baseline needs at least {MIN_ROUNDS} rounds in all (--rounds x --sessions), "
+                         f"got {rounds} x {sessions_per_baseline}")
     root = Path(root or store.results_root())
     kernels = []
     for name in workloads:
@@ -254,7 +258,10 @@ def deciding(raw: dict, normalised: dict) -> str:
 
 def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different=False, backend="nvcuda", device=0,
               timeout=120, root=None, plant: dict | None = None, retune: int = 0, log=print) -> list[CheckResult]:
+    if rounds < MIN_ROUNDS:
+        raise TunerError(f"a check needs at least {MIN_ROUNDS} rounds to compare, got --rounds {rounds}")
     root = Path(root or store.results_root())
+    spaces = {w: get_workload(w).space for w in workloads or ()}  # an unknown name: an error, not an empty check
     here = gpu_info(device)
     if here["gpu"] == "unknown":
         raise TunerError("no CUDA GPU found: a check needs the GPU it compares")
@@ -265,15 +272,30 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
         df = df[df["workload"].isin(workloads)]
     mine = df[df["gpu"] == here["gpu"]]
     if mine.empty and not allow_different:
-        raise TunerError(f"no baseline for {here['gpu']} (baselines exist for {', '.join(sorted(df['gpu'].unique()))}); "
-                         "use --allow-different to compare anyway")
+        of = f" of {', '.join(workloads)}" if workloads else ""
+        raise TunerError(f"no baseline{of} for {here['gpu']}" + (
+            f" (there are for {', '.join(sorted(df['gpu'].unique()))}); use --allow-different to compare anyway"
+            if not df.empty else f": record one with `tuner baseline {' '.join(workloads or ['WORKLOAD'])}`"))
     df = mine if not mine.empty else df
-    results = []
+    for name in set(df["workload"]) if plant else ():  # a planted parameter that no config has plants nothing
+        space = spaces.get(name) or get_workload(name).space
+        unknown = sorted(set(plant) - set(space.params))
+        bad = {k: v for k, v in plant.items() if k in space.params and v not in space.params[k]}
+        if unknown or bad:
+            raise TunerError(f"--plant for {name}: " + (f"unknown parameters {', '.join(unknown)} (it has "
+                             f"{', '.join(space.params)})" if unknown else "")
+                             + (f"values outside the space: {bad}" if bad else ""))
+    results = [CheckResult(w, "", "", {}, "refused", f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`")
+               for w in workloads or () if w not in set(df["workload"])]  # named, so a CI gate must not pass it by
+    for res in results:
+        log(f"{res.workload}: refused ({res.reason})")
     for base in df.to_dict("records"):
         space = get_workload(base["workload"]).space
         config = {**space.complete(json.loads(base["config"])), **(plant or {})}
         t0 = time.monotonic()
         missing = [k for k in space.params if k not in config]
+        if plant and not missing and not space.is_valid(config):
+            raise TunerError(f"--plant {plant} breaks a restriction of the {base['workload']} space: {config}")
         if missing:  # recorded before the space gained these parameters: the config names no kernel of today's
             gpu, lifecycle = here, {}
             now = {"status": "stale baseline", "error": f"its config lacks {', '.join(missing)}, parameters the "

@@ -51,6 +51,23 @@ def test_best_exact(filled):
     assert a["provenance"]["campaign_id"] and a["provenance"]["kernel_hash"]
 
 
+def test_a_config_measured_several_times_answers_with_its_median_measurement(tmp_path):
+    """Its value ranks it; the time, metrics (and ratios) reported beside the value come from the same
+    measurement, not from the latest one."""
+    import pandas as pd
+
+    from tuner.query import best_row
+
+    a, b = json.dumps({"x": 1}), json.dumps({"x": 2})
+    rows = pd.DataFrame([{"workload": "reduction", "gpu": GPU, "size_vars": "{}", "dtype": "float32", "config": c,
+                          "objective_value": v, "time_ms": 100 / v, "metrics": json.dumps({"GB/s": v}), "timestamp": t}
+                         for c, v, t in ((a, 10.0, "1"), (a, 30.0, "2"), (a, 20.0, "3"), (a, 5.0, "4"), (a, 25.0, "5"),
+                                         (b, 18.0, "1"))])
+    row = best_row(rows, maximize=True, root=tmp_path)
+    assert row["config"] == a and row["objective_value"] == 20.0 and row["measurements"] == 5
+    assert row["time_ms"] == 5.0 and json.loads(row["metrics"]) == {"GB/s": 20.0}
+
+
 def test_best_nearest_size_and_other_gpu(filled):
     a = best("reduction", "64M", "float32", gpu=GPU)
     assert a["fallback"] == "nearest-size" and a["size_vars"] == {"n": 16777216}

@@ -23,7 +23,9 @@ BEST = {"variant": 7, "block_size_x": 256, "items_per_thread": 16, "vector": 4, 
 def test_patience_counts_evaluations_without_a_real_gain():
     rule = Patience(3)
     assert [rule.update(c) for c in [10.0, 9.0, 8.99, None, math.inf]] == [False, False, False, False, True]
-    assert rule.best == 8.99  # small gains still move the best, they just do not reset the count
+    assert rule.best == 8.99 and rule.reference == 9.0  # a small gain is seen, but does not reset the count
+    creeping = [100 * 0.996 ** i for i in range(40)]  # 0.4% better each time: 15% in all
+    assert evaluations_until_stop(creeping, 3) == 40  # gains under 0.5% each add up to real ones
     assert evaluations_until_stop([5, 4, 3, 3, 3, 3, 2], 3) == 6
     assert evaluations_until_stop([5, 4, 3], 3) == 3
     assert evaluations_until_stop([-1.0, -1.001, -2.0, -2.0], None) == 4  # no patience: never stops

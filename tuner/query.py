@@ -36,17 +36,21 @@ def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
 
 def best_row(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
     """Configs measured several times count by the median of their objective values; among near-ties that a
-    confirmation measured again (tuner/confirm.py), its choice."""
+    confirmation measured again (tuner/confirm.py), its choice. The row returned is the chosen config's
+    measurement at that median (for an even count, the nearer of the two middle ones)."""
     per_config = store.config_medians(rows, maximize)
     config = per_config.index[0]
     confirmed = confirm.choice_for(rows, config, Path(root or store.results_root()))
     if confirmed and confirmed[0] in per_config.index:
         config = confirmed[0]
-    latest = rows[rows["config"] == config].sort_values("timestamp").iloc[-1].copy()
-    latest["objective_value"] = per_config[config]
-    latest["measurements"] = int((rows["config"] == config).sum())
-    latest["confirmed_among"] = confirmed[1] if confirmed else 0
-    return latest
+    # the config's measurement at its median (the latest of equals): its value, time, metrics and ratios to
+    # the baselines then all come from one measurement, and agree
+    mine = rows[rows["config"] == config].sort_values("timestamp")
+    distance = (mine["objective_value"] - per_config[config]).abs()
+    row = mine.loc[distance[distance == distance.min()].index[-1]].copy()
+    row["measurements"] = len(mine)
+    row["confirmed_among"] = confirmed[1] if confirmed else 0
+    return row
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Early stopping: a search stops when its best has not improved by more than `min_delta` (relative) in
-`patience` consecutive unique evaluations. One rule, used live by the Optuna strategies and offline by
+`patience` consecutive unique evaluations. As Keras' EarlyStopping, the best that counts moves only on a
+real gain: steady gains under `min_delta` each add up to one and reset the count. One rule, used live by the Optuna strategies and offline by
 `tuner compare-strategies` to measure what a patience costs and saves on recorded spaces."""
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ class Patience:
         if patience is not None and patience < 1:
             raise ValueError("patience must be at least 1 evaluation")
         self.patience, self.min_delta = patience, min_delta
-        self.best = math.inf
+        self.best = math.inf  # the best cost seen
+        self.reference = math.inf  # the cost a gain is measured from: the best at the last real gain
         self.since = 0
 
     def update(self, cost) -> bool:
         """True when the search should stop after this evaluation."""
-        if cost is not None and math.isfinite(cost) and (
-                math.isinf(self.best) or cost < self.best - self.min_delta * abs(self.best)):
-            self.best, self.since = cost, 0
+        finite = cost is not None and math.isfinite(cost)
+        if finite and (math.isinf(self.reference) or cost < self.reference - self.min_delta * abs(self.reference)):
+            self.reference, self.since = cost, 0
         else:
             self.since += 1
-            if cost is not None and math.isfinite(cost):
-                self.best = min(self.best, cost)
+        if finite:
+            self.best = min(self.best, cost)
         return self.patience is not None and self.since >= self.patience
 
 

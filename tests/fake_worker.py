@@ -41,6 +41,11 @@ def fake_worker_main(conn, spec):
         if values is None:
             return
         if isinstance(values, dict) and "cachefile" in values:
+            if os.environ.get("FAKE_BAD_CACHE") == "refused":  # as Kernel Tuner refuses another space's cache
+                conn.send(("fatal", "ValueError: All tunable parameters are present, but the order is wrong", ""))
+                return
+            if os.environ.get("FAKE_BAD_CACHE") == "die":
+                os._exit(3)
             conn.send(("cache", None))
             continue
         if isinstance(values, dict):  # configs measured in rounds; FAKE_SLOWDOWN plants a slowdown

@@ -84,6 +84,30 @@ def test_an_optuna_study_is_named_by_its_search_space(results):
     assert f"-{space.space_hash}/" in study.study_name
 
 
+@pytest.mark.parametrize("how", ["refused", "die"])
+def test_a_cache_the_worker_cannot_open_is_one_clear_error_and_no_worker_is_left(results, monkeypatch, how):
+    import multiprocessing
+
+    monkeypatch.setenv("FAKE_BAD_CACHE", how)
+    with pytest.raises(TunerError, match="cache .* cannot be used: .*move it aside"):
+        run_campaign(request(max_evals=4))
+    assert not multiprocessing.active_children()
+
+
+def test_an_error_after_the_worker_started_stops_it(results, monkeypatch):
+    import multiprocessing
+
+    import tuner.campaign
+
+    def broken(*a, **kw):
+        raise TunerError("the store cannot be read")
+
+    monkeypatch.setattr(tuner.campaign, "known_rows", broken)
+    with pytest.raises(TunerError, match="cannot be read"):
+        run_campaign(request(max_evals=4))
+    assert not multiprocessing.active_children()
+
+
 def test_kill_midway_then_resume_loses_nothing(results):
     """SIGKILL the campaign process mid-way; the rerun measures only what was missing."""
     script = "from tests.test_campaign import request; from tuner.campaign import run_campaign; run_campaign(request(max_evals=40))"
@@ -153,6 +177,25 @@ def test_times_taken_another_way_are_measured_again(results):
     assert sorted(r["status"] for r in again.values()) == failures
     older = df.drop(columns=["timing"])  # rows from before the column: taken "plain"
     assert len(known_rows(older, space, common, {**provenance, "timing": "plain"})) == 6
+
+
+def test_rows_measured_with_other_parameters_are_not_resumed(results):
+    """A parameter promoted from a macro (the source, hence its hash, unchanged) or one dropped from the
+    space: the stored rows name other kernels, and neither crash the resume nor stand in for today's configs."""
+    import dataclasses
+
+    from tuner.campaign import known_rows
+    from tuner.workloads import get_workload
+
+    run_campaign(request(max_evals=6))
+    df = load_evaluations("reduction")
+    space = get_workload("reduction").space
+    common = {"size_vars": df.size_vars.iloc[0], "dtype": "float32"}
+    provenance = df.iloc[0][["gpu", "kernel_hash", "compiler_options", "backend", "timing"]].to_dict()
+    gained = dataclasses.replace(space, params={**space.params, "UNROLL": [1, 2]})
+    assert known_rows(df, gained, common, provenance) == {}
+    lost = dataclasses.replace(space, params={k: v for k, v in space.params.items() if k != "shuffle"})
+    assert known_rows(df, lost, common, provenance) == {}
 
 
 def test_a_config_measured_again_under_the_current_protocol_supersedes_the_older_time(results):

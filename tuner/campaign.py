@@ -115,6 +115,14 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
         return _simulate(req, space, size_name, size, dtype, root, searchspace)
 
     session = open_session(req, workload, size_name, size, dtype, root, store.new_campaign_id())
+    try:
+        return _run_session(req, workload, space, size_name, size, dtype, root, searchspace, session)
+    finally:  # whatever happens, the worker stops and every measured row is on disk
+        session.runner.shutdown()
+        session.writer.flush()
+
+
+def _run_session(req, workload, space, size_name, size, dtype, root, searchspace, session) -> CampaignResult:
     runner, gpu, common, provenance, writer = (session.runner, session.gpu, session.common, session.provenance,
                                                session.writer)
     kernel_hash, wdir = provenance["kernel_hash"], session.wdir
@@ -141,13 +149,9 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
                                  evaluations=previous)
     tuning_options = kt.tuning_options(space, size, dtype, max_fevals=max_evals, time_limit=req.time_limit, seed=req.seed)
     log = (lambda msg: None) if req.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    try:
-        with progress:
-            results = strategy.tune(searchspace, runner, tuning_options)
-        chosen = _confirm_best(space, searchspace, results, session, root, log) if req.confirm else None
-    finally:
-        runner.shutdown()
-        writer.flush()
+    with progress:
+        results = strategy.tune(searchspace, runner, tuning_options)
+    chosen = _confirm_best(space, searchspace, results, session, root, log) if req.confirm else None
     summary = _summarize(results, space)
     best = summary["best"]
     if best is not None:
@@ -190,7 +194,6 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
     GPU's name; default: the shared one of this GPU, size and dtype). `check_gpu(gpu)` may refuse the GPU
     before anything is written. `launched`: a worker process launched early for this session (used if it is
     the one the session needs, else shut down)."""
-    space = workload.space
     runner = IsolatedRunner.for_campaign(req.workload, size, dtype, req.backend, req.device, timeout=req.timeout,
                                          env=env, target=req.worker_target)
     if launched is not None:
@@ -199,13 +202,20 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
         else:
             launched.shutdown()
     setup = runner.start()  # tells us which GPU we are on, before anything is written
+    try:
+        return _session(runner, setup, req, workload, size_name, size, dtype, root, campaign_id, part=part,
+                        cachefile=cachefile, check_gpu=check_gpu)
+    except BaseException:  # nothing keeps a worker running for a session that did not open
+        runner.shutdown()
+        raise
+
+
+def _session(runner, setup, req, workload, size_name, size, dtype, root, campaign_id, *, part, cachefile,
+             check_gpu) -> Session:
+    space = workload.space
     gpu = setup["gpu"]
     if check_gpu is not None:
-        try:
-            check_gpu(gpu)
-        except BaseException:
-            runner.shutdown()
-            raise
+        check_gpu(gpu)
     wdir = store.workload_dir(root, gpu["gpu"], req.workload)
     wdir.mkdir(parents=True, exist_ok=True)
     runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
@@ -224,7 +234,8 @@ def open_session(req: CampaignRequest, workload, size_name: str, size: dict, dty
 
 
 def known_rows(previous, space, common, provenance, timeout: float | None = None) -> dict:
-    """Rows measured before with the same GPU, kernel source, compiler options and backend: resumed, not re-run.
+    """Rows measured before with the same GPU, kernel source, compiler options, backend and parameters: resumed,
+    not re-run.
     A time taken another way (another number of launches, or another timing protocol: tuner/timing.py) is
     measured again, and so is a timeout under a shorter `timeout` than this one's (or an unrecorded one)."""
     if previous.empty:
@@ -240,6 +251,8 @@ def known_rows(previous, space, common, provenance, timeout: float | None = None
         if rec["status"] == "timeout" and timeout and not rec.get("timeout_s", 0) >= timeout:  # NaN: unrecorded
             continue
         config = json.loads(rec["config"])
+        if set(config) != set(space.params):  # measured with parameters the space has no more, or lacks one it has
+            continue
         values = [config[k] for k in space.params]
         row = {**config, "status": rec["status"], "error": rec["error"],
                "compile_time": rec["compile_ms"], "verification_time": rec["verify_ms"],

@@ -54,7 +54,11 @@ def worker_main(conn, spec: WorkerSpec, entered: float | None = None):
             return
         if isinstance(msg, dict) and "cachefile" in msg:  # the campaign knows the GPU now, hence where its cache goes
             spec.cachefile = msg["cachefile"]
-            _open_cache(spec, runner, tuning_options)
+            try:
+                _open_cache(spec, runner, tuning_options)
+            except Exception as e:  # Kernel Tuner refuses a cache of another space or device, or a broken one
+                conn.send(("fatal", f"{type(e).__name__}: {e}", traceback.format_exc()))
+                return
             conn.send(("cache", None))
             continue
         if isinstance(msg, dict):  # {"rounds": R, "configs": [values, ...]}: re-measurement in rounds
@@ -426,7 +430,15 @@ class IsolatedRunner(Runner):
             self._conn.send({"cachefile": path})
             if not self._conn.poll(self.setup_timeout):
                 raise TunerError("the worker did not open the cache file")
-            self._conn.recv()
+            try:
+                reply = self._conn.recv()
+            except EOFError:
+                reply = ("fatal", "the worker died opening it")
+            if reply[0] == "fatal":
+                raise TunerError(f"Kernel Tuner's cache {path} cannot be used: {reply[1]}. It was recorded for "
+                                 "another parameter list or GPU, or is damaged: move it aside (its rows stay in the "
+                                 "store and are served from there), or give a parameter the space gained a default "
+                                 "(`defaults:` in the space's YAML)")
 
     def measure_rounds(self, values, keys, rounds: int) -> dict:
         """A regression check's measurement of one config: see _measure_rounds."""

@@ -236,6 +236,22 @@ def _stand_in_baseline(results, monkeypatch):
     return next(results.glob("*/reduction/check/baseline.parquet"))
 
 
+def test_a_check_that_crashes_exits_2_not_1_and_bad_report_paths_are_said_before_measuring(results, monkeypatch,
+                                                                                          capsys):
+    """1 means "regression" to a CI gate: a bug in the check must not read as one."""
+    import tuner.check
+    from tuner.cli import main
+
+    def crash(*a, **kw):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(tuner.check, "run_check", crash)
+    assert main(["check"]) == 2
+    assert "RuntimeError: a bug" in capsys.readouterr().err
+    assert main(["check", "--junit", str(results / "no" / "such" / "r.xml")]) == 2
+    assert "cannot write" in capsys.readouterr().err  # and run_check was never reached
+
+
 def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_refused(results, monkeypatch, capsys):
     """A CI gate names its kernels: one with no baseline here must not pass by being skipped (exit 2, said);
     a planted parameter the space lacks would re-measure the unchanged config and pass, so it is an error;

@@ -233,6 +233,19 @@ def test_a_campaign_in_a_results_folder_not_made_yet_makes_it(tmp_path):
     assert (tmp_path / "db" / "here.sqlite3").is_file()
 
 
+def test_processes_creating_one_new_database_together_all_open_it(tmp_path):
+    """Two campaigns started at once on a fresh results folder both write the schema's version: the loser of
+    that race (an IntegrityError from SQLite) opens the database the winner made."""
+    script = ("import sys; from tuner.distributed.storage import open_storage; open_storage(sys.argv[1]); "
+              "print('opened')")
+    for round_ in range(3):
+        url = f"sqlite:///{tmp_path / f'fresh{round_}.sqlite3'}"
+        procs = [subprocess.Popen([sys.executable, "-c", script, url], cwd=PROJECT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        assert all(p.returncode == 0 and "opened" in o for p, o in zip(procs, outs)), outs
+
+
 def test_worker_errors_are_one_line(results):
     with pytest.raises(TunerError, match="no campaign 'nope'"):
         run_worker("nope", f"sqlite:///{results / 'x.sqlite3'}", 0)

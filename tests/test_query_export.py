@@ -107,7 +107,11 @@ def test_cli_errors_are_one_line_no_traceback(results, capsys):
                           (["tune", "reduction", "--patience", "-3", "--simulate"], "--patience -3"),
                           (["tune", "reduction", "--timeout", "0"], "--timeout 0"),
                           (["tune", "gemm", "--workers", "2", "--devices", "0,x"], "--devices '0,x'"),
-                          (["results", "reduction", "--top", "0"], "--top 0")]:
+                          (["results", "reduction", "--top", "0"], "--top 0"),
+                          (["tune", "reduction", "--simulate", "--storage", "sqlite:////nonexistent/x.db"],
+                           "cannot open storage 'sqlite:////nonexistent/x.db'"),
+                          (["tune", "reduction", "--simulate", "--storage", "mysql://x"],  # markup-like text kept
+                           "pip install 'gpu-tuner[distributed]'")]:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)

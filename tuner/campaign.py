@@ -98,6 +98,15 @@ def check_options(req: CampaignRequest) -> None:
         raise TunerError(f"--patience {req.patience}: give a number of evaluations (0: never stop early)")
     if not req.timeout or req.timeout <= 0:
         raise TunerError(f"--timeout {req.timeout}: give the seconds one configuration may take, more than 0")
+    if req.storage:  # a wrong URL or a missing driver: said now, not after the GPU's set-up
+        open_storage(req.storage)
+
+
+def open_storage(url: str):
+    """Optuna's storage at `url`, its errors said in one line (tuner.distributed.storage)."""
+    from tuner.distributed.storage import open_storage as opened  # the package imports this module
+
+    return opened(url)
 
 
 def run_campaign(req: CampaignRequest) -> CampaignResult:
@@ -142,7 +151,7 @@ def _run_session(req, workload, space, size_name, size, dtype, root, searchspace
             writer.append(store_row(row, space, size, dtype, common, provenance, req))
 
     runner.known, runner.on_row = known, on_row
-    storage = req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}"
+    storage = open_storage(req.storage or f"sqlite:///{wdir / 'optuna.sqlite3'}")  # shared by campaigns of this GPU
     study_name = (f"{req.workload}/{size_name}/{dtype}/{gpu_slug(gpu['gpu'])}/{req.strategy}/{kernel_hash}-{space.space_hash}"
                   f"/{req.seed}")
     strategy = campaign_strategy(req, space, size, dtype, gpu["gpu"], root, storage=storage, study_name=study_name,
@@ -397,7 +406,8 @@ def _simulate(req, space, size_name, size, dtype, root, searchspace) -> Campaign
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
     cachefile = find_recording(root, req.workload, size_name, dtype, req.gpu)
     gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
-    strategy = campaign_strategy(req, space, size, dtype, gpu, root, storage=req.storage, study_name=None)
+    strategy = campaign_strategy(req, space, size, dtype, gpu, root, storage=req.storage and open_storage(req.storage),
+                                 study_name=None)
     results, gpu = replay(space, size, dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
                           max_evals=req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit))
     summary = _summarize(results, space)

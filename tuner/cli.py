@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.errors import TunerError
@@ -66,7 +67,7 @@ def _tune(args) -> int:
         result = run_campaign(req)
     if args.json:
         print(json.dumps(result.__dict__, indent=2, default=str))
-        return 0
+        return 0 if result.best else 1  # as without --json: no configuration ran successfully
     resumed = result.evaluated - result.measured
     done = ("replayed from the recording (simulation, no GPU)" if result.simulated
             else f"{result.measured} newly measured" + (f", {resumed} resumed from the store" if resumed > 0 else ""))
@@ -155,7 +156,7 @@ def _best(args) -> int:
         print(json.dumps(answer, indent=2, default=str))
         return 0
     for note in answer["notes"]:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(f"[bold]{answer['workload']}[/] {answer['size']} {answer['dtype']} on {answer['gpu']}"
                   f" (answer: {answer['fallback']})")
     console.print("config: " + config_text(answer["config"]), highlight=False)
@@ -188,7 +189,7 @@ def _results(args) -> int:
         print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
         return 0
     for note in sel.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     heading, out = render(sel, table, shown, args.by, None if args.all else args.top)
     console.print(heading, highlight=False)
     _print_table(out)
@@ -239,18 +240,21 @@ def _check(args) -> int:
     from tuner import check
 
     plant = dict(_parse_assignment(a) for a in args.plant) if args.plant else None
+    for path in filter(None, (args.junit, args.markdown)):  # found out now, not after minutes of measuring
+        if not Path(path).resolve().parent.is_dir():
+            raise TunerError(f"cannot write {path}: no folder {Path(path).resolve().parent}")
     results = check.run_check(args.workloads or None, rounds=args.rounds, threshold=args.threshold,
                               allow_different=args.allow_different, backend=args.backend, device=args.device,
                               root=args.results, plant=plant, retune=args.retune,
                               log=Console(stderr=True).print if args.json else console.print)  # stdout: the JSON
-    if args.junit:
-        Path(args.junit).write_text(check.junit(results))
-    if args.markdown:
-        Path(args.markdown).write_text(check.markdown(results))
     if args.json:
         print(check.as_json(results))
     else:
         console.print(check.markdown(results), highlight=False)
+    if args.junit:
+        _write(args.junit, check.junit(results))
+    if args.markdown:
+        _write(args.markdown, check.markdown(results))
     return check.exit_code(results)
 
 
@@ -418,7 +422,8 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except TunerError as e:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {e}", highlight=False)  # paths stay whole
+        # soft_wrap: paths stay whole; escaped: "pip install 'gpu-tuner[distributed]'" is text, not markup
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted: everything measured is stored; run the same command again to resume")
@@ -426,6 +431,14 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `tuner results ... | head`: the reader has gone; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would raise
         return 141
+    except Exception:  # a bug, not a verdict: `tuner check` must not exit 1, which says "regression"
+        if args.func is not _check:
+            raise
+        import traceback
+
+        traceback.print_exc()
+        Console(stderr=True).print("[red]error:[/] the check could not run (the traceback above is a bug to report)")
+        return 2
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tuner.errors import TunerError
 HEARTBEAT_S = 10  # how often a measuring worker says it is alive
 GRACE_S = 60  # silence after which its trial is retried by another worker (longer than any compile stall)
 MAX_RETRY = 3
+CREATE_TRIES = 5
 
 
 def default_storage(root: Path) -> str:
@@ -29,21 +31,26 @@ def sqlite_path(url: str) -> str:
 def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None = None):
     """Optuna's RDB storage (the one with heartbeats); stale trials are failed and enqueued again."""
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
-        raise TunerError(f"storage '{url}': a distributed campaign needs a database URL (sqlite:///path on one host, "
+        raise TunerError(f"storage '{url}': give a database URL (sqlite:///path on one host, "
                          "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
                          "a dead worker, exists only in its RDB storage")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # its INFO line per study and trial drowns the campaign's own
     sqlite = url.startswith("sqlite")
     engine_kwargs = {"creator": _sqlite_connector(url)} if sqlite else {"pool_pre_ping": True}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            storage = (_SQLiteStorage if sqlite else optuna.storages.RDBStorage)(
-                url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s))
-    except ImportError as e:
-        raise TunerError(f"storage '{redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'") from None
-    except Exception as e:  # noqa: BLE001  (sqlalchemy's errors: no server, wrong password, no such database)
-        raise TunerError(f"cannot open storage '{redact(url)}': {str(e).splitlines()[0]}") from None
+    for attempt in range(CREATE_TRIES):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                storage = (_SQLiteStorage if sqlite else optuna.storages.RDBStorage)(
+                    url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s))
+            break
+        except ImportError as e:
+            raise TunerError(f"storage '{redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'") from None
+        except Exception as e:  # noqa: BLE001  (sqlalchemy's errors: no server, wrong password, no such database)
+            if _creation_race(e) and attempt + 1 < CREATE_TRIES:
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            raise TunerError(f"cannot open storage '{redact(url)}': {str(e).splitlines()[0]}") from None
     if sqlite:
         # Optuna pops a queued trial by reading its state and then updating it. PostgreSQL locks the row
         # (SELECT ... FOR UPDATE); SQLite ignores that, so two workers could both pop the same trial,
@@ -52,6 +59,14 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
         sqlalchemy.event.listen(storage.engine, "begin", lambda conn: conn.exec_driver_sql(
             "BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"))
     return storage
+
+
+def _creation_race(e: Exception) -> bool:
+    """Two processes that create one new database both write its tables and schema version: the loser
+    finds them there (or the file locked), and opens the database the winner made when it tries again."""
+    text = str(e)
+    return isinstance(e, sqlalchemy.exc.IntegrityError) or (
+        isinstance(e, sqlalchemy.exc.OperationalError) and ("already exists" in text or "database is locked" in text))
 
 
 _reading = threading.local()  # set while a _SQLiteStorage method that only reads runs (per thread: heartbeats)

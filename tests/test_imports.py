@@ -29,3 +29,19 @@ def test_kernel_tuner_is_imported_without_torch_and_torch_stays_importable(tmp_p
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_nvidia_smi_is_asked_about_the_gpu_that_cuda_calls_device_n(monkeypatch):
+    """The GPU's name files every row: nvidia-smi must name the GPU that `--device N` measures. CUDA is put
+    in nvidia-smi's (PCI) order, and CUDA_VISIBLE_DEVICES' list says which host GPU is CUDA's device N."""
+    import os
+
+    from tuner.provenance import smi_id
+
+    assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # set by importing tuner, unless the user set it
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert smi_id(1) == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert (smi_id(0), smi_id(1)) == ("2", "3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-6aab29af-d56f-d753-8eac-fdc281ca3a5e")
+    assert smi_id(0) == "GPU-6aab29af-d56f-d753-8eac-fdc281ca3a5e"

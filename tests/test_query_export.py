@@ -68,6 +68,19 @@ def test_a_config_measured_several_times_answers_with_its_median_measurement(tmp
     assert row["time_ms"] == 5.0 and json.loads(row["metrics"]) == {"GB/s": 20.0}
 
 
+def test_a_damaged_part_is_named_and_left_out_not_the_end_of_every_query(filled, tmp_path, monkeypatch):
+    import shutil as sh
+
+    copy = tmp_path / "results"
+    sh.copytree(filled, copy)
+    part = next(copy.glob("*/reduction/evaluations/*.parquet"))
+    part.write_bytes(part.read_bytes()[:100])  # copied in half
+    monkeypatch.setenv("TUNER_RESULTS", str(copy))
+    with pytest.warns(UserWarning, match=f"{part.name}: not a readable Parquet file"):
+        rows = load_evaluations("reduction")
+    assert len(rows) > 0  # the other campaign's part still answers
+
+
 def test_best_nearest_size_and_other_gpu(filled):
     a = best("reduction", "64M", "float32", gpu=GPU)
     assert a["fallback"] == "nearest-size" and a["size_vars"] == {"n": 16777216}

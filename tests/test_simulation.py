@@ -65,6 +65,16 @@ def test_cli_simulate_json(capsys):
     assert doc["simulated"] is True and doc["evaluated"] == 20
 
 
+def test_a_replay_ranks_by_the_median_of_the_launches_as_the_store_does(capsys):
+    """Floyd-Warshall's objective is its time: the replay ranks by the same median as `tuner best`, and its
+    reported value is the time it reports (the recording's cache holds Kernel Tuner's mean)."""
+    assert main(["tune", "floyd-warshall-small", "--simulate", "--strategy", "brute_force", "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)["best"]
+    stored = best("floyd-warshall-small", None, None)
+    assert replayed["value"] == replayed["time_ms"] == stored["value"]
+    assert replayed["config"] == stored["config"]
+
+
 def test_simulate_without_recording_says_so(results, capsys):
     assert main(["tune", "reduction", "--simulate", "--size", "seed"]) == 2
     assert "nothing recorded to replay" in capsys.readouterr().err

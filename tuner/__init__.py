@@ -1,9 +1,14 @@
 """GPU autotuning campaigns: Kernel Tuner compiles, launches, times and verifies; Optuna searches;
 every measurement lands in pandas tables under results/."""
 
+import os
 import sys
 
 __version__ = "0.1.0"
+
+# `--device N` and nvidia-smi's `--id=N` then name the same GPU (CUDA's own default order is fastest first):
+# the GPU's name files every row, so it must be the name of the GPU that measured it (provenance.gpu_info)
+os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 def _import_kernel_tuner_without_torch() -> None:

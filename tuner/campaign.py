@@ -375,6 +375,12 @@ def replay(space, size: dict, dtype: str, cachefile: Path, strategy, *, max_eval
         tuning_options["cache"] = util.process_cache(str(cachefile), kernel_options, tuning_options, runner)
     except ValueError as e:
         raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
+    for entry in tuning_options["cache"].values():  # a config's time is its launches' median, as in the store
+        times = entry.get("times")
+        if isinstance(times, list) and times and isinstance(entry.get("time"), (int, float)):
+            entry["time"] = statistics.median(times)  # recordings before it hold Kernel Tuner's mean
+            if tuning_options.metrics:
+                util.process_metrics(entry, tuning_options.metrics)
     try:
         results = strategy.tune(kt.searchspace(space), runner, tuning_options)
     except ValueError as e:

@@ -186,10 +186,7 @@ def _save_baseline(root, row: dict) -> None:
     old = pd.read_parquet(path) if path.exists() else pd.DataFrame()
     if not old.empty:
         old = old[~((old["size_vars"] == row["size_vars"]) & (old["dtype"] == row["dtype"]))]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    pd.concat([old, pd.DataFrame([row])], ignore_index=True).to_parquet(tmp, index=False)
-    tmp.replace(path)
+    store.write_parquet(pd.concat([old, pd.DataFrame([row])], ignore_index=True), path)
 
 
 def _major(version: str) -> str:

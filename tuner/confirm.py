@@ -130,8 +130,7 @@ def save(root: Path, record: dict, common: dict, provenance: dict, worker: str) 
             for f in record["finalists"]]
     part = f"{store._safe(common['campaign_id'])}.{store._safe(worker)}.parquet"
     path = store.workload_dir(root, provenance["gpu"], common["workload"]) / CONFIRM_DIR / part
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(path, index=False)
+    store.write_parquet(pd.DataFrame(rows), path)
     return path
 
 

@@ -46,12 +46,22 @@ def _version(pkg: str) -> str:
         return ""
 
 
+def smi_id(device: int) -> str:
+    """nvidia-smi's id of CUDA's device `device`. nvidia-smi sees every GPU of the host, in PCI order
+    (CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's order the same, tuner/__init__.py); CUDA sees those that
+    CUDA_VISIBLE_DEVICES lists, numbered from 0, and that list names them by nvidia-smi's index or UUID."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None and device < len(visible):
+        return visible[device]
+    return str(device)
+
+
 def gpu_info(device: int = 0) -> dict:
     """Name, compute capability, driver and CUDA versions of one GPU (in a process that may use it)."""
     info = {"gpu": "unknown", "compute_capability": "", "driver": "", "cuda": ""}
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--id={device}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--id={smi_id(device)}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=30)
         if out.returncode == 0 and out.stdout.strip():
             name, cc, driver = [s.strip() for s in out.stdout.strip().splitlines()[0].split(",")]

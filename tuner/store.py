@@ -14,6 +14,7 @@ import os
 import re
 import time
 import uuid
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -64,11 +65,17 @@ class PartWriter:
     def flush(self) -> None:
         if not self.rows:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".parquet.tmp")
-        pd.DataFrame(self.rows).to_parquet(tmp, index=False)
-        os.replace(tmp, self.path)
+        write_parquet(pd.DataFrame(self.rows), self.path)
         self._last = time.monotonic()
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Whole or not at all: written beside, then renamed over (a reader, or a kill, never meets half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
 
 
 def config_medians(rows: pd.DataFrame, maximize: bool) -> pd.Series:
@@ -77,9 +84,14 @@ def config_medians(rows: pd.DataFrame, maximize: bool) -> pd.Series:
 
 
 def read_parts(pattern: str, root: Path) -> pd.DataFrame:
-    parts = sorted(Path(root).glob(pattern))
-    # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
-    frames = [pd.read_parquet(io.BytesIO(p.read_bytes())) for p in parts]
+    frames = []
+    for part in sorted(Path(root).glob(pattern)):
+        try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
+            frames.append(pd.read_parquet(io.BytesIO(part.read_bytes())))
+        except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all)
+            # one damaged file (copied in half from another host, say) must not take every query down with it
+            warnings.warn(f"{part}: not a readable Parquet file ({str(e).splitlines()[0]}); left out: move it "
+                          "aside or copy it again", stacklevel=2)
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -249,7 +249,7 @@ def test_processes_creating_one_new_database_together_all_open_it(tmp_path):
 def test_worker_errors_are_one_line(results):
     with pytest.raises(TunerError, match="no campaign 'nope'"):
         run_worker("nope", f"sqlite:///{results / 'x.sqlite3'}", 0)
-    with pytest.raises(TunerError, match="needs a database URL"):
+    with pytest.raises(TunerError, match="give a database URL"):
         run_worker("nope", "journal.log", 0)
     req = CampaignRequest(workload="reduction", size="seed", strategy="kt:genetic_algorithm", results=results)
     with pytest.raises(TunerError, match="Kernel Tuner's strategies run in one process"):

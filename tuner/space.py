@@ -3,6 +3,7 @@ derived pieces Kernel Tuner needs (tune_params, restrictions, launch geometry, m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -182,8 +183,6 @@ class Space:
     def space_hash(self) -> str:
         """The parameters' values and the restrictions: what an Optuna trial's params (indices into the values)
         mean. A study resumed under another space would read its trials as other configs."""
-        import hashlib
-
         text = json.dumps({"params": self.params, "restrictions": self.restrictions}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -1,7 +1,8 @@
 """Early stopping: a search stops when its best has not improved by more than `min_delta` (relative) in
-`patience` consecutive unique evaluations. As Keras' EarlyStopping, the best that counts moves only on a
-real gain: steady gains under `min_delta` each add up to one and reset the count. One rule, used live by the Optuna strategies and offline by
-`tuner compare-strategies` to measure what a patience costs and saves on recorded spaces."""
+`patience` consecutive unique evaluations. As in Keras' EarlyStopping, the best that counts moves only on a
+real gain: steady gains under `min_delta` each add up to one and reset the count. One rule, used live by
+the Optuna strategies and offline by `tuner compare-strategies` to measure what a patience costs and saves
+on recorded spaces."""
 
 from __future__ import annotations
 

@@ -233,6 +233,27 @@ def test_a_campaign_in_a_results_folder_not_made_yet_makes_it(tmp_path):
     assert (tmp_path / "db" / "here.sqlite3").is_file()
 
 
+def test_workers_keep_to_the_budget_and_take_the_last_queued_config(results, capsys):
+    """A time budget leaves no evaluation count (it crashed every worker); brute force with a count measures
+    that many, not the space; a sampler whose budget covers the space gets every config, the last one
+    included (it was left queued when no config was free any more)."""
+    shutil.copytree(PROJECT / "results" / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small",
+                    results / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small")
+    base = ["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--workers", "1", "--quiet", "--json"]
+    for extra, evaluated in ((["--budget", "3s"], None), (["--strategy", "brute_force", "--budget", "10"], 10),
+                             (["--strategy", "random"], 56)):
+        assert main(base + extra) == 0, extra
+        doc = json.loads(capsys.readouterr().out)
+        assert evaluated is None or doc["evaluated"] == evaluated, (extra, doc["evaluated"])
+        # a host-code space's recording names the CPU that ran its host code; the store names the GPU
+        assert doc["gpu"] == H100
+    url = f"sqlite:///{results / 'campaigns.sqlite3'}"
+    brute = campaign_status("floyd-warshall-small-5k-int32-brute_force-s1", url)
+    assert (brute["done"], brute["total"]) == (10, 10)
+    every = campaign_status("floyd-warshall-small-5k-int32-random-s1", url)
+    assert (every["done"], every["total"], every["waiting"]) == (56, 56, 0)
+
+
 def test_processes_creating_one_new_database_together_all_open_it(tmp_path):
     """Two campaigns started at once on a fresh results folder both write the schema's version: the loser of
     that race (an IntegrityError from SQLite) opens the database the winner made."""
@@ -276,6 +297,29 @@ def test_kernel_tuner_cache_parts_merge(tmp_path):
     merged = read_cache(str(main_file), open_cache=False)
     assert set(merged["cache"]) == set(keys) and not any(p.exists() for p in parts)
     assert merged["device_name"] == H100
+    # a config measured again (a longer timeout, another timing protocol) keeps its new time, as Kernel
+    # Tuner's own appends do; a part cut short is left where it is, with a warning
+    again = {**doc["cache"][keys[0]], "time": 99.0}
+    again = {f: (str(v) if f == "__error__" else v) for f, v in again.items()}
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**header, "cache": {}}, indent="")[:-3] + "\n" + json.dumps({keys[0]: again})[1:-1] + ",")
+    broken = tmp_path / "broken.json"
+    broken.write_text('\n"1,2,3": {"time": 1.0},')  # what Kernel Tuner leaves when it reopens a deleted part
+    with pytest.warns(UserWarning, match="broken.json: not a readable Kernel Tuner cache"):
+        assert merge_cache_parts(main_file, [newer, broken]) == len(keys)
+    assert read_cache(str(main_file), open_cache=False)["cache"][keys[0]]["time"] == 99.0
+    assert broken.exists() and not newer.exists()
+
+
+def test_a_workers_cache_part_is_named_by_its_campaign(tmp_path):
+    from tuner.distributed.cache_parts import cache_part
+
+    class Camp:
+        workload, size, dtype = "reduction", "seed", "float32"
+
+    one, other = Camp(), Camp()
+    one.name, other.name = "one", "other"
+    assert cache_part(tmp_path, H100, one, "host-gpu0-1") != cache_part(tmp_path, H100, other, "host-gpu0-1")
 
 
 def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(results):

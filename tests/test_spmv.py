@@ -188,6 +188,15 @@ def test_size_notation():
     assert workload.parse_size("nosuchclass:rows=10,mean=2") is None
     with pytest.raises(TunerError, match="no such Matrix Market file"):
         workload.parse_size("mtx:/nonexistent/a.mtx")
+    # said at once, before a row-length array of 10^11 rows is allocated (745 GiB)
+    for text, message in (("uniform:rows=100000000000,mean=1", "too large for 32-bit CSR indices"),
+                          ("powerlaw:rows=3000000000,mean=1", "too large for 32-bit CSR indices"),
+                          ("uniform:rows=1000000,mean=4096", "too large for 32-bit CSR indices"),
+                          ("uniform:rows=1000,mean=8,rows=5", "at most once"),
+                          ("uniform:rows=10,mean=20,cols=5", "more than the matrix has")):
+        with pytest.raises(TunerError, match=message):
+            workload.parse_size(text)
+    assert workload.parse_size("uniform:rows=1000 mean=8") is None  # fields are separated by commas
 
 
 def test_file_sizes_reach_worker_processes_through_the_environment(tmp_path):

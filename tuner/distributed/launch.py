@@ -13,7 +13,7 @@ from tuner.distributed.cache_parts import merge_cache_parts
 from tuner.distributed.status import campaign_result, campaign_status
 from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.distributed.study import create_campaign
-from tuner.distributed.worker import measuring_process
+from tuner.distributed.worker import measuring_process, worker_id
 from tuner.errors import TunerError
 from tuner.formatting import readable
 
@@ -59,8 +59,10 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
     failed = [p.returncode for p in procs if p.returncode != 0]
     if len(failed) == len(procs):
         raise TunerError(f"every worker failed (exit codes {failed}); see their messages above")
-    if not camp.simulate:  # parts of workers that died before merging their own
-        for parts_dir in root.glob(f"*/{camp.workload}/cache-parts"):
-            main = store.cache_path(root, "x", camp.workload, camp.size, camp.dtype)
-            merge_cache_parts(parts_dir.parent / main.name, sorted(parts_dir.glob(f"{main.name[:-len('.cache.json')]}.*")))
+    if not camp.simulate:  # the parts of our workers that died before merging their own (not other hosts')
+        main = store.cache_path(root, "x", camp.workload, camp.size, camp.dtype).name
+        for p, d in zip(procs, devices):
+            for part in root.glob(f"*/{camp.workload}/cache-parts/{main[:-len('.cache.json')]}.{store._safe(camp.name)}."
+                                  f"{worker_id(d, pid=p.pid)}.cache.json"):
+                merge_cache_parts(part.parent.parent / main, [part])
     return campaign_result(camp.name, url, root)

@@ -8,7 +8,7 @@ import statistics
 import time
 import zlib
 
-from tuner import kt
+from tuner import kt, store
 from tuner.workloads import get_workload
 
 
@@ -36,7 +36,8 @@ def replay_worker_main(conn, spec):
     except Exception as e:  # noqa: BLE001  (reported to the parent, as the real worker does)
         conn.send(("fatal", f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
-    gpu = {"gpu": runner.dev.name, "compute_capability": "", "driver": "", "cuda": "", "replayed_from": recording}
+    gpu = {"gpu": store.recorded_gpu(recording) or runner.dev.name, "compute_capability": "", "driver": "", "cuda": "",
+           "replayed_from": recording}  # the GPU's name: a host-code space's cache names the CPU
     conn.send(("ready", {"gpu": gpu, "baselines": {}}))
     keys = list(tuning_options.tune_params)
     while True:

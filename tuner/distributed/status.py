@@ -37,7 +37,7 @@ def campaign_status(name: str, url: str) -> dict:
     for t in trials:
         if t.state == TrialState.RUNNING and t.user_attrs.get("worker"):
             workers.setdefault(t.user_attrs["worker"], {"done": 0, "running": 0})["running"] += 1
-    total = searchspace.size if camp.strategy == "brute_force" else min(camp.max_evals or searchspace.size, searchspace.size)
+    total = min(camp.max_evals or searchspace.size, searchspace.size)
     return {"campaign": name, "storage": redact(url), "workload": camp.workload, "size": camp.size, "dtype": camp.dtype,
             "strategy": camp.strategy, "gpu": attrs.get("gpu"), "simulated": camp.simulate, "total": total,
             "done": len(tally["done"]), "running": tally["running"], "waiting": tally["waiting"],

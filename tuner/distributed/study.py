@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from tuner import kt, store
 from tuner.campaign import CampaignRequest, check_options, default_max_evals, find_recording
-from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, default_storage, open_storage, sqlite_path
+from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, default_storage, open_storage, redact, sqlite_path
 from tuner.errors import TunerError
 from tuner.provenance import source_hash
 from tuner.strategies import OPTUNA_SAMPLERS, Codec
@@ -55,9 +55,9 @@ def load_campaign(name: str, url: str, *, heartbeat: bool, sampler=None):
     try:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     except KeyError:
-        raise TunerError(f"no campaign '{name}' in {url} (start one with `tuner tune ... --workers N`)") from None
+        raise TunerError(f"no campaign '{name}' in {redact(url)} (start one with `tuner tune ... --workers N`)") from None
     if "campaign" not in study.user_attrs:
-        raise TunerError(f"study '{name}' in {url} is not a distributed tuner campaign")
+        raise TunerError(f"study '{name}' in {redact(url)} is not a distributed tuner campaign")
     camp = Campaign(**study.user_attrs["campaign"])
     if heartbeat:
         storage = open_storage(url, camp.heartbeat_s, camp.grace_s)
@@ -111,14 +111,15 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
         if old.key() != camp.key():
             changed = ("; its kernel or search space has changed since" if (old.kernel_hash, old.space_hash)
                        != (camp.kernel_hash, camp.space_hash) else "")
-            raise TunerError(f"campaign '{name}' exists in {url} with other settings ({old.workload} {old.size} "
+            raise TunerError(f"campaign '{name}' exists in {redact(url)} with other settings ({old.workload} {old.size} "
                              f"{old.dtype} {old.strategy} seed {old.seed}{changed}): choose another --campaign name")
         camp = Campaign(**{**existing, "max_evals": max_evals, "time_limit": req.time_limit})
         study.set_user_attr("campaign", asdict(camp))
     if req.simulate and "gpu" not in study.user_attrs:
         from kernel_tuner.util import read_cache
 
-        study.set_user_attr("gpu", read_cache(recording, open_cache=False)["device_name"])
+        # the store's name of the GPU (a host-code space's cache names the CPU that ran its host code)
+        study.set_user_attr("gpu", store.recorded_gpu(recording) or read_cache(recording, open_cache=False)["device_name"])
     return camp, url
 
 

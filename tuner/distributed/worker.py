@@ -45,8 +45,9 @@ def _claim_gpu(study, name: str, gpu: str, allow_mixed: bool) -> None:
                          "model, so the worker does not join (--allow-mixed-gpus to join anyway)")
 
 
-def worker_id(device: int) -> str:
-    return store._safe(f"{socket.gethostname()}-gpu{device}-{os.getpid()}")
+def worker_id(device: int, pid: int | None = None) -> str:
+    """This host's worker process `pid` (default: this one) on GPU `device`."""
+    return store._safe(f"{socket.gethostname()}-gpu{device}-{pid or os.getpid()}")
 
 
 def measuring_process(camp: Campaign, worker_target=None) -> dict:
@@ -237,8 +238,9 @@ class _Worker:
             self.repair.mark(config)
         if brute:
             wanted = tally["waiting"] + (self._feed(tally) if tally["waiting"] < FEED else 0) > 0
-        else:
-            wanted = len(tally["done"]) + tally["running"] < self.camp.max_evals and not self.repair.exhausted()
+        else:  # a queued trial (the nearest free config to a repeat) is taken even when none is free any more
+            budget_left = self.camp.max_evals is None or len(tally["done"]) + tally["running"] < self.camp.max_evals
+            wanted = budget_left and (tally["waiting"] > 0 or not self.repair.exhausted())
         if not wanted:
             return None, "over" if tally["running"] == 0 else "wait"
         # brute force takes its config from the queued trial's fixed params: asking without distributions
@@ -323,7 +325,8 @@ class _Worker:
         the same moment rarely pick the same (if they do, the claim check lets one measure it). The queue
         stays short on purpose: Optuna reads every waiting trial each time it pops one."""
         free = [tuple(c) for c in self.searchspace.list if tuple(c) not in tally["held"]]
-        picked = self.rng.sample(free, min(FEED, len(free)))
+        room = len(free) if self.camp.max_evals is None else self.camp.max_evals - len(tally["held"])  # the budget
+        picked = self.rng.sample(free, max(0, min(FEED, len(free), room)))
         for config in picked:
             self.study.enqueue_trial(self.codec.encode(config))
         return len(picked)

@@ -35,10 +35,13 @@ class SpMV(Workload):
         text = text.strip()
         if text.startswith("mtx:"):
             return mats.register_file(text[4:])
-        m = re.fullmatch(r"(\w+):((?:\s*\w+\s*=\s*\d+\s*,?)+)", text)
+        m = re.fullmatch(r"(\w+):\s*(\w+\s*=\s*\d+(?:\s*,\s*\w+\s*=\s*\d+)*)\s*,?", text)
         if not m or m.group(1) not in mats.CLASSES:
             return None
-        fields = {k.strip(): int(v) for k, v in (p.split("=") for p in m.group(2).split(",") if p.strip())}
+        pairs = [(k.strip(), int(v)) for k, v in (p.split("=") for p in m.group(2).split(","))]
+        fields = dict(pairs)
+        if len(fields) < len(pairs):
+            raise TunerError(f"size '{text}': each of rows=, mean=, seed=, cols= at most once")
         unknown = set(fields) - {"rows", "mean", "seed", "cols"}
         if unknown or "rows" not in fields or "mean" not in fields:
             raise TunerError(f"size '{text}': give rows= and mean= (and optionally seed=, cols=); "

@@ -34,10 +34,13 @@ def build(space: Space, config: dict, dtype: str):
     lib = cache_dir() / f"{space.workload}-{key}.so"
     if not lib.exists():
         lib.parent.mkdir(parents=True, exist_ok=True)
-        src = lib.with_suffix(".cu")
+        src = lib.with_suffix(f".{os.getpid()}.cu")  # this process's: a concurrent build writes its own
         src.write_text(source)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        out = subprocess.run([nvcc, *options, "-o", str(tmp), str(src)], capture_output=True, text=True)
+        try:
+            out = subprocess.run([nvcc, *options, "-o", str(tmp), str(src)], capture_output=True, text=True)
+        finally:
+            src.unlink(missing_ok=True)
         if out.returncode != 0:
             raise TunerError(f"nvcc could not build {space.workload} with {config}:\n{out.stderr[-3000:]}")
         os.replace(tmp, lib)  # atomic: a concurrent build never loads a half-written library

@@ -241,8 +241,9 @@ def _check(args) -> int:
 
     plant = dict(_parse_assignment(a) for a in args.plant) if args.plant else None
     for path in filter(None, (args.junit, args.markdown)):  # found out now, not after minutes of measuring
-        if not Path(path).resolve().parent.is_dir():
-            raise TunerError(f"cannot write {path}: no folder {Path(path).resolve().parent}")
+        folder = Path(path).resolve().parent
+        if not folder.is_dir():
+            raise TunerError(f"cannot write {path}: no folder {folder}")
     results = check.run_check(args.workloads or None, rounds=args.rounds, threshold=args.threshold,
                               allow_different=args.allow_different, backend=args.backend, device=args.device,
                               root=args.results, plant=plant, retune=args.retune,

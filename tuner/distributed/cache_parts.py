@@ -16,9 +16,14 @@ if TYPE_CHECKING:
 
 
 def cache_part(root: Path, gpu: str, camp: Campaign, me: str) -> Path:
-    """One worker's part: named by its campaign and worker, so nothing merges another campaign's live part."""
-    main = store.cache_path(root, gpu, camp.workload, camp.size, camp.dtype)
-    return main.parent / "cache-parts" / f"{main.name[:-len('.cache.json')]}.{store._safe(camp.name)}.{me}.cache.json"
+    """Worker `me`'s part, beside the campaign's cache on `gpu`."""
+    return store.cache_path(root, gpu, camp.workload, camp.size, camp.dtype).parent / "cache-parts" / part_name(camp, me)
+
+
+def part_name(camp: Campaign, me: str) -> str:
+    """Named by its campaign and worker, so nothing merges another campaign's live part."""
+    main = store.cache_path(Path("."), "x", camp.workload, camp.size, camp.dtype).name
+    return f"{main[:-len('.cache.json')]}.{store._safe(camp.name)}.{me}.cache.json"
 
 
 def merge_cache_parts(main: Path, parts: list[Path]) -> int:
@@ -36,17 +41,15 @@ def merge_cache_parts(main: Path, parts: list[Path]) -> int:
     main.parent.mkdir(parents=True, exist_ok=True)
     with open(main.with_name(main.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        docs, merged_parts = [], []
-        for p in [main, *parts]:
+        docs = [read_cache(str(main), open_cache=False)] if main.is_file() else []
+        readable = []
+        for p in parts:
             try:
-                if p.is_file():
-                    docs.append(read_cache(str(p), open_cache=False))
-                    merged_parts.append(p)
+                docs.append(read_cache(str(p), open_cache=False))
+                readable.append(p)
             except (ValueError, KeyError) as e:  # cut short by a kill mid-write, say
-                if p == main:
-                    raise
                 warnings.warn(f"{p}: not a readable Kernel Tuner cache ({e}); left out of {main.name}", stacklevel=2)
-        parts = [p for p in merged_parts if p != main]
+        parts = readable
         if not parts:
             return 0
         header = {k: v for k, v in docs[0].items() if k != "cache"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tuner import store
 from tuner.campaign import CampaignRequest, CampaignResult
-from tuner.distributed.cache_parts import merge_cache_parts
+from tuner.distributed.cache_parts import merge_cache_parts, part_name
 from tuner.distributed.status import campaign_result, campaign_status
 from tuner.distributed.storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.distributed.study import create_campaign
@@ -62,7 +62,6 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
     if not camp.simulate:  # the parts of our workers that died before merging their own (not other hosts')
         main = store.cache_path(root, "x", camp.workload, camp.size, camp.dtype).name
         for p, d in zip(procs, devices):
-            for part in root.glob(f"*/{camp.workload}/cache-parts/{main[:-len('.cache.json')]}.{store._safe(camp.name)}."
-                                  f"{worker_id(d, pid=p.pid)}.cache.json"):
+            for part in root.glob(f"*/{camp.workload}/cache-parts/{part_name(camp, worker_id(d, pid=p.pid))}"):
                 merge_cache_parts(part.parent.parent / main, [part])
     return campaign_result(camp.name, url, root)

@@ -185,14 +185,15 @@ def size_for(cls_name: str, rows: int, mean: int, seed: int = 1, cols: int | Non
         raise TunerError(f"unknown matrix class '{cls_name}'; known: {', '.join(n for n in CLASSES if n != 'file')}")
     if rows < 1 or mean < 1 or (cols is not None and cols < 1):
         raise TunerError(f"rows, cols and mean must be >= 1 (rows={rows}, cols={cols}, mean={mean})")
+    cols = cols or rows
     # CSR with 32-bit indices, said before a row-length array of that many rows is allocated
-    if max(rows, cols or rows) > INDEX_MAX - 1 or rows * mean > INDEX_MAX:
-        raise TunerError(f"rows={rows}, cols={cols or rows}, mean={mean}: too large for 32-bit CSR indices "
+    if max(rows, cols) > INDEX_MAX - 1 or rows * mean > INDEX_MAX:
+        raise TunerError(f"rows={rows}, cols={cols}, mean={mean}: too large for 32-bit CSR indices "
                          f"(rows and cols at most {INDEX_MAX - 1}, about rows x mean nonzeros at most {INDEX_MAX})")
-    if cls_name in ("uniform", "denserow") and 2 * mean > (cols or rows):
-        raise TunerError(f"mean={mean} with cols={cols or rows}: a {cls_name} row holds up to 2 x mean distinct "
+    if cls_name in ("uniform", "denserow") and 2 * mean > cols:
+        raise TunerError(f"mean={mean} with cols={cols}: a {cls_name} row holds up to 2 x mean distinct "
                          "columns, more than the matrix has")
-    size = {"matrix": CLASSES[cls_name], "rows": rows, "cols": cols or rows, "nnz": 0, "mean": mean, "seed": seed}
+    size = {"matrix": CLASSES[cls_name], "rows": rows, "cols": cols, "nnz": 0, "mean": mean, "seed": seed}
     size["nnz"] = int(row_lengths(size).sum())
     return size
 

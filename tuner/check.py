@@ -258,7 +258,8 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
     if rounds < MIN_ROUNDS:
         raise TunerError(f"a check needs at least {MIN_ROUNDS} rounds to compare, got --rounds {rounds}")
     root = Path(root or store.results_root())
-    spaces = {w: get_workload(w).space for w in workloads or ()}  # an unknown name: an error, not an empty check
+    for name in workloads or ():  # an unknown name: an error, not an empty check
+        get_workload(name)
     here = gpu_info(device)
     if here["gpu"] == "unknown":
         raise TunerError("no CUDA GPU found: a check needs the GPU it compares")
@@ -274,8 +275,8 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
             f" (there are for {', '.join(sorted(df['gpu'].unique()))}); use --allow-different to compare anyway"
             if not df.empty else f": record one with `tuner baseline {' '.join(workloads or ['WORKLOAD'])}`"))
     df = mine if not mine.empty else df
-    for name in set(df["workload"]) if plant else ():  # a planted parameter that no config has plants nothing
-        space = spaces.get(name) or get_workload(name).space
+    spaces = {name: get_workload(name).space for name in set(df["workload"])}
+    for name, space in spaces.items() if plant else ():  # a planted parameter that no config has plants nothing
         unknown = sorted(set(plant) - set(space.params))
         bad = {k: v for k, v in plant.items() if k in space.params and v not in space.params[k]}
         if unknown or bad:
@@ -287,7 +288,7 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
     for res in results:
         log(f"{res.workload}: refused ({res.reason})")
     for base in df.to_dict("records"):
-        space = get_workload(base["workload"]).space
+        space = spaces[base["workload"]]
         config = {**space.complete(json.loads(base["config"])), **(plant or {})}
         t0 = time.monotonic()
         missing = [k for k in space.params if k not in config]

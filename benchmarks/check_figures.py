@@ -19,8 +19,8 @@ import time
 def main():
     # imported here, not at the top: each worker process imports this script again (as multiprocessing's
     # __mp_main__), and these would bring Kernel Tuner, and with it torch, before the worker can keep it out
-    from tuner.check import _worker, check_one, load_baselines
-    from tuner.provenance import gpu_info
+    from tuner.answers.check import _worker, check_one, load_baselines
+    from tuner.measure.provenance import gpu_info
     from tuner.workloads import get_workload
 
     p = argparse.ArgumentParser()

@@ -16,7 +16,7 @@ AB_REPEATS=${AB_REPEATS:-10}
 # the baseline phase's workloads (a 6-session baseline of the 8 reduction kernels alone takes ~7 minutes)
 BASELINE_WORKLOADS=${BASELINE_WORKLOADS:-reduction gemm spmv floyd-warshall locvolcalib}
 phases=${*:-baseline check aa ab}
-gpu_dir=$("$PYTHON" -c "from tuner.provenance import gpu_info, gpu_slug; print(gpu_slug(gpu_info()['gpu']))")
+gpu_dir=$("$PYTHON" -c "from tuner.measure.provenance import gpu_info; from tuner.store import gpu_slug; print(gpu_slug(gpu_info()['gpu']))")
 figs=results/$gpu_dir/reduction/check/figures
 mkdir -p "$figs"
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -1,4 +1,4 @@
-"""Re-score recorded regression checks with today's rule (tuner.check: noise floors from the baseline's
+"""Re-score recorded regression checks with today's rule (tuner.answers.check: noise floors from the baseline's
 session spread, raw or normalised times deciding): the changes and intervals stay as measured on the GPU;
 only the floors and the verdicts are recomputed from the baseline the checks ran against. Records are the
 JSON lines of benchmarks/check_figures.py or the JSON of `tuner check --json`. Prints, per file, how many
@@ -16,8 +16,8 @@ import sys
 
 import pandas as pd
 
-from tuner.check import deciding, noise_floor
-from tuner.stats import normalise, verdict
+from tuner.answers.check import deciding, noise_floor
+from tuner.answers.stats import normalise, verdict
 
 
 def _records(path):

@@ -2,7 +2,7 @@
 # Speed-up of a distributed brute-force campaign: the whole space once with 1 worker (one GPU) and once with
 # 2 workers (two GPUs), each in a fresh results directory and Optuna database; prints both wall times, the
 # speed-up and whether the best configs match (each run's best is chosen by its confirmation step among the
-# near-ties, tuner/confirm.py), and records it with provenance in
+# near-ties, tuner/campaign/confirmation.py), and records it with provenance in
 # results/<gpu>/<workload>/distributed/speedup-<size>_<dtype>-<timestamp>.{json,md}, with each run's rows
 # (-rows-<n>-worker(s).parquet, every worker's evaluations) beside them.
 #
@@ -36,7 +36,7 @@ run() {  # $1 workers -> $WORK/w$1/{result.json,status.json,seconds}
         "$PYTHON" - "$root" <<'EOF'
 import os, shutil, sys
 from pathlib import Path
-from tuner.campaign import find_recording
+from tuner.store.recordings import find_recording
 from tuner.store import results_root
 from tuner.workloads import get_workload
 w = get_workload(os.environ["WORKLOAD"])
@@ -56,7 +56,7 @@ EOF
     "$PYTHON" -c "print($t1 - $t0)" > "$root/seconds"
     echo "$t0" > "$root/started"
     local name
-    name=$("$PYTHON" -c "import json,sys; from tuner.distributed import default_name; r=json.load(open(sys.argv[1])); print(default_name(r['workload'], r['size'], r['dtype'], 'brute_force', 1))" "$root/result.json")
+    name=$("$PYTHON" -c "import json,sys; from tuner.campaign.distributed import default_name; r=json.load(open(sys.argv[1])); print(default_name(r['workload'], r['size'], r['dtype'], 'brute_force', 1))" "$root/result.json")
     "$PYTHON" -m tuner status "$name" --storage "sqlite:///$root/campaigns.sqlite3" --json > "$root/status.json"
     echo "   $(cat "$root/seconds") s"
 }
@@ -68,7 +68,8 @@ run 2
 import json, os, platform, subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from tuner.provenance import git_commit, gpu_slug, software
+from tuner.measure.provenance import git_commit, software
+from tuner.store import gpu_slug
 from tuner.store import results_root
 
 work = Path(os.environ["WORK"])
@@ -92,7 +93,7 @@ doc = {
         "seconds": round(r["seconds"], 2), "evaluated": r["result"]["evaluated"], "measured": r["result"]["measured"],
         "failures": r["result"]["failures"], "best": r["result"]["best"], "confirmed": r["status"].get("confirmed"),
         # where each worker's time went: its process started this long after the run, then each stage ended
-        # this long after its process started (tuner/distributed/worker.py's _Timeline)
+        # this long after its process started (tuner/campaign/distributed/worker.py's _Timeline)
         "per_worker": {w: {**{k: v.get(k) for k in ("done", "device", "gpu", "host", "timeline_s", "setup_s", "launched_early")},
                            "process_started_after_s": round(v["process_started"] - r["started"], 2)
                            if v.get("process_started") else None}
@@ -126,7 +127,7 @@ for n, r in runs.items():
               f"{b['value']:.4g} {b['objective']} |" if b else f"| {n} | {r['seconds']:.1f} | {r['result']['evaluated']} | none | |")
 md += ["", f"Speed-up: **{speedup:.2f}x** (target 1.8x: {'met' if speedup >= 1.8 else 'NOT met'}); "
        f"best configs {'identical' if same_best else 'DIFFER'}.", ""]
-for n, r in runs.items():  # the confirmation step (tuner/confirm.py) is part of each run's wall time
+for n, r in runs.items():  # the confirmation step (tuner/campaign/confirmation.py) is part of each run's wall time
     c = r["status"].get("confirmed")
     md.append(f"- {n} worker(s): " + (f"best chosen among {c['finalists']} near-ties measured again in {c['seconds']:.1f} s"
                                       if c else "no confirmation (fewer than two near-ties)"))

@@ -8,7 +8,8 @@ import json
 import sys
 import tempfile
 
-from tuner.campaign import CampaignRequest, parse_budget, run_campaign
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest, parse_budget
 
 
 def main(size: str, budget: str, *configs: str) -> None:

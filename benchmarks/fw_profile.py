@@ -14,9 +14,14 @@ import sys
 import numpy as np
 
 from benchmarks.fw_sweep import BASE
-from tuner.hostcode import build
+from tuner.measure.hostcode import build
 from tuner.workloads import get_workload
-from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference, run_pipeline
+from tuner.workloads.floyd_warshall import (
+    EDGES_PER_VERTEX,
+    GRAPH_SEED,
+    reference,
+    run_pipeline,
+)
 from tuner.workloads.graph_io import random_graph
 
 

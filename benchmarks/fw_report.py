@@ -1,6 +1,7 @@
-"""Markdown table for the README from the stored Floyd-Warshall campaigns: per size, the seed's
-configuration and the tuned best on one GPU (the H100 by default), beside the seed's GTX 1080 figures,
-and G = 1 vs G = 2 where a two-GPU machine recorded them (benchmarks/fw_multigpu.sh).
+"""Markdown table for docs/results/floyd-warshall.md (printed; pasted there by hand) from the stored
+Floyd-Warshall campaigns: per size, the seed's configuration and the tuned best on one GPU (the H100 by
+default), beside the seed's GTX 1080 figures, and G = 1 vs G = 2 where a two-GPU machine recorded them
+(benchmarks/fw_multigpu.sh).
 Usage: python benchmarks/fw_report.py [GPU name]"""
 
 import json

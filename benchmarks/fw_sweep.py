@@ -1,5 +1,5 @@
 """A quick exploratory sweep of Floyd-Warshall configs at one size, outside the store: every config is built
-in parallel (tuner.hostcode, nvcc), run `--repeats` times after one warm-up, and its result checked exactly
+in parallel (tuner.measure.hostcode, nvcc), run `--repeats` times after one warm-up, and its result checked exactly
 against the reference before its time is printed. It is for choosing what a recorded campaign
 (benchmarks/fw_campaign.py) should measure; its figures are not stored and the README does not quote them.
 
@@ -22,9 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from tuner.errors import TunerError
-from tuner.hostcode import build
+from tuner.measure.hostcode import build
 from tuner.workloads import get_workload
-from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference, run_pipeline
+from tuner.workloads.floyd_warshall import (
+    EDGES_PER_VERTEX,
+    GRAPH_SEED,
+    reference,
+    run_pipeline,
+)
 from tuner.workloads.graph_io import random_graph
 
 BASE = {"BLOCK": 64, "block_size_x": 32, "block_size_y": 32, "VEC": 0, "DPX": 0, "PAD": 0, "K_UNROLL": 64,

@@ -16,8 +16,9 @@ import json
 import time
 
 from tuner import store
-from tuner.campaign import CampaignRequest, run_campaign
-from tuner.provenance import source_hash
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
+from tuner.measure.provenance import source_hash
 from tuner.space import size_distance
 from tuner.workloads import get_workload
 

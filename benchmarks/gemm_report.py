@@ -1,8 +1,8 @@
-"""Markdown tables for the README from the stored GEMM campaigns: the seeds' ladder re-measured at 2048^3
-beside the seeds' own figures, the tuned best vs cuBLAS at 1024^3 / 2048^3 / 4096^3, and the tuned /
-cuBLAS ratio over the seeds' 64 shapes; each shape's best config, cuBLAS and thread blocks go to
-results/<gpu>/gemm/grid.md. Each ratio divides by the cuBLAS time of the best config's own campaign (cuBLAS
-is timed in every campaign, in the same worker).
+"""Markdown tables for docs/results/gemm.md (printed; pasted there by hand) from the stored GEMM campaigns:
+the seeds' ladder re-measured at 2048^3 beside the seeds' own figures, the tuned best vs cuBLAS at 1024^3 /
+2048^3 / 4096^3, and the tuned / cuBLAS ratio over the seeds' 64 shapes; each shape's best config, cuBLAS
+and thread blocks go to results/<gpu>/gemm/grid.md. Each ratio divides by the cuBLAS time of the best
+config's own campaign (cuBLAS is timed in every campaign, in the same worker).
 Usage: python benchmarks/gemm_report.py [GPU name]"""
 
 import json

@@ -15,8 +15,10 @@ import json
 import time
 from pathlib import Path
 
-from tuner import kt, store
-from tuner.campaign import CampaignRequest, run_campaign
+from tuner import store
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
+from tuner.measure import kt
 from tuner.workloads import get_workload
 from tuner.workloads.gemm import SEED_VERSIONS
 

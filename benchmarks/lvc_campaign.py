@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from tuner.campaign import CampaignRequest, parse_budget, run_campaign
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest, parse_budget
 
 NAIVE = {"STRUCTURE": 0, "SHARE_COEF": 0, "FUSE_EXPLICIT": 0, "SOLVER_X": 0, "SOLVER_Y": 0, "TILE_X": 8, "TILE_Y": 8,
          "BLOCK": 256, "KPB": 1, "STEPS": 1, "XFORM": 0, "XREGS": 0}

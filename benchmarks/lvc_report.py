@@ -1,6 +1,7 @@
-"""The README's LocVolCalib tables, from what was recorded: the course-large campaign in the store (with its
-copy baseline), naive vs tuned per dataset (benchmarks/lvc_validate.py on the GPU) and the numpy times
-(benchmarks/lvc_references.py --times). Usage: python benchmarks/lvc_report.py"""
+"""The LocVolCalib tables of docs/results/locvolcalib.md (printed; pasted there by hand), from what was
+recorded: the course-large campaign in the store (with its copy baseline), naive vs tuned per dataset
+(benchmarks/lvc_validate.py on the GPU) and the numpy times (benchmarks/lvc_references.py --times).
+Usage: python benchmarks/lvc_report.py"""
 
 from __future__ import annotations
 

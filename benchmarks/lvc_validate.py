@@ -20,8 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tuner import kt
-from tuner.hostcode import build
+from tuner.answers.best_config import run_config
+from tuner.measure import kt
+from tuner.measure.hostcode import build
 from tuner.workloads.locvolcalib import (
     FINPAR_DATA,
     TOLERANCES,
@@ -51,9 +52,9 @@ def pick_configs(spec: str, size_name: str | None = None, dtype: str = "float64"
         if part == "naive":
             out.append(NAIVE)
         elif part == "best":
-            out.append(WORKLOAD.run_config(WORKLOAD.space.sizes[size_name], dtype))
+            out.append(run_config(WORKLOAD.name, WORKLOAD.space.sizes[size_name], dtype))
         elif part == "tuned":  # the best of the course-large float64 campaign, on every size and dtype
-            out.append(WORKLOAD.run_config(WORKLOAD.space.sizes["course-large"], "float64"))
+            out.append(run_config(WORKLOAD.name, WORKLOAD.space.sizes["course-large"], "float64"))
         elif part.startswith("@"):
             with open(part[1:]) as f:
                 out.extend(WORKLOAD.space.complete(c) for c in json.load(f))

@@ -1,11 +1,12 @@
-"""Markdown tables for the README from the stored reduction campaigns: the seed's ladder re-measured
-(versions 1-7 as the seed wrote them, and the tuned best) and the tuned best vs CUB and copy per size.
+"""Markdown tables for docs/results/reduction.md (printed; pasted there by hand) from the stored reduction
+campaigns: the seed's ladder re-measured (versions 1-7 as the seed wrote them, and the tuned best) and the
+tuned best vs CUB and copy per size.
 Usage: python benchmarks/reduction_report.py [GPU name]"""
 
 import json
 import sys
 
-from tuner.query import best
+from tuner.answers.best_config import best
 from tuner.store import load_baselines, load_evaluations
 
 GPU = sys.argv[1] if len(sys.argv) > 1 else "NVIDIA H100 80GB HBM3"

@@ -13,7 +13,8 @@ import json
 import sys
 import time
 
-from tuner.campaign import CampaignRequest, run_campaign
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.workloads import get_workload
 from tuner.workloads.spmv import SEED_CONFIGS
 

@@ -1,6 +1,7 @@
-"""Markdown tables for the README from the stored spmv campaigns: per matrix, the seed's two kernels (as the
-seed wrote them, best of the block sizes measured), the tuned best and cuSPARSE (same campaign), and the
-harmonic mean and minimum of tuned / cuSPARSE; then per matrix class.
+"""Markdown tables for docs/results/spmv.md (printed; pasted there by hand) from the stored spmv campaigns:
+per matrix, the seed's two kernels (as the seed wrote them, best of the block sizes measured), the tuned
+best and cuSPARSE (same campaign), and the harmonic mean and minimum of tuned / cuSPARSE; then per matrix
+class.
 Only the newest kernel code's measurements count (the kernel hash of the latest row), unless --all-kernels.
 Usage: python benchmarks/spmv_report.py [--dtype float32] [--all-kernels] [GPU name]"""
 
@@ -8,7 +9,7 @@ import argparse
 import json
 import statistics
 
-from tuner.query import best
+from tuner.answers.best_config import best
 from tuner.store import load_baselines, load_evaluations
 from tuner.workloads import get_workload
 from tuner.workloads.spmv import SEED_CONFIGS

@@ -5,7 +5,8 @@
 For each space: `tuner compare-strategies` at a budget of 10% of the valid configurations (at most 100),
 its table and convergence plot in results/<gpu>/<workload>/strategies/, and one summary table (markdown)
 with each strategy's methodology score, whether the default beats the best Kernel Tuner strategy, how often
-the default gets within 5% of the optimum, and what its early stopping saved."""
+the default gets within 5% of the optimum, and what its early stopping saved. docs/strategies.md quotes
+the summary table (pasted by hand)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pathlib import Path
 
 from kernel_tuner.util import read_cache
 
-from tuner import kt, store
-from tuner.compare import DEFAULT_STRATEGIES, compare, markdown, plot
-from tuner.strategies import DEFAULT_PATIENCE
+from tuner import store
+from tuner.answers.compare import DEFAULT_STRATEGIES, compare, markdown, plot
+from tuner.measure import kt
+from tuner.search.strategies import DEFAULT_PATIENCE
 from tuner.workloads import all_workloads
 
 KT_PREFIX = "kt:"

@@ -7,6 +7,7 @@ import os
 import random
 import time
 
+from tuner.measure.protocol import CacheReady, Fatal, Measure, MeasureRounds, Ready, Result, Stop, UseCache
 from tuner.workloads import get_workload
 
 
@@ -31,36 +32,37 @@ def misbehaviour(cfg: dict) -> str | None:
 
 def fake_worker_main(conn, spec):
     delay = float(os.environ.get("FAKE_DELAY", "0"))
-    conn.send(("ready", {"gpu": {"gpu": "Fake GPU 9000", "compute_capability": "9.0", "driver": "580.0", "cuda": "13.0"},
-                         "baselines": {"copy": [0.5, 0.51, 0.49]}, "timing": "delayed-start"}))
+    conn.send(Ready({"gpu": {"gpu": "Fake GPU 9000", "compute_capability": "9.0", "driver": "580.0", "cuda": "13.0"},
+                     "baselines": {"copy": [0.5, 0.51, 0.49]}, "timing": "delayed-start"}))
     keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
     iterations = spec.iterations or get_workload(spec.workload).space.iterations  # as Kernel Tuner times
     rng = random.Random(os.getpid())
     while True:
-        values = conn.recv()
-        if values is None:
+        request = conn.recv()
+        if isinstance(request, Stop):
             return
-        if isinstance(values, dict) and "cachefile" in values:
+        if isinstance(request, UseCache):
             if os.environ.get("FAKE_BAD_CACHE") == "refused":  # as Kernel Tuner refuses another space's cache
-                conn.send(("fatal", "ValueError: All tunable parameters are present, but the order is wrong", ""))
+                conn.send(Fatal("ValueError: All tunable parameters are present, but the order is wrong"))
                 return
             if os.environ.get("FAKE_BAD_CACHE") == "die":
                 os._exit(3)
-            conn.send(("cache", None))
+            conn.send(CacheReady())
             continue
-        if isinstance(values, dict):  # configs measured in rounds; FAKE_SLOWDOWN plants a slowdown
+        if isinstance(request, MeasureRounds):  # configs measured in rounds; FAKE_SLOWDOWN plants a slowdown
             if os.environ.get("FAKE_DIE_ON_ROUNDS"):
                 os._exit(3)
             noisy = lambda x: x * math.exp(rng.gauss(0, 0.01))
             rows = []
-            for config in values["configs"]:
+            for config in request.configs:
                 t = synthetic_time_ms(dict(zip(keys, config))) * (1 + float(os.environ.get("FAKE_SLOWDOWN", "0")))
                 rows.append({**dict(zip(keys, config)), "status": "ok", "error": "",
-                             "rounds": [noisy(t) for _ in range(values["rounds"])],
-                             "references": {"copy": [noisy(0.5) for _ in range(values["rounds"])]}})
-            conn.send(("result", rows))
+                             "rounds": [noisy(t) for _ in range(request.rounds)],
+                             "references": {"copy": [noisy(0.5) for _ in range(request.rounds)]}})
+            conn.send(Result(tuple(rows)))
             continue
-        cfg = dict(zip(keys, values))
+        assert isinstance(request, Measure), request
+        cfg = dict(zip(keys, request.values))
         time.sleep(delay)
         bad = misbehaviour(cfg)
         if bad == "hang":
@@ -70,8 +72,8 @@ def fake_worker_main(conn, spec):
         row = {**cfg, "compile_time": 20.0, "verification_time": 1.0, "benchmark_time": 5.0}
         if bad == "wrong_answer":
             row.update(status="wrong_answer", error="RuntimeError: Kernel result verification failed")
-            conn.send(("result", row))
-            return  # as the real worker does after a runtime failure
+            conn.send(Result((row,)))
+            return  # as the real measuring process does after a runtime failure
         t = synthetic_time_ms(cfg)
         row.update(status="ok", error="", times=[t * (1 + 0.01 * math.sin(i)) for i in range(iterations)])
-        conn.send(("result", row))
+        conn.send(Result((row,)))

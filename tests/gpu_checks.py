@@ -1,15 +1,16 @@
 """What every workload's GPU test does: run configurations through the same isolated Kernel Tuner worker as
 a campaign, each verified against the workload's numpy reference before its time counts."""
 
-from tuner import kt
-from tuner.isolation import IsolatedRunner, WorkerSpec
+from tuner.measure import kt
+from tuner.measure.protocol import MeasureSpec
+from tuner.measure.runner import IsolatedRunner
 from tuner.workloads import get_workload
 
 
 def failed_configs(workload: str, size: dict, dtype: str, configs: list, timeout: float = 60) -> list:
     """(status, config, error) of every config that did not run and verify; raises if any went missing."""
     space = get_workload(workload).space
-    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=timeout)
+    runner = IsolatedRunner(MeasureSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0), timeout=timeout)
     rows = []
     runner.on_row = lambda row, fresh: rows.append(row)
     runner.start()

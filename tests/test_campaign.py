@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_worker import fake_worker_main
-from tuner.campaign import CampaignRequest, parse_budget, run_campaign
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest, parse_budget
 from tuner.errors import TunerError
 from tuner.store import load_baselines, load_evaluations
 
@@ -97,12 +98,12 @@ def test_a_cache_the_worker_cannot_open_is_one_clear_error_and_no_worker_is_left
 def test_an_error_after_the_worker_started_stops_it(results, monkeypatch):
     import multiprocessing
 
-    import tuner.campaign
+    import tuner.campaign.local
 
     def broken(*a, **kw):
         raise TunerError("the store cannot be read")
 
-    monkeypatch.setattr(tuner.campaign, "known_rows", broken)
+    monkeypatch.setattr(tuner.campaign.local, "known_rows", broken)
     with pytest.raises(TunerError, match="cannot be read"):
         run_campaign(request(max_evals=4))
     assert not multiprocessing.active_children()
@@ -110,7 +111,7 @@ def test_an_error_after_the_worker_started_stops_it(results, monkeypatch):
 
 def test_kill_midway_then_resume_loses_nothing(results):
     """SIGKILL the campaign process mid-way; the rerun measures only what was missing."""
-    script = "from tests.test_campaign import request; from tuner.campaign import run_campaign; run_campaign(request(max_evals=40))"
+    script = "from tests.test_campaign import request; from tuner.campaign.local import run_campaign; run_campaign(request(max_evals=40))"
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "FAKE_DELAY": "0.1"}
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=PROJECT, env=env, start_new_session=True)
     deadline = time.time() + 60
@@ -157,11 +158,11 @@ def test_time_budget_stops(results):
 
 
 def test_times_taken_another_way_are_measured_again(results):
-    """Times taken over another number of launches, or with another timing protocol (tuner/timing.py), are
+    """Times taken over another number of launches, or with another timing protocol (tuner/measure/timing.py), are
     not resumed."""
     import dataclasses
 
-    from tuner.campaign import known_rows
+    from tuner.campaign.session import known_rows
     from tuner.workloads import get_workload
 
     run_campaign(request(max_evals=6))
@@ -184,7 +185,7 @@ def test_rows_measured_with_other_parameters_are_not_resumed(results):
     space: the stored rows name other kernels, and neither crash the resume nor stand in for today's configs."""
     import dataclasses
 
-    from tuner.campaign import known_rows
+    from tuner.campaign.session import known_rows
     from tuner.workloads import get_workload
 
     run_campaign(request(max_evals=6))
@@ -224,8 +225,8 @@ def test_a_config_measured_again_under_the_current_protocol_supersedes_the_older
 def test_a_session_uses_the_measuring_process_launched_early_for_it_and_only_that(tmp_path):
     """A distributed worker launches its measuring process before its own imports (tuner worker --launch);
     the session takes it if it is the process it needs, and shuts it down otherwise."""
-    from tuner.campaign import open_session
-    from tuner.isolation import IsolatedRunner
+    from tuner.campaign.session import open_session
+    from tuner.measure.runner import IsolatedRunner
     from tuner.workloads import get_workload
 
     w = get_workload("reduction")
@@ -252,7 +253,7 @@ def test_a_session_uses_the_measuring_process_launched_early_for_it_and_only_tha
 def test_kernel_tuner_ranks_by_the_median_time_as_the_store_does():
     """A strategy's cost and a campaign's best (on `time`, the objective of the host-code workloads) are the
     median of the launches, as `tuner best` ranks: one slow launch does not decide it."""
-    from tuner.isolation import IsolatedRunner, _Opts
+    from tuner.measure.runner import IsolatedRunner, _Opts
 
     row = {"variant": 7, "status": "ok", "times": [1.0, 1.0, 1.0, 10.0]}
     assert IsolatedRunner._as_kt_result(None, row, ["variant"], _Opts(metrics=None))["time"] == 1.0
@@ -261,7 +262,7 @@ def test_kernel_tuner_ranks_by_the_median_time_as_the_store_does():
 def test_a_timeout_is_resumed_only_under_a_timeout_no_longer_than_its_own(results):
     """A config killed after --timeout 3 is not a failure for good: a campaign with a longer timeout (or a
     row whose timeout was not recorded) measures it again; one with the same or a shorter one resumes it."""
-    from tuner.campaign import known_rows
+    from tuner.campaign.session import known_rows
     from tuner.workloads import get_workload
 
     run_campaign(request(max_evals=4))
@@ -282,14 +283,14 @@ def test_a_timeout_is_resumed_only_under_a_timeout_no_longer_than_its_own(result
 def test_a_measuring_process_that_dies_in_rounds_marks_no_config_failed_in_the_recording(tmp_path, monkeypatch):
     """Rounds of several configs (a confirmation, a check) that end with the process dead are one failure of
     the rounds, not of the first config: Kernel Tuner's cache, which --simulate replays, is left alone."""
-    from tuner.isolation import IsolatedRunner
-    from tuner.worker_entry import WorkerSpec
+    from tuner.measure.protocol import MeasureSpec
+    from tuner.measure.runner import IsolatedRunner
 
     monkeypatch.setenv("FAKE_DIE_ON_ROUNDS", "1")
     cache = tmp_path / "recording.cache.json"
     header = '{\n"device_name": "Fake GPU 9000",\n"cache": {\n'  # Kernel Tuner's layout: entries are appended
     cache.write_text(header)
-    spec = WorkerSpec(workload="reduction", size={"n": 4194304}, dtype="float32", backend="nvcuda", device=0,
+    spec = MeasureSpec(workload="reduction", size={"n": 4194304}, dtype="float32", backend="nvcuda", device=0,
                       cachefile=str(cache))
     runner = IsolatedRunner(spec, timeout=10, target=fake_worker_main)
     runner.start()

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tuner.check import (
+from tuner.answers.check import (
     BASELINE_SESSIONS,
     CheckResult,
     check_one,
@@ -17,8 +17,9 @@ from tuner.check import (
     markdown,
     session_noise,
 )
-from tuner.isolation import _Opts
-from tuner.stats import compare, normalise
+from tuner.answers.stats import compare, normalise
+from tuner.measure.protocol import MeasureSpec
+from tuner.measure.runner import _Opts
 
 GPU = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "cuda": "13.3"}
 
@@ -185,27 +186,28 @@ def test_compare_needs_enough_rounds_and_matching_references():
 
 
 def test_cli_check_without_gpu_cannot_run(monkeypatch, capsys):
-    import tuner.check
+    import tuner.answers.check
     from tuner.cli import main
 
-    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "unknown"})
+    monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "unknown"})
     assert main(["check"]) == 2
     assert "no CUDA GPU found" in capsys.readouterr().err
 
 
 def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatch, tmp_path, capsys):
     """tuner baseline stores each kernel at once; tuner check passes, then flags a planted 10% slowdown."""
-    import tuner.check
+    import tuner.answers.check
     from tests.fake_worker import fake_worker_main
-    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.campaign.local import run_campaign
+    from tuner.campaign.request import CampaignRequest
     from tuner.cli import main
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
                                  max_evals=30, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
-    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
+    monkeypatch.setattr(tuner.answers.check, "worker_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "4"]) == 0
-    stored = tuner.check.load_baselines()
+    stored = tuner.answers.check.load_baselines()
     assert len(stored) == 1 and stored.iloc[0]["sessions"] == 4 and len(stored.iloc[0]["rounds"]) == 40
     report = tmp_path / "r.xml"
     assert main(["check", "--junit", str(report)]) == 0
@@ -223,15 +225,16 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
 def _stand_in_baseline(results, monkeypatch):
     """A 10-evaluation campaign and a 2-session baseline of reduction seed float32, both by the stand-in
     worker (which `tuner check` then uses too). The baseline file's path."""
-    import tuner.check
+    import tuner.answers.check
     from tests.fake_worker import fake_worker_main
-    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.campaign.local import run_campaign
+    from tuner.campaign.request import CampaignRequest
     from tuner.cli import main
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
                                  max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
-    monkeypatch.setattr(tuner.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
+    monkeypatch.setattr(tuner.answers.check, "worker_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
     return next(results.glob("*/reduction/check/baseline.parquet"))
 
@@ -239,13 +242,13 @@ def _stand_in_baseline(results, monkeypatch):
 def test_a_check_that_crashes_exits_2_not_1_and_bad_report_paths_are_said_before_measuring(results, monkeypatch,
                                                                                           capsys):
     """1 means "regression" to a CI gate: a bug in the check must not read as one."""
-    import tuner.check
+    import tuner.answers.check
     from tuner.cli import main
 
     def crash(*a, **kw):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(tuner.check, "run_check", crash)
+    monkeypatch.setattr(tuner.answers.check, "run_check", crash)
     assert main(["check"]) == 2
     assert "RuntimeError: a bug" in capsys.readouterr().err
     assert main(["check", "--junit", str(results / "no" / "such" / "r.xml")]) == 2
@@ -256,7 +259,7 @@ def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_ref
     """A CI gate names its kernels: one with no baseline here must not pass by being skipped (exit 2, said);
     a planted parameter the space lacks would re-measure the unchanged config and pass, so it is an error;
     fewer than 3 rounds cannot be compared, which is said before any GPU time is spent."""
-    import tuner.check
+    import tuner.answers.check
     from tuner.cli import main
 
     _stand_in_baseline(results, monkeypatch)
@@ -266,7 +269,7 @@ def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_ref
     assert "gemm" in out and "no baseline on Fake GPU 9000" in out and "reduction seed float32: pass" in out
     assert main(["check", "gemm"]) == 2
     assert "no baseline of gemm for Fake GPU 9000: record one with `tuner baseline gemm`" in capsys.readouterr().err
-    monkeypatch.setattr(tuner.check, "_worker", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
+    monkeypatch.setattr(tuner.answers.check, "_worker", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
     assert main(["check", "--plant", "block_size=1024"]) == 2
     assert "unknown parameters block_size" in capsys.readouterr().err
     assert main(["check", "--plant", "block_size_x=3"]) == 2
@@ -281,14 +284,14 @@ def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkey
     """A baseline recorded before the space gained a parameter (Floyd-Warshall's KCHUNK, say) names no kernel
     of today's space: that kernel's check could not run (exit 2) and says to record the baseline again; no
     worker is started for it."""
-    import tuner.check
+    import tuner.answers.check
     from tuner.cli import main
 
     path = _stand_in_baseline(results, monkeypatch)
     stored = pd.read_parquet(path)
     stored["config"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "finish"}) for c in stored["config"]]
     stored.to_parquet(path, index=False)
-    monkeypatch.setattr(tuner.check, "_worker", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
+    monkeypatch.setattr(tuner.answers.check, "_worker", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
     capsys.readouterr()
     assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 2
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
@@ -299,7 +302,7 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
     """Baselines taken before kernels' start events waited for their launch (no `timing` column: "plain")
     carry 8-20 us of launch overhead: compared with times taken now, they would hide a regression of that
     size. Such a check says to record the baseline again instead of measuring."""
-    import tuner.check
+    import tuner.answers.check
     from tuner.cli import main
 
     path = _stand_in_baseline(results, monkeypatch)
@@ -307,7 +310,7 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
     assert list(stored["timing"]) == ["delayed-start"]  # the stand-in worker's protocol, recorded
     assert main(["check"]) == 0
     stored.drop(columns="timing").to_parquet(path, index=False)  # as baselines from before the column
-    monkeypatch.setattr(tuner.check.IsolatedRunner, "measure_rounds",
+    monkeypatch.setattr(tuner.answers.check.IsolatedRunner, "measure_rounds",
                         lambda *a, **kw: pytest.fail("a stale baseline is not measured"))
     capsys.readouterr()
     assert main(["check"]) == 2
@@ -318,22 +321,23 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
 def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
     """Every kernel's first session comes before any kernel's second, so the sessions' spread holds the drift
     of the whole run; a size with nothing tuned is skipped once, not per session."""
-    import tuner.check
+    import tuner.answers.check
     from tests.fake_worker import fake_worker_main
-    from tuner.campaign import CampaignRequest, run_campaign
+    from tuner.campaign.local import run_campaign
+    from tuner.campaign.request import CampaignRequest
 
     for size in ("seed", "16M"):
         run_campaign(CampaignRequest(workload="reduction", size=size, dtype="float32", strategy="brute_force",
                                      max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.check, "worker_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.check, "worker_target", fake_worker_main)
     log = []
-    rows = tuner.check.take_baseline(["reduction"], ["seed", "16M", "64M"], ["float32"], rounds=3,
+    rows = tuner.answers.check.take_baseline(["reduction"], ["seed", "16M", "64M"], ["float32"], rounds=3,
                                      sessions_per_baseline=3, log=log.append)
     order = [(line.split()[2], line.split(",")[1].split(":")[0].strip()) for line in log if line.startswith("baseline")]
     assert order == [(s, f"session {k}/3") for k in (1, 2, 3) for s in ("seed", "16M")]
     assert sum(line.startswith("skip reduction 64M") for line in log) == 1
     assert sorted(r["size"] for r in rows) == ["16M", "seed"] and all(r["sessions"] == 3 for r in rows)
-    stored = tuner.check.load_baselines()
+    stored = tuner.answers.check.load_baselines()
     assert len(stored) == 2 and set(stored["sessions"]) == {3} and all(len(r) == 9 for r in stored["rounds"])
 
 
@@ -363,9 +367,34 @@ class _FakeRunner:
 
 
 @pytest.mark.parametrize("lang, order", [("CUDA", [128, 256, 256, 128] * 3 + [128, 256]), ("C", [128] * 7 + [256] * 7)])
-def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeypatch, lang, order):
-    import tuner.workloads
-    from tuner.isolation import WorkerSpec, _measure_rounds
+def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(lang, order):
+    from tuner.measure.rounds import measure_rounds
+
+    runner = _FakeRunner()
+    opts = {"answer": [1], "verify": None, "cache": {}, "cachefile": None}
+    rows = measure_rounds(runner, opts, ["block_size_x"], [[128], [256]], rounds=5,
+                          timers={"copy": lambda repeats: [0.5] * repeats}, one_at_a_time=lang == "C", warmup=2,
+                          warmup_s=0)
+    assert [r["block_size_x"] for r in rows] == [128, 256]
+    for row in rows:
+        assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
+    # device code interleaved, each round starting at the next config: 128, 256, 256, 128, ...; Kernel Tuner's
+    # C backend holds one library at a time, so host code runs each config's rounds together. Either way each
+    # compiled and verified once
+    assert [b[0] for b in runner.binaries] == order
+    assert (runner.dev.compiles, runner.dev.verifies) == (2, 2)
+    assert len(set(runner.binaries)) == 2  # the binary of each config re-run, never rebuilt
+    assert opts["answer"] == [1]  # the caller's options are left as they were
+    runner.run([[128]], _Opts(opts))  # and the process compiles again for its next config
+    assert runner.dev.compiles == 3
+    # each config's first round with the full count, then 25 launches of 2 ms (ROUND_S), then restored
+    firsts = [30, 30] + [25] * 12 if lang == "CUDA" else ([30] + [25] * 6) * 2
+    assert runner.dev.launches == firsts + [30]
+
+
+def test_the_references_are_set_up_once_for_all_rounds(monkeypatch):
+    """The references' inputs go to the GPU (and are checked) once per request, not per round."""
+    from tuner.measure.process import Fastest, LiveMeasurer
 
     class Workload:
         prepared = 0
@@ -374,40 +403,26 @@ def test_rounds_compile_and_verify_each_config_once_then_time_its_binary(monkeyp
             self.prepared += 1
             return {"copy": lambda repeats: [0.5] * repeats}
 
-    workload = Workload()
-    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: workload)
-    runner = _FakeRunner()
-    spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
-    spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": lang})()
-    opts = {"answer": [1], "verify": None, "cache": {}, "cachefile": None}
-    rows = _measure_rounds(runner, opts, ["block_size_x"], [[128], [256]], rounds=5, spec=spec, warmup=2,
-                           warmup_s=0)
-    assert [r["block_size_x"] for r in rows] == [128, 256]
-    for row in rows:
-        assert row["status"] == "ok" and row["rounds"] == [2.0] * 5 and row["references"] == {"copy": [0.5] * 5}
-    assert workload.prepared == 1  # the references' inputs go to the GPU (and are checked) once, not per round
-    # device code interleaved, each round starting at the next config: 128, 256, 256, 128, ...; Kernel Tuner's
-    # C backend holds one library at a time, so host code runs each config's rounds together. Either way each
-    # compiled and verified once
-    assert [b[0] for b in runner.binaries] == order
-    assert (runner.dev.compiles, runner.dev.verifies) == (2, 2)
-    assert len(set(runner.binaries)) == 2  # the binary of each config re-run, never rebuilt
-    assert opts["answer"] == [1]  # the caller's options are left as they were
-    runner.run([[128]], _Opts(opts))  # and the worker compiles again for its next config
-    assert runner.dev.compiles == 3
-    # each config's first round with the full count, then 25 launches of 2 ms (ROUND_S), then restored
-    firsts = [30, 30] + [25] * 12 if lang == "CUDA" else ([30] + [25] * 6) * 2
-    assert runner.dev.launches == firsts + [30]
+    measurer = LiveMeasurer.__new__(LiveMeasurer)  # its state, without a GPU's set-up
+    measurer.workload, measurer.args, measurer.runner = Workload(), None, _FakeRunner()
+    measurer.spec = MeasureSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
+    measurer.tuning_options, measurer.keys = {"answer": [1], "verify": None}, ["block_size_x"]
+    measurer.host_code, measurer.fastest = False, Fastest(0)
+    monkeypatch.setattr("tuner.measure.rounds.WARMUP_S", 0)
+    rows = measurer.measure_rounds([[128], [256]], 3, references=True)
+    assert measurer.workload.prepared == 1 and all(r["references"]["copy"] == [0.5] * 3 for r in rows)
+    assert all("references_s" in r for r in rows)
+    measurer.measure_rounds([[128]], 3, references=False)
+    assert measurer.workload.prepared == 1
 
 
-def test_rounds_reuse_the_binaries_of_the_fastest_configs_measured_before(monkeypatch):
+def test_rounds_reuse_the_binaries_of_the_fastest_configs_measured_before():
     """A campaign's confirmation measures its near-best configs again: the measuring process kept their
-    compiled kernels (the fastest _Fastest.KEEP by median), so only the others are compiled again."""
-    import tuner.workloads
-    from tuner.isolation import WorkerSpec, _Fastest, _measure_rounds
+    compiled kernels (the fastest Fastest.KEEP by median), so only the others are compiled again."""
+    from tuner.measure.process import Fastest
+    from tuner.measure.rounds import measure_rounds
 
-    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"reference_timers": lambda *a: {}})())
-    fastest = _Fastest(keep=2)
+    fastest = Fastest(keep=2)
     dev = _FakeDev()
     for size, ms, status in ((32, 3.0, "ok"), (64, 1.0, "ok"), (96, 0.5, "compile"), (128, 2.0, "ok"), (256, 0.9, "ok")):
         dev._tuner_compiled = f"binary of {size}"
@@ -418,10 +433,8 @@ def test_rounds_reuse_the_binaries_of_the_fastest_configs_measured_before(monkey
     assert sorted(fastest.funcs) == ["256", "64"]
 
     runner = _FakeRunner()
-    spec = WorkerSpec("gemm", {"n": 8}, "float32", "nvcuda", 0, None)
-    spec.args, spec.kernel_options, spec.fastest = None, type("KernelOptions", (), {"lang": "CUDA"})(), fastest
-    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[64], [128], [256]], rounds=3,
-                           spec=spec, warmup=1, warmup_s=0)
+    rows = measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[64], [128], [256]], rounds=3,
+                          timers={}, compiled=dict(fastest.funcs), warmup=1, warmup_s=0)
     assert all(r["status"] == "ok" for r in rows)
     assert runner.dev.compiles == 1  # 128 only
     assert {size: func for size, func in runner.binaries} == {64: "binary of 64", 128: "binary 1", 256: "binary of 256"}
@@ -429,38 +442,30 @@ def test_rounds_reuse_the_binaries_of_the_fastest_configs_measured_before(monkey
     assert sorted(fastest.funcs) == ["256", "64"]  # the rounds themselves change nothing kept
 
 
-def test_slow_pipelines_get_fewer_launches_after_the_first_round(monkeypatch):
-    import tuner.workloads
-    from tuner.isolation import MIN_LAUNCHES, WorkerSpec, _measure_rounds
+def test_slow_pipelines_get_fewer_launches_after_the_first_round():
+    from tuner.measure.rounds import MIN_LAUNCHES, measure_rounds
 
-    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"reference_timers": lambda *a: {}})())
     runner = _FakeRunner(ms=[110.0] * 3)
-    spec = WorkerSpec("floyd-warshall", {"n": 8}, "int32", "nvcuda", 0, None)
-    spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": "C"})()
-    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[16]], rounds=4, spec=spec, warmup=1,
-                           warmup_s=0)
+    rows = measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[16]], rounds=4, timers={},
+                          one_at_a_time=True, warmup=1, warmup_s=0)
     assert rows[0]["rounds"] == [110.0] * 4
     assert runner.dev.launches == [30] + [MIN_LAUNCHES] * 4 and runner.dev.iterations == 30  # restored
 
 
-def test_warm_up_lasts_until_its_seconds_have_passed(monkeypatch):
+def test_warm_up_lasts_until_its_seconds_have_passed():
     """A 17-us kernel's three warm-up rounds are milliseconds: rounds are discarded until warmup_s has passed."""
     import time
 
-    import tuner.workloads
-    from tuner.isolation import WorkerSpec, _measure_rounds
+    from tuner.measure.rounds import measure_rounds
 
     class SlowRunner(_FakeRunner):
         def run(self, configs, tuning_options):
             time.sleep(0.01)
             return super().run(configs, tuning_options)
 
-    monkeypatch.setattr(tuner.workloads, "get_workload", lambda name: type("W", (), {"reference_timers": lambda *a: {}})())
     runner = SlowRunner()
-    spec = WorkerSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
-    spec.args, spec.kernel_options = None, type("KernelOptions", (), {"lang": "CUDA"})()
-    rows = _measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[128]], rounds=4, spec=spec,
-                           warmup=2, warmup_s=0.1)
+    rows = measure_rounds(runner, {"answer": [1], "verify": None}, ["block_size_x"], [[128]], rounds=4, timers={},
+                          warmup=2, warmup_s=0.1)
     assert len(rows[0]["rounds"]) == 4
     assert len(runner.dev.launches) >= 4 + 1 + 10  # the first round, >= 0.1 s of 10-ms rounds, the 4 kept
 
@@ -469,11 +474,12 @@ def test_a_worker_never_imports_torch(tmp_path, monkeypatch):
     """Kernel Tuner imports torch whenever it is installed (4.3 s of each worker start on the H100 machine);
     a worker keeps it out. A stand-in torch that leaves a mark when imported shows whether it was."""
     from tuner.errors import TunerError
-    from tuner.isolation import IsolatedRunner, WorkerSpec
+    from tuner.measure.protocol import MeasureSpec
+    from tuner.measure.runner import IsolatedRunner
 
     (tmp_path / "torch.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
     monkeypatch.syspath_prepend(str(tmp_path))  # the spawned worker gets the parent's sys.path
-    runner = IsolatedRunner(WorkerSpec("reduction", {"n": 1024}, "float32", "nvcuda", 0, None, baseline_repeats=0),
+    runner = IsolatedRunner(MeasureSpec("reduction", {"n": 1024}, "float32", "nvcuda", 0, None, baseline_repeats=0),
                             timeout=60)
     try:
         runner.start()  # ready on a GPU machine; without one the worker reports that it cannot run
@@ -491,20 +497,20 @@ def test_a_worker_never_serves_from_kernel_tuners_cache(tmp_path):
 
     from kernel_tuner import util
 
-    from tuner import kt
-    from tuner.isolation import _open_cache
+    from tuner.measure import kt
+    from tuner.measure.process import open_cache
     from tuner.workloads import get_workload
 
     space, size = get_workload("reduction").space, {"n": 1024}
     path = tmp_path / "seed_float32.cache.json"
-    spec = SimpleNamespace(cachefile=str(path), kernel_options=kt.kernel_options(space, size, "float32", [], "nvcuda"))
+    kernel_options = kt.kernel_options(space, size, "float32", [], "nvcuda")
     device = SimpleNamespace(name="Fake GPU 9000")
     runner = SimpleNamespace(dev=device, simulation_mode=False, get_device_info=lambda: device)
     first = kt.tuning_options(space, size, "float32")
-    _open_cache(spec, runner, first)  # writes the header
+    open_cache(str(path), kernel_options, first, runner)  # writes the header
     util.store_cache("7,256,16,4,1,1", {"time": 1.0, "note": "older kernel code"}, str(path), first["cache"])
     again = kt.tuning_options(space, size, "float32")
-    _open_cache(spec, runner, again)
+    open_cache(str(path), kernel_options, again, runner)
     assert again["cache"] == {}  # nothing served
     util.store_cache("7,256,16,4,1,1", {"time": 2.0, "note": "this code"}, str(path), again["cache"])
     assert util.read_cache(str(path), open_cache=False)["cache"]["7,256,16,4,1,1"]["note"] == "this code"

@@ -7,8 +7,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from tuner.cli import main
-from tuner.compare import (
+from tuner.answers.compare import (
     _unique_trace,
     best_so_far,
     calculated_random_search,
@@ -20,6 +19,7 @@ from tuner.compare import (
     run_traces,
     strategy_trace,
 )
+from tuner.cli import main
 from tuner.store import cache_path, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"

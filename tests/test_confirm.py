@@ -1,4 +1,4 @@
-"""The confirmation step after a campaign (tuner/confirm.py): finalists, the tie rule, and, on the GEMM
+"""The confirmation step after a campaign (tuner/confirmation.py): finalists, the tie rule, and, on the GEMM
 2048^3 space recorded on the H100 (replayed: each round resamples a config's recorded times), one worker
 and two workers choosing the same config among the near-ties; a single-process campaign confirming too."""
 
@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
-from tuner import confirm
+from tuner.campaign import confirmation
+from tuner.campaign.distributed import default_name, default_storage
 from tuner.cli import main
-from tuner.distributed import default_name, default_storage
 from tuner.store import cache_path, canonical_config, read_parts, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -25,17 +25,17 @@ def key(i):
 def test_finalists_are_the_near_ties_nearest_first_and_capped():
     order = [key(i) for i in range(10)]
     times = {key(0): 1.05, key(1): 1.0, key(2): 1.015, key(3): 1.03, key(4): 1.0}
-    assert confirm.finalists(times, order, maximize=False) == [key(1), key(4), key(2)]
-    assert confirm.finalists(times, order, maximize=False, most=2) == [key(1), key(4)]
+    assert confirmation.finalists(times, order, maximize=False) == [key(1), key(4), key(2)]
+    assert confirmation.finalists(times, order, maximize=False, most=2) == [key(1), key(4)]
     gflops = {key(0): 100.0, key(1): 99.0, key(2): 90.0}
-    assert confirm.finalists(gflops, order, maximize=True) == [key(0), key(1)]
-    assert confirm.finalists({}, order, maximize=True) == []
+    assert confirmation.finalists(gflops, order, maximize=True) == [key(0), key(1)]
+    assert confirmation.finalists({}, order, maximize=True) == []
 
 
 def test_a_measuring_process_keeps_the_compiled_kernels_of_as_many_configs_as_are_finalists():
-    from tuner.isolation import _Fastest
+    from tuner.measure.process import Fastest
 
-    assert _Fastest.KEEP == confirm.MAX_FINALISTS
+    assert Fastest.KEEP == confirmation.MAX_FINALISTS
 
 
 def test_finalists_are_measured_in_the_space_order_whatever_their_campaign_ranking():
@@ -46,7 +46,7 @@ def test_finalists_are_measured_in_the_space_order_whatever_their_campaign_ranki
 
     order = [key(i) for i in range(5)]
     runner = Recorder()
-    record = confirm.confirm(runner, ["x"], {key(3): 1.0, key(1): 1.001, key(4): 1.002}, order, False, log=lambda m: None)
+    record = confirmation.confirm(runner, ["x"], {key(3): 1.0, key(1): 1.001, key(4): 1.002}, order, False, log=lambda m: None)
     assert runner.configs == [[1], [3], [4]] and record["chosen"] == {"x": 1}
 
 
@@ -55,10 +55,10 @@ def test_ties_resolve_to_the_first_in_space_order_a_clear_winner_stands():
     noisy = lambda ms: list(ms * np.exp(rng.normal(0, 0.002, 15)))
     order = [key(i) for i in range(3)]
     # key(0) 0.2% slower than key(1): a tie, and first in the space's order
-    chosen, table = confirm.choose({key(1): noisy(1.0), key(0): noisy(1.002), key(2): noisy(1.05)}, order)
+    chosen, table = confirmation.choose({key(1): noisy(1.0), key(0): noisy(1.002), key(2): noisy(1.05)}, order)
     assert chosen == key(0) and table[key(0)]["tie"] and not table[key(2)]["tie"]
     # 3% slower is no tie, however early in the order
-    chosen, table = confirm.choose({key(0): noisy(1.03), key(1): noisy(1.0)}, order)
+    chosen, table = confirmation.choose({key(0): noisy(1.03), key(1): noisy(1.0)}, order)
     assert chosen == key(1) and table[key(0)]["change"] > 0.02
 
 
@@ -75,10 +75,10 @@ def test_the_tie_rule_chooses_one_config_in_every_recorded_confirmation_on_the_h
     confirmations = [rows for path in H200_CONFIRMATIONS for _, rows in pd.read_parquet(path).groupby("worker")]
 
     def choices(tie):  # rows come in the space's order, as they were measured
-        return [confirm.choose({k: list(r) for k, r in zip(rows.config, rows.rounds_ms)}, list(rows.config), tie)[0]
+        return [confirmation.choose({k: list(r) for k, r in zip(rows.config, rows.rounds_ms)}, list(rows.config), tie)[0]
                 for rows in confirmations]
 
-    assert len(confirmations) >= 12 and len(set(choices(confirm.TIE))) == 1
+    assert len(confirmations) >= 12 and len(set(choices(confirmation.TIE))) == 1
     assert len(set(choices(0.005))) == 2
 
 
@@ -90,7 +90,7 @@ class _Failing:
 def test_a_finalist_that_fails_again_leaves_the_campaign_unconfirmed():
     said = []
     values = {json.dumps({"x": 1}): 1.0, json.dumps({"x": 2}): 1.001}
-    assert confirm.confirm(_Failing(), ["x"], values, list(values), False, log=said.append) is None
+    assert confirmation.confirm(_Failing(), ["x"], values, list(values), False, log=said.append) is None
     assert "wrong_answer" in said[0]
 
 
@@ -104,7 +104,7 @@ def test_a_worker_that_cannot_start_again_leaves_the_campaign_unconfirmed():
 
     said = []
     values = {json.dumps({"x": 0}): 1.0, json.dumps({"x": 1}): 1.001}
-    assert confirm.confirm(DeadRunner(), ["x"], values, list(values), maximize=False, log=said.append) is None
+    assert confirmation.confirm(DeadRunner(), ["x"], values, list(values), maximize=False, log=said.append) is None
     assert said and "confirmation skipped" in said[0] and "did not get ready" in said[0]
 
 
@@ -126,8 +126,8 @@ def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys
         assert not rows.empty and rows.chosen.sum() == rows.campaign_id.nunique() * rows.worker.nunique()
         first = rows[rows.worker == rows.worker.iloc[0]]
         assert len(first) >= 2 and json.loads(first[first.chosen].config.iloc[0]) == doc["best"]["config"]
-        assert all(len(r) == confirm.ROUNDS for r in first.rounds_ms)
-        assert (first.campaign_value >= first.campaign_value.max() * (1 - confirm.FINALIST_WITHIN)).all()
+        assert all(len(r) == confirmation.ROUNDS for r in first.rounds_ms)
+        assert (first.campaign_value >= first.campaign_value.max() * (1 - confirmation.FINALIST_WITHIN)).all()
         name = default_name("gemm", GEMM[1], GEMM[2], "brute_force", 1)
         assert main(["status", name, "--storage", default_storage(root)]) == 0
         assert f"confirmed among {len(first)} finalists" in capsys.readouterr().out
@@ -135,7 +135,8 @@ def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys
 
 
 def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_path):
-    from tuner import query, store
+    from tuner import store
+    from tuner.answers import best_config
 
     root = tmp_path / "results"
     wdir = store.workload_dir(root, H100, "gemm")
@@ -143,7 +144,7 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
     rows = read_parts("*/gemm/evaluations/*.parquet", results_root())
     rows = rows[(rows["size"] == GEMM[1]) & (rows["dtype"] == GEMM[2]) & (rows["gpu"] == H100)]
     rows.to_parquet(wdir / "evaluations" / "recorded.parquet", index=False)
-    leader = query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
+    leader = best_config.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
     medians = store.config_medians(rows[rows.status == "ok"], maximize=True)
     runner_up = medians.index[1]
     record = {"chosen": json.loads(runner_up), "rounds": 15, "seconds": 1.0, "rule": "test", "timestamp": "2026-11-23T00:00:00+00:00",
@@ -151,15 +152,15 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
                              "change": 0.0, "ci": [0.0, 0.0], "tie": True} for k in medians.index[:2]]}
     r0 = rows.iloc[0]
     common = {"campaign_id": "c1", "workload": "gemm", "size": GEMM[1], "size_vars": r0["size_vars"], "dtype": GEMM[2]}
-    confirm.save(root, record, common, {"gpu": H100}, "w1")
-    answer = query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
+    confirmation.save(root, record, common, {"gpu": H100}, "w1")
+    answer = best_config.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
     assert store.canonical_config(answer["config"]) == runner_up != store.canonical_config(leader["config"])
     assert any("near-ties" in n for n in answer["notes"])
     # a later confirmation that did not include the leader does not count
     record = {**record, "timestamp": "2026-11-24T00:00:00+00:00",
               "finalists": [{**f, "config": json.loads(k)} for f, k in zip(record["finalists"], medians.index[1:3])]}
-    confirm.save(root, record, {**common, "campaign_id": "c2"}, {"gpu": H100}, "w1")
-    assert query.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)["config"] == leader["config"]
+    confirmation.save(root, record, {**common, "campaign_id": "c2"}, {"gpu": H100}, "w1")
+    assert best_config.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)["config"] == leader["config"]
 
 
 def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch):
@@ -167,9 +168,10 @@ def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch)
     changes nothing) are measured again and the first in space order is chosen, stored, and answered by
     `tuner best`; a campaign whose best stands alone confirms nothing."""
     from tests.fake_worker import fake_worker_main
-    from tuner.campaign import CampaignRequest, run_campaign
-    from tuner.kt import searchspace
-    from tuner.query import best
+    from tuner.answers.best_config import best
+    from tuner.campaign.local import run_campaign
+    from tuner.campaign.request import CampaignRequest
+    from tuner.measure.kt import searchspace
     from tuner.workloads import get_workload
 
     def tune(root):
@@ -183,7 +185,7 @@ def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_TIES", "1")  # the worker processes inherit it
     result = tune(tmp_path / "ties")
     space = get_workload("reduction").space
-    order = confirm.space_order(space, searchspace(space))
+    order = confirmation.space_order(space, searchspace(space))
     twins = [canonical_config({**result.best["config"], "shuffle": s}) for s in (0, 1)]
     first = min(twins, key=order.index)
     assert result.best["confirmed"] is True and result.best["config"] == json.loads(first)

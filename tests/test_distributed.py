@@ -18,9 +18,7 @@ import optuna
 import pytest
 
 from tests.fake_worker import fake_worker_main
-from tuner.campaign import CampaignRequest, run_campaign
-from tuner.cli import main
-from tuner.distributed import (
+from tuner.campaign.distributed import (
     campaign_result,
     campaign_rows,
     campaign_status,
@@ -29,6 +27,9 @@ from tuner.distributed import (
     merge_cache_parts,
     run_worker,
 )
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
+from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.store import cache_path, canonical_config, read_parts, results_root
 from tuner.workloads import get_workload
@@ -257,7 +258,7 @@ def test_workers_keep_to_the_budget_and_take_the_last_queued_config(results, cap
 def test_processes_creating_one_new_database_together_all_open_it(tmp_path):
     """Two campaigns started at once on a fresh results folder both write the schema's version: the loser of
     that race (an IntegrityError from SQLite) opens the database the winner made."""
-    script = ("import sys; from tuner.distributed.storage import open_storage; open_storage(sys.argv[1]); "
+    script = ("import sys; from tuner.campaign.storage import open_storage; open_storage(sys.argv[1]); "
               "print('opened')")
     for round_ in range(3):
         url = f"sqlite:///{tmp_path / f'fresh{round_}.sqlite3'}"
@@ -312,7 +313,7 @@ def test_kernel_tuner_cache_parts_merge(tmp_path):
 
 
 def test_a_workers_cache_part_is_named_by_its_campaign(tmp_path):
-    from tuner.distributed.cache_parts import cache_part
+    from tuner.campaign.distributed.cache_parts import cache_part
 
     class Camp:
         workload, size, dtype = "reduction", "seed", "float32"
@@ -325,8 +326,8 @@ def test_a_workers_cache_part_is_named_by_its_campaign(tmp_path):
 def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(results):
     """A worker killed between taking a trial and its first heartbeat: Optuna's stale check alone would
     wait for that trial forever; the workers give it a heartbeat once it is older than the grace period."""
-    from tuner import kt
-    from tuner.distributed.study import TrialCodec
+    from tuner.campaign.distributed.study import TrialCodec
+    from tuner.measure import kt
 
     req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random", max_evals=5,
                           simulate=True, results=with_recording(results))

@@ -213,8 +213,9 @@ def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
     """The 11k campaign in simulation mode: the recorded configs, in their order (a TPE search does not
     cover the space, so the replay is given them first), served from Kernel Tuner's cache; the replay's best
     is the stored best, and the tuned best beats the seed's configuration."""
-    from tuner import campaign
-    from tuner.query import best
+    from tuner.answers.best_config import best
+    from tuner.campaign import local
+    from tuner.campaign.request import CampaignRequest
     from tuner.store import canonical_config, load_evaluations
 
     df = load_evaluations("floyd-warshall")
@@ -223,8 +224,8 @@ def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
     # defaults of the parameters added since)
     df = df[df.kernel_hash == df.kernel_hash.iloc[-1]]
     configs = [json.loads(c) for c in dict.fromkeys(df.config)]
-    monkeypatch.setattr(campaign, "warm_configs", lambda *a, **kw: configs)
-    out = campaign.run_campaign(campaign.CampaignRequest(workload="floyd-warshall", size="11k", strategy="tpe",
+    monkeypatch.setattr(local, "warm_configs", lambda *a, **kw: configs)
+    out = local.run_campaign(CampaignRequest(workload="floyd-warshall", size="11k", strategy="tpe",
                                                          max_evals=len(configs), seed=1, simulate=True, quiet=True,
                                                          patience=0))
     stored = best("floyd-warshall", "11k", "int32", gpu=H100, evaluations=df)
@@ -237,7 +238,7 @@ def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
 def test_reduced_space_is_a_brute_forceable_part_of_the_full_one():
     """floyd-warshall-small (the strategy comparison's complete recording) runs the same pipeline: each of
     its configs is a valid config of the full space, and there are few enough to brute-force in minutes."""
-    from tuner import kt
+    from tuner.measure import kt
 
     small = get_workload("floyd-warshall-small").space
     assert small.kernel_source == W.space.kernel_source and list(small.params) == list(W.space.params)

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from tests.gpu_checks import device_count
-from tuner import kt
-from tuner.hostcode import build
-from tuner.isolation import IsolatedRunner, WorkerSpec
+from tuner.measure import kt
+from tuner.measure.hostcode import build
+from tuner.measure.protocol import MeasureSpec
+from tuner.measure.runner import IsolatedRunner
 from tuner.workloads import get_workload
 from tuner.workloads.floyd_warshall import floyd_warshall_numpy, run_pipeline
 from tuner.workloads.graph_io import random_graph
@@ -82,7 +83,7 @@ def test_campaign_path_verifies_and_times(tmp_path):
     """What a campaign does: Kernel Tuner's C backend calls the pipeline, checks it against answer()."""
     w = get_workload("floyd-warshall")
     space, size = w.space, {"n": 1000, "m": 6000, "gpus": 1}
-    runner = IsolatedRunner(WorkerSpec("floyd-warshall", size, "int32", "nvcuda", 0, None, baseline_repeats=0),
+    runner = IsolatedRunner(MeasureSpec("floyd-warshall", size, "int32", "nvcuda", 0, None, baseline_repeats=0),
                             timeout=120)
     rows = []
     runner.on_row = lambda row, fresh: rows.append(row)

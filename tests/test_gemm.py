@@ -7,11 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from tuner import kt
-from tuner.campaign import CampaignRequest, run_campaign
+from tuner.answers.best_config import best
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.query import best
+from tuner.measure import kt
 from tuner.store import cache_path, load_baselines, load_evaluations, results_root
 from tuner.workloads import get_workload
 from tuner.workloads.gemm import SEED_VERSIONS, float32_tolerance

@@ -4,8 +4,9 @@ near-ties and the answer of `tuner best`. Skipped where no CUDA GPU is found."""
 import pytest
 
 from tests.gpu_checks import device_count
-from tuner.campaign import CampaignRequest, run_campaign
-from tuner.query import best
+from tuner.answers.best_config import best
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.store import read_parts
 
 pytestmark = pytest.mark.gpu
@@ -30,7 +31,13 @@ def test_a_campaign_on_the_gpu_confirms_what_it_stores(tmp_path):
 def test_a_distributed_campaign_on_the_gpus_of_this_host(tmp_path):
     """`tuner tune --workers N` on the real GPUs (one worker each, at most two): each worker launches its
     measuring process early, measures on its GPU, and the campaign's rows, status and best agree."""
-    from tuner.distributed import campaign_rows, campaign_status, default_name, default_storage, run_distributed
+    from tuner.campaign.distributed import (
+        campaign_rows,
+        campaign_status,
+        default_name,
+        default_storage,
+        run_distributed,
+    )
     workers = min(2, device_count())
     req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="tpe", max_evals=16,
                           quiet=True, results=tmp_path, warm_start=False)

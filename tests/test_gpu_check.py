@@ -5,7 +5,8 @@ the binary compiled and verified in the first one. Skipped where no CUDA GPU is 
 import pytest
 
 from tests.test_floyd_warshall_gpu import SEED_CONFIG
-from tuner.isolation import IsolatedRunner, WorkerSpec
+from tuner.measure.protocol import MeasureSpec
+from tuner.measure.runner import IsolatedRunner
 from tuner.workloads import get_workload
 
 pytestmark = pytest.mark.gpu
@@ -20,7 +21,7 @@ CASES = [
 @pytest.mark.parametrize("workload, size, dtype, config", CASES, ids=[c[0] for c in CASES])
 def test_measure_rounds_compiles_once_and_times_every_round(workload, size, dtype, config):
     params = list(get_workload(workload).space.params)
-    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0, iterations=5),
+    runner = IsolatedRunner(MeasureSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0, iterations=5),
                             timeout=120)
     runner.start()
     try:
@@ -43,7 +44,7 @@ def test_interleaved_configs_each_keep_their_own_binary(workload, size, dtype, c
     binaries, host code (one library at a time in Kernel Tuner's C backend) compiles again at each turn."""
     params = list(get_workload(workload).space.params)
     other = dict(config, block_size_x=128) if workload == "reduction" else dict(config, block_size_x=16, block_size_y=16)
-    runner = IsolatedRunner(WorkerSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0, iterations=5),
+    runner = IsolatedRunner(MeasureSpec(workload, size, dtype, "nvcuda", 0, None, baseline_repeats=0, iterations=5),
                             timeout=120)
     runner.start()
     try:

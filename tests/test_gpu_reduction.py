@@ -6,7 +6,7 @@ import random
 import pytest
 
 from tests.gpu_checks import failed_configs
-from tuner import kt
+from tuner.measure import kt
 from tuner.workloads import get_workload
 
 pytestmark = pytest.mark.gpu

@@ -7,9 +7,9 @@ import shutil
 import pytest
 import yaml
 
-from tuner import kt
 from tuner.errors import TunerError
-from tuner.hostcode import build
+from tuner.measure import kt
+from tuner.measure.hostcode import build
 from tuner.space import load_space
 
 PIPELINE = r"""

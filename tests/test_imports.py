@@ -17,7 +17,7 @@ def test_kernel_tuner_is_imported_without_torch_and_torch_stays_importable(tmp_p
     mark = tmp_path / "mark"
     code = textwrap.dedent("""
         import os, sys
-        import tuner.distributed, tuner.campaign, tuner.cli  # everything a parent and a worker import
+        import tuner.campaign.distributed, tuner.campaign.local, tuner.cli  # everything a parent and a worker import
         import kernel_tuner.searchspace
         assert not os.path.exists(os.environ["TORCH_MARK"]), "torch was imported at start-up"
         assert kernel_tuner.searchspace.torch_available is False
@@ -36,7 +36,7 @@ def test_nvidia_smi_is_asked_about_the_gpu_that_cuda_calls_device_n(monkeypatch)
     in nvidia-smi's (PCI) order, and CUDA_VISIBLE_DEVICES' list says which host GPU is CUDA's device N."""
     import os
 
-    from tuner.provenance import smi_id
+    from tuner.measure.provenance import smi_id
 
     assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # set by importing tuner, unless the user set it
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from tuner import kt
+from tuner.measure import kt
 from tuner.store import config_medians, load_evaluations
-from tuner.workloads import WORKLOADS, get_workload
+from tuner.workloads import BUILTINS, get_workload
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc")
@@ -31,7 +31,7 @@ def sample(space, k, seed=0):
     return random.Random(seed).sample(configs, min(k, len(configs)))
 
 
-@pytest.mark.parametrize("name", sorted(WORKLOADS))
+@pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_sample_of_space_compiles(name, tmp_path):
     space = get_workload(name).space
     for dtype in space.dtypes:

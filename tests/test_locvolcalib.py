@@ -5,9 +5,9 @@ argument errors."""
 import numpy as np
 import pytest
 
-from tuner import kt
 from tuner.cli import main
 from tuner.errors import TunerError
+from tuner.measure import kt
 from tuner.workloads import get_workload
 from tuner.workloads.locvolcalib import FINPAR_DATA, reference_path, reference_prices
 from tuner.workloads.locvolcalib_io import (

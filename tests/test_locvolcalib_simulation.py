@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from tuner.campaign import CampaignRequest, run_campaign
+from tuner.answers.best_config import best, run_config
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
-from tuner.query import best
 from tuner.store import cache_path, load_evaluations, results_root
 from tuner.workloads import get_workload
 
@@ -51,7 +52,7 @@ def test_recording_holds_the_naive_point_and_only_verified_configs():
 
 def test_run_takes_the_stored_best_for_the_course_large_input():
     w = get_workload("locvolcalib")
-    config = w.run_config(w.space.sizes["course-large"], "float64", gpu=H100, log=lambda m: None)
+    config = run_config(w.name, w.space.sizes["course-large"], "float64", gpu=H100, log=lambda m: None)
     assert config == best("locvolcalib", "course-large", "float64", gpu=H100)["config"]
 
 

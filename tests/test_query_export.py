@@ -10,11 +10,12 @@ import pytest
 import yaml
 
 from tests.fake_worker import fake_worker_main, synthetic_time_ms
-from tuner.campaign import CampaignRequest, run_campaign
+from tuner.answers.best_config import best, best_per_gpu_and_size, run_config, select
+from tuner.answers.tables import by_parameters, config_table
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.query import best, best_per_gpu_and_size, select
-from tuner.results_table import by_parameters, config_table
 from tuner.store import load_evaluations
 from tuner.workloads import get_workload
 
@@ -56,7 +57,7 @@ def test_a_config_measured_several_times_answers_with_its_median_measurement(tmp
     measurement, not from the latest one."""
     import pandas as pd
 
-    from tuner.query import best_row
+    from tuner.answers.best_config import best_row
 
     a, b = json.dumps({"x": 1}), json.dumps({"x": 2})
     rows = pd.DataFrame([{"workload": "reduction", "gpu": GPU, "size_vars": "{}", "dtype": "float32", "config": c,
@@ -168,21 +169,21 @@ def test_run_config_takes_the_best_or_checks_the_given_one(filled):
 
     w = get_workload("reduction")
     notes = []
-    chosen = w.run_config({"n": 4194304}, "float32", gpu=GPU, log=notes.append)
+    chosen = run_config(w.name, {"n": 4194304}, "float32", gpu=GPU, log=notes.append)
     assert chosen == best("reduction", "seed", "float32", gpu=GPU)["config"] and notes == []
-    assert w.run_config({"n": 5000000}, "float32", gpu=GPU, log=notes.append) and "nearest" in notes[0]
+    assert run_config(w.name, {"n": 5000000}, "float32", gpu=GPU, log=notes.append) and "nearest" in notes[0]
     given = dict(chosen)
-    assert w.run_config({"n": 8}, "float32", given) == given
+    assert run_config(w.name, {"n": 8}, "float32", given) == given
     with pytest.raises(TunerError, match="missing finish"):
-        w.run_config({"n": 8}, "float32", {k: v for k, v in given.items() if k != "finish"})
+        run_config(w.name, {"n": 8}, "float32", {k: v for k, v in given.items() if k != "finish"})
     with pytest.raises(TunerError, match="outside the space: block_size_x=48"):
-        w.run_config({"n": 8}, "float32", {**given, "block_size_x": 48})
+        run_config(w.name, {"n": 8}, "float32", {**given, "block_size_x": 48})
     with pytest.raises(TunerError, match="breaks a restriction"):
-        w.run_config({"n": 8}, "float32", {**given, "variant": 1, "items_per_thread": 4})
+        run_config(w.name, {"n": 8}, "float32", {**given, "variant": 1, "items_per_thread": 4})
 
 
 def test_a_given_config_may_leave_out_the_parameters_that_have_a_default():
-    from tuner import kt
+    from tuner.measure import kt
     from tuner.workloads import get_workload
 
     w = get_workload("spmv")  # vec and full_occupancy came later, with defaults
@@ -190,10 +191,10 @@ def test_a_given_config_may_leave_out_the_parameters_that_have_a_default():
     full = next(c for c in (dict(zip(w.space.params, v)) for v in kt.searchspace(w.space).list)
                 if all(c[k] == d for k, d in w.space.defaults.items()))
     short = {k: v for k, v in full.items() if k not in w.space.defaults}
-    assert w.run_config({"n": 8}, "float32", short) == full
+    assert run_config(w.name, {"n": 8}, "float32", short) == full
     other = {**full, "vec": next(v for v in w.space.params["vec"] if v != w.space.defaults["vec"])}
     if w.space.is_valid(other):  # a value given explicitly wins over the default
-        assert w.run_config({"n": 8}, "float32", other) == other
+        assert run_config(w.name, {"n": 8}, "float32", other) == other
 
 
 def test_results_table_ranks_every_config_and_lists_failures_last(filled):

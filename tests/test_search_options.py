@@ -1,4 +1,4 @@
-"""Warm starts (tuner.warmstart) and early stopping (tuner.stopping): the rules on synthetic data, and their
+"""Warm starts (tuner.search.warmstart) and early stopping (tuner.search.stopping): the rules on synthetic data, and their
 effect on real replays of the recorded reduction spaces."""
 
 import json
@@ -7,13 +7,16 @@ import math
 import pandas as pd
 import pytest
 
-from tuner import kt
-from tuner.campaign import CampaignRequest, campaign_strategy, find_recording, replay
+from tuner.campaign.local import campaign_strategy
+from tuner.campaign.request import CampaignRequest
+from tuner.measure.replay import replay
+from tuner.store.recordings import find_recording
 from tuner.errors import TunerError
-from tuner.stopping import Patience, evaluations_until_stop
+from tuner.measure import kt
+from tuner.search.stopping import Patience, evaluations_until_stop
+from tuner.search.strategies import make_strategy
+from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store import load_evaluations, results_root
-from tuner.strategies import make_strategy
-from tuner.warmstart import warm_configs, warm_evaluations
 from tuner.workloads import get_workload
 
 SPACE = get_workload("reduction").space
@@ -165,7 +168,7 @@ def test_configs_to_measure_first_get_the_spaces_defaults_or_a_clear_error():
 def test_a_replay_named_by_its_gpus_folder_never_warm_starts_from_its_own_recording():
     """`--simulate --gpu nvidia-h100-80gb-hbm3` (the folder's name, as the error for several GPUs offers) is the
     same replay as with the GPU's own name: the warm start leaves the replayed recording out either way."""
-    from tuner.campaign import run_campaign
+    from tuner.campaign.local import run_campaign
 
     bests = [run_campaign(CampaignRequest(workload="reduction", size="large", dtype="float32", strategy="tpe",
                                           max_evals=1, simulate=True, gpu=gpu, quiet=True)).best

@@ -4,10 +4,17 @@ import json
 
 import pytest
 
-from tuner.campaign import CampaignRequest, run_campaign
+from tuner.answers.best_config import best
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
-from tuner.query import best
-from tuner.store import cache_path, canonical_config, config_medians, load_evaluations, results_root
+from tuner.store import (
+    cache_path,
+    canonical_config,
+    config_medians,
+    load_evaluations,
+    results_root,
+)
 from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -1,19 +1,27 @@
 """YAML spaces: the real ones load; every kind of mistake names the file, the key path and what was expected."""
 
 
+import shutil
+
 import pytest
 import yaml
 
 from tuner.errors import TunerError
-from tuner.expressions import Expression
-from tuner.kt import searchspace
-from tuner.space import SPACES_DIR, load_space
-from tuner.workloads import WORKLOADS, get_workload
+from tuner.locations import BUILTIN_SPACES as SPACES_DIR
+from tuner.measure.kt import searchspace
+from tuner.space import load_space
+from tuner.space.expressions import Expression
+from tuner.workloads import BUILTINS, get_workload
 
 GOOD = yaml.safe_load((SPACES_DIR / "reduction.yaml").read_text())
 
 
 def write(tmp_path, doc) -> str:
+    """The space in tmp_path/space.yaml, with the reduction kernel beside it (a space names its source
+    relative to itself)."""
+    if isinstance(doc, dict) and doc.get("kernel", {}).get("source") == GOOD["kernel"]["source"]:
+        shutil.copy(SPACES_DIR / GOOD["kernel"]["source"], tmp_path / "reduce.cu")
+        doc = {**doc, "kernel": {**doc["kernel"], "source": "reduce.cu"}}
     p = tmp_path / "space.yaml"
     p.write_text(yaml.safe_dump(doc) if isinstance(doc, dict) else doc)
     return str(p)
@@ -27,7 +35,7 @@ def broken(tmp_path, edit):
     return str(e.value)
 
 
-@pytest.mark.parametrize("name", sorted(WORKLOADS))
+@pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_every_registered_space_loads(name):
     space = get_workload(name).space
     assert space.workload == name
@@ -141,7 +149,7 @@ def test_defaults_let_older_recordings_keep_counting(tmp_path):
     import pandas as pd
     from kernel_tuner import util
 
-    from tuner.kt import align_cache
+    from tuner.measure.kt import align_cache
     from tuner.store import canonical_config, complete_configs
 
     doc = yaml.safe_load(yaml.safe_dump(GOOD))

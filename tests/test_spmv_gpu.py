@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.gpu_checks import failed_configs
-from tuner import kt
+from tuner.measure import kt
 from tuner.workloads import get_workload
 from tuner.workloads.spmv_matrices import register_file, size_for
 

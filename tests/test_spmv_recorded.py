@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import scipy.io
 
-from tuner.campaign import find_recording, replay
+from tuner.answers.best_config import best
+from tuner.measure.replay import replay
+from tuner.store.recordings import find_recording
 from tuner.cli import main
-from tuner.query import best
 from tuner.store import load_evaluations, results_root
 from tuner.workloads import get_workload
 from tuner.workloads import spmv_matrices as mats

@@ -17,7 +17,7 @@ def _import_kernel_tuner_without_torch() -> None:
     more in a distributed campaign's wall time (the parent, then each worker) than its search divides. So
     Kernel Tuner's modules are imported first with torch hidden; torch itself stays importable afterwards
     for what needs it (Optuna's GP sampler). Its backends, imported later, see torch again: they run in
-    the measuring process, which keeps torch out for good (tuner/worker_entry.py)."""
+    the measuring process, which keeps torch out for good (tuner/measure/protocol.py)."""
     if "kernel_tuner" in sys.modules or "torch" in sys.modules:
         return
     sys.modules["torch"] = None  # `import torch` raises ImportError: Kernel Tuner falls back to a placeholder

@@ -30,7 +30,7 @@ DENSE_REFERENCE_MAX_N = 1500  # up to here plain Floyd-Warshall in numpy; above,
 
 # ---- the reference ---------------------------------------------------------------------------------
 def run_pipeline(fn, n: int, edges: np.ndarray, dist: np.ndarray, gpus: int = 1) -> float:
-    """Run a built pipeline (tuner.hostcode.build) on an edge list: the distances land in `dist` (n x n int32);
+    """Run a built pipeline (tuner.measure.hostcode.build) on an edge list: the distances land in `dist` (n x n int32);
     returns the GPU time of the rounds in ms, negative after a CUDA error (which the pipeline printed)."""
     edges = np.ascontiguousarray(edges, dtype=np.int32)
     return fn(edges.ctypes, dist.ctypes, ctypes.c_int(n), ctypes.c_int(len(edges)), ctypes.c_int(gpus))
@@ -100,7 +100,7 @@ def reference(n: int, edges: np.ndarray) -> np.ndarray:
     (kept on disk: a campaign restarts its worker after a failure, and each start asks for it)."""
     if n <= DENSE_REFERENCE_MAX_N:
         return floyd_warshall_numpy(n, edges)
-    from tuner.hostcode import cache_dir
+    from tuner.measure.hostcode import cache_dir
 
     key = hashlib.sha256(np.ascontiguousarray(edges, dtype=np.int32).tobytes()).hexdigest()[:16]
     path = cache_dir().parent / "fw-reference" / f"n{n}-m{len(edges)}-{key}.npy"
@@ -147,8 +147,8 @@ class FloydWarshall(Workload):
         parser.add_argument("output", help="where the n x n int32 distances go (2^30 - 1: no path)")
         parser.add_argument("--gpus", type=int, default=1, help="GPUs to split the work over (default 1)")
 
-    def run(self, args) -> int:
-        from tuner.hostcode import build
+    def run(self, args, config_for) -> int:
+        from tuner.measure.hostcode import build
 
         if args.gpus < 1:
             raise TunerError(f"--gpus {args.gpus}: at least one GPU")
@@ -156,8 +156,7 @@ class FloydWarshall(Workload):
         space = self.space
         dtype = space.resolve_dtype(args.dtype)
         size = {"n": n, "m": len(edges), "gpus": args.gpus}
-        config = self.run_config(size, dtype, args.config, gpu=args.gpu,
-                                 log=lambda s: print(s, file=sys.stderr))
+        config = config_for(size, dtype)
         fn = build(space, config, dtype)
         dist = np.empty((n, n), dtype=np.int32)
         start = time.perf_counter()

@@ -8,8 +8,8 @@ import re
 
 import numpy as np
 
-from tuner.baselines import cupy_or_none, time_with_events
 from tuner.errors import TunerError
+from tuner.measure.vendor import cupy_or_none, time_with_events
 from tuner.workloads import Workload
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)

@@ -7,15 +7,14 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from tuner.baselines import copy_timer, cupy_or_none
 from tuner.errors import TunerError
-from tuner.space import PROJECT_ROOT
+from tuner.locations import BUILTIN_ROOT
+from tuner.measure.vendor import copy_timer, cupy_or_none
 from tuner.workloads import Workload
 from tuner.workloads.locvolcalib_io import (
     VARIANT_CODE,
@@ -30,10 +29,10 @@ from tuner.workloads.locvolcalib_io import (
 from tuner.workloads.locvolcalib_ref import price
 
 # our own float64 numpy prices of the named sizes (benchmarks/lvc_references.py)
-REFERENCE_DIR = PROJECT_ROOT / "data" / "locvolcalib" / "reference"
+REFERENCE_DIR = BUILTIN_ROOT / "data" / "locvolcalib" / "reference"
 # Finpar's datasets with their outputs are public benchmark data that stays outside the project (SPEC, "Data
 # here"): tests read them from ../shared/locvolcalib/data, or from TUNER_FINPAR_DATA, and skip without them
-FINPAR_DATA = Path(os.environ.get("TUNER_FINPAR_DATA", PROJECT_ROOT.parent / "shared" / "locvolcalib" / "data"))
+FINPAR_DATA = Path(os.environ.get("TUNER_FINPAR_DATA", BUILTIN_ROOT.parent / "shared" / "locvolcalib" / "data"))
 TOLERANCES = {"float64": (1e-12, 1e-9), "float32": (5e-6, 0.0)}  # (atol, rtol) against the float64 reference
 
 
@@ -99,8 +98,8 @@ class LocVolCalib(Workload):
         parser.add_argument("--reference", help="output.data to validate against (absolute 1e-5, the original rule)")
         parser.add_argument("-o", "--output", help="write the prices here (default: standard output)")
 
-    def run(self, args) -> int:
-        from tuner.hostcode import build
+    def run(self, args, config_for) -> int:
+        from tuner.measure.hostcode import build
 
         if args.precision and args.dtype and args.precision != args.dtype:
             raise TunerError(f"--precision {args.precision} and --dtype {args.dtype} disagree")
@@ -109,8 +108,7 @@ class LocVolCalib(Workload):
         reference = read_output(args.reference) if args.reference else None
         if reference is not None and reference.size != problem.outer:
             raise TunerError(f"{args.reference} has {reference.size} values, {args.input} prices {problem.outer} options")
-        config = self.run_config(problem.size, dtype, args.config, gpu=args.gpu,
-                                 log=lambda m: print(m, file=sys.stderr))
+        config = config_for(problem.size, dtype)
         fn = build(self.space, config, dtype)
         host = host_arguments(problem, dtype)
         t0 = time.perf_counter()

@@ -6,7 +6,7 @@ import contextlib
 
 import numpy as np
 
-from tuner.baselines import copy_timer, cupy_or_none, time_with_events
+from tuner.measure.vendor import copy_timer, cupy_or_none, time_with_events
 from tuner.workloads import Workload
 
 ACCUMULATOR = {"float32": np.float32, "int32": np.int64}

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import scipy.sparse as sp
 
-from tuner.baselines import cupy_or_none, time_with_events
 from tuner.errors import TunerError
+from tuner.measure.vendor import cupy_or_none, time_with_events
 from tuner.workloads import Workload
 from tuner.workloads import spmv_matrices as mats
 

@@ -1,0 +1,206 @@
+"""`tuner best`: the best stored configuration for a GPU, size and dtype, with fallbacks that say so."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tuner import store
+from tuner.campaign import confirmation
+from tuner.errors import TunerError
+from tuner.measure.provenance import gpu_info
+from tuner.space import format_size, size_distance
+from tuner.store import gpu_slug
+from tuner.workloads import get_workload
+
+PROVENANCE = ("gpu", "compute_capability", "driver", "cuda", "backend", "compiler_options", "kernel_hash",
+              "package_version", "kernel_tuner_version", "git_commit", "campaign_id", "timestamp")
+
+
+def local_gpu() -> str | None:
+    name = gpu_info().get("gpu")
+    return None if name in (None, "", "unknown") else name
+
+
+def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
+    """The measured size closest to `size`: by the workload's own features where it has them (spmv: a
+    matrix's rows and nonzeros per row), else by log-distance of the size variables."""
+    by_features = getattr(workload, "nearest_size", None)
+    if by_features is not None:
+        key = by_features(size, measured)
+        if key is not None:
+            return key, " by features"
+    return min(measured, key=lambda k: size_distance(measured[k], size)), ""
+
+
+def best_row(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
+    """Configs measured several times count by the median of their objective values; among near-ties that a
+    confirmation measured again (tuner/confirmation.py), its choice. The row returned is the chosen config's
+    measurement at that median (for an even count, the nearer of the two middle ones)."""
+    per_config = store.config_medians(rows, maximize)
+    config = per_config.index[0]
+    confirmed = confirmation.choice_for(rows, config, Path(root or store.results_root()))
+    if confirmed and confirmed[0] in per_config.index:
+        config = confirmed[0]
+    # the config's measurement at its median (the latest of equals): its value, time, metrics and ratios to
+    # the baselines then all come from one measurement, and agree
+    mine = rows[rows["config"] == config].sort_values("timestamp")
+    distance = (mine["objective_value"] - per_config[config]).abs()
+    row = mine.loc[distance[distance == distance.min()].index[-1]].copy()
+    row["measurements"] = len(mine)
+    row["confirmed_among"] = confirmed[1] if confirmed else 0
+    return row
+
+
+@dataclass
+class Selection:
+    """The stored rows that answer for one (GPU, size, dtype), and how they were chosen."""
+    workload: object
+    size_name: str
+    size: dict
+    dtype: str
+    rows: pd.DataFrame  # every status, of the chosen GPU and size
+    notes: list = field(default_factory=list)
+    fallback: list = field(default_factory=list)  # "other-gpu", "nearest-size"
+    root: object = None  # the results directory (None: the default)
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        return self.rows[self.rows["status"] == "ok"]
+
+
+def select(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
+           root=None, evaluations: pd.DataFrame | None = None) -> Selection:
+    """The rows for this GPU (else the GPU with the most successful measurements, saying so) and size (else
+    the nearest measured one, saying so); the choice is made on successful rows, then every row of it kept."""
+    workload = get_workload(workload_name)
+    space = workload.space
+    size_name, size = space.resolve_size(size_text, workload.parse_size)
+    dtype = space.resolve_dtype(dtype)
+    df = store.load_evaluations(workload_name, root) if evaluations is None else evaluations
+    if df.empty:
+        raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
+    every = df[(df["workload"] == workload_name) & (df["dtype"] == dtype)]
+    df = every[every["status"] == "ok"]
+    if df.empty:
+        raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
+
+    notes, fallback = [], []
+    wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_gpu()
+    if wanted_gpu and (df["gpu"] == wanted_gpu).any():
+        df = df[df["gpu"] == wanted_gpu]
+    else:
+        # another GPU: the one with the most measurements at this size, else overall
+        at_size = df[df["size_vars"] == json.dumps(size, sort_keys=True)]
+        pool = at_size if not at_size.empty else df
+        chosen = pool["gpu"].value_counts().idxmax()
+        if wanted_gpu:
+            fallback.append("other-gpu")
+            notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
+        elif gpu is None:
+            notes.append(f"no GPU found here; answering from {chosen}")
+        df = df[df["gpu"] == chosen]
+
+    key = json.dumps(size, sort_keys=True)
+    if not (df["size_vars"] == key).any():
+        measured = {k: json.loads(k) for k in df["size_vars"].unique()}
+        key, how = _nearest_size(workload, size, measured)
+        fallback.append("nearest-size")
+        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
+                     + format_size(measured[key]))
+    rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
+    return Selection(workload, size_name, size, dtype, rows, notes, fallback, root)
+
+
+def _stored_gpu_name(stored: pd.Series, gpu: str) -> str:
+    """`gpu` as the store names it: given by its name or by its folder's (`nvidia-h200`, as --simulate offers)."""
+    if (stored == gpu).any():
+        return gpu
+    by_slug = {gpu_slug(name): name for name in stored.unique()}
+    return by_slug.get(gpu_slug(gpu), gpu)
+
+
+def best(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
+         root=None, evaluations: pd.DataFrame | None = None, baselines: pd.DataFrame | None = None) -> dict:
+    sel = select(workload_name, size_text, dtype, gpu, root, evaluations)
+    workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
+    df = sel.ok
+
+    row = best_row(df, space.maximize, root)
+    if row["confirmed_among"]:
+        notes.append(f"chosen among {row['confirmed_among']} near-ties measured again side by side after the campaign")
+    config = json.loads(row["config"])
+    metrics = json.loads(row["metrics"])
+    answer = {
+        "workload": workload_name,
+        "gpu": row["gpu"],
+        "size": row["size"],
+        "size_vars": json.loads(row["size_vars"]),
+        "dtype": dtype,
+        "config": config,
+        "objective": space.objective,
+        "value": float(row["objective_value"]),
+        "time_ms": float(row["time_ms"]),
+        "metrics": metrics,
+        "measurements": int(row["measurements"]),
+        "baselines": _baselines(workload, row, metrics, root, baselines),
+        "provenance": {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in PROVENANCE if k in row},
+        "fallback": "+".join(sel.fallback) or "exact",
+        "notes": notes,
+    }
+    return answer
+
+
+def _baselines(workload, row, metrics, root, baselines) -> dict:
+    df = store.load_baselines(workload.name, root) if baselines is None else baselines
+    if df.empty:
+        return {}
+    df = df[(df["gpu"] == row["gpu"]) & (df["size_vars"] == row["size_vars"]) & (df["dtype"] == row["dtype"])]
+    out = {}
+    for name, group in df.groupby("baseline"):
+        # the reference timed in the best's own campaign (same machine, same session), else the latest
+        same = group[group["campaign_id"] == row.get("campaign_id")] if "campaign_id" in group else group.iloc[:0]
+        latest = (same if len(same) else group).sort_values("timestamp").iloc[-1]
+        b_metrics = json.loads(latest["metrics"])
+        out[name] = {"time_ms": float(latest["time_ms"]), "metrics": b_metrics,
+                     "ratio": {m: metrics[m] / v for m, v in b_metrics.items() if m in metrics and v}}
+    return out
+
+
+def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=None) -> list[dict]:
+    """Every (GPU, size) with a successful measurement, each with its best config (for export)."""
+    workload = get_workload(workload_name)
+    df = store.load_evaluations(workload_name, root)
+    if df.empty:
+        raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
+    dtypes = [workload.space.resolve_dtype(dtype)] if dtype else sorted(df["dtype"].unique())
+    base = store.load_baselines(workload_name, root)
+    out = []
+    for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
+        if dt not in dtypes:
+            continue
+        out.append(best(workload_name, format_size(json.loads(size_vars)), dt, gpu=gpu, root=root, evaluations=df,
+                        baselines=base))
+    if not out:
+        raise TunerError(f"no successful {workload_name} measurement is stored for dtype {', '.join(dtypes)}")
+    return out
+
+
+__all__ = ["Selection", "best", "best_per_gpu_and_size", "best_row", "select"]
+
+
+def run_config(workload_name: str, size: dict, dtype: str, given: dict | None = None, gpu: str | None = None,
+               log: Callable[[str], object] = print) -> dict:
+    """The config a program runs with (`tuner run`): the one given (every parameter that has no default in the
+    space, and valid), else the best stored for this GPU and size, with its fallback (nearest size, other GPU)
+    said through `log`."""
+    if given:
+        return get_workload(workload_name).space.checked(given, "--config")
+    answer = best(workload_name, format_size(size), dtype, gpu=gpu)
+    for note in answer["notes"]:
+        log(f"note: {note}")
+    return answer["config"]

@@ -1,0 +1,47 @@
+"""Campaigns spread over many GPUs and hosts, on Optuna's distributed storage.
+
+One campaign is one Optuna study in a shared database (SQLite on one host, PostgreSQL across hosts); its
+settings (workload, size, dtype, strategy, budget, GPU model) are the study's user attributes. Any number
+of workers join it, each a process bound to one GPU with its own isolated worker process
+(tuner/measure/runner.py) and its own Parquet part in the store (merged on read):
+
+- a worker asks the study for a trial, measures its config, writes the row, then tells the study; its
+  bookkeeping runs on a scheduler thread that asks for the next trial while the current one measures;
+- brute force enqueues the configs no trial holds yet, a few at a time: Optuna hands each WAITING trial
+  to exactly one worker (the queue stays short: each pop reads every waiting trial);
+- TPE samples with a constant liar, so workers do not all try the same region;
+- a worker records a heartbeat while it measures. A killed worker's trial goes stale after the grace
+  period; the next worker to look fails it and Optuna's RetryFailedTrialCallback enqueues it again. The
+  retry first looks in the store, so a row written just before the kill is served, never measured twice;
+- of trials that drew the same config, the lowest-numbered live one measures it; the others are told
+  its value (or step aside), and the search goes on from the nearest unclaimed config.
+
+Workers stay until no trial is running anywhere, so a trial left by a worker that dies is always retried.
+
+Modules: storage (the database), study (a campaign's settings and trials), worker (one GPU's process),
+replay (simulation mode behind the worker protocol), cache_parts (Kernel Tuner's cache, a part per worker),
+status (progress and result), launch (a whole campaign on one host).
+"""
+
+from tuner.campaign.distributed.cache_parts import merge_cache_parts
+from tuner.campaign.distributed.launch import run_distributed
+from tuner.campaign.distributed.status import (
+    campaign_names,
+    campaign_result,
+    campaign_rows,
+    campaign_status,
+    format_status,
+    format_summary,
+)
+from tuner.campaign.storage import default_storage, open_storage
+from tuner.campaign.distributed.study import (
+    Campaign,
+    create_campaign,
+    default_name,
+    lost_trials,
+)
+from tuner.campaign.distributed.worker import measuring_process, run_worker
+
+__all__ = ["Campaign", "campaign_names", "campaign_result", "campaign_rows", "campaign_status", "create_campaign",
+           "default_name", "default_storage", "format_status", "format_summary", "lost_trials", "measuring_process",
+           "merge_cache_parts", "open_storage", "run_distributed", "run_worker"]

@@ -1,0 +1,162 @@
+"""A campaign in one process: one workload, one GPU, one problem size and dtype, one strategy and a budget.
+Kernel Tuner measures (in an isolated measuring process), the strategy picks, the store keeps every row;
+at the end the near-ties are measured again and one chosen (tuner/campaign/confirmation.py)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuner import store
+from tuner.campaign import confirmation
+from tuner.campaign.progress import CampaignProgress
+from tuner.campaign.request import CampaignRequest, Resolved, resolve
+from tuner.campaign.session import Session, baseline_medians, known_rows, open_session, store_row
+from tuner.campaign.storage import open_storage
+from tuner.errors import TunerError
+from tuner.measure import kt
+from tuner.measure.replay import replay
+from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_strategy
+from tuner.search.warmstart import warm_configs, warm_evaluations
+from tuner.store import gpu_slug
+from tuner.store.recordings import find_recording
+
+
+@dataclass
+class CampaignResult:
+    workload: str
+    size: str
+    dtype: str
+    gpu: str
+    strategy: str
+    evaluated: int
+    measured: int
+    failures: dict
+    best: dict | None
+    baselines: dict = field(default_factory=dict)
+    simulated: bool = False
+
+
+def run_campaign(req: CampaignRequest) -> CampaignResult:
+    r = resolve(req)
+    root = Path(req.results or store.results_root())
+    if req.simulate:
+        return _simulate(req, r, root)
+    session = open_session(req, r.workload, r.size_name, r.size, r.dtype, root, store.new_campaign_id())
+    try:
+        return _run_session(req, r, root, session)
+    finally:  # whatever happens, the measuring process stops and every measured row is on disk
+        session.runner.shutdown()
+        session.writer.flush()
+
+
+def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session) -> CampaignResult:
+    space, size, dtype = r.space, r.size, r.dtype
+    gpu, kernel_hash = session.gpu["gpu"], session.provenance["kernel_hash"]
+    previous = store.load_evaluations(req.workload, root)  # read once: resume, then the warm start
+    known = known_rows(previous, space, session.common, session.provenance, req.timeout)
+    total = min(r.max_evals or r.searchspace.size, r.searchspace.size)
+    progress = CampaignProgress(f"{req.workload} {r.size_name} {dtype} [{req.strategy}]", total, req.time_limit,
+                                space.objective, space.maximize, quiet=req.quiet)
+
+    def on_row(row, fresh):
+        value = None
+        if row["status"] == "ok":
+            value = space.objective_value(row, size, dtype)
+        progress.advance(row["status"], value, fresh)
+        if fresh:
+            session.writer.append(store_row(row, space, size, dtype, session.common, session.provenance, req))
+
+    session.runner.known, session.runner.on_row = known, on_row
+    # one SQLite file shared by the campaigns of this GPU
+    storage = open_storage(req.storage or f"sqlite:///{session.wdir / 'optuna.sqlite3'}")
+    study_name = (f"{req.workload}/{r.size_name}/{dtype}/{gpu_slug(gpu)}/{req.strategy}/{kernel_hash}-{space.space_hash}"
+                  f"/{req.seed}")
+    strategy = campaign_strategy(req, space, size, dtype, gpu, root, storage=storage, study_name=study_name,
+                                 evaluations=previous)
+    tuning_options = kt.tuning_options(space, size, dtype, max_fevals=r.max_evals, time_limit=req.time_limit,
+                                       seed=req.seed)
+    log = (lambda msg: None) if req.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    with progress:
+        results = strategy.tune(r.searchspace, session.runner, tuning_options)
+    chosen = _confirm_best(space, r.searchspace, results, session, root, log) if req.confirm else None
+    summary = _summarize(results, space)
+    best = summary["best"]
+    if best is not None:
+        if chosen is not None and chosen != best["config"]:  # the choice among near-ties, with its campaign value
+            row = next(x for x in results if x is not None and x.get("__error__") is None
+                       and {k: x[k] for k in space.params} == chosen)
+            best = _best_entry(row, space)
+        best["confirmed"] = chosen is not None
+    return CampaignResult(req.workload, r.size_name, dtype, gpu, req.strategy, evaluated=summary["unique"],
+                          measured=len(session.writer.rows), failures=progress.failures, best=best,
+                          baselines=baseline_medians(session.baselines))
+
+
+def _confirm_best(space, searchspace, results, session, root, log) -> dict | None:
+    """The campaign is done: its near-ties measured again side by side and one chosen (tuner/confirmation.py),
+    stored under confirmations/ so that `tuner best` answers it. The chosen config, or None (one finalist)."""
+    values = {store.canonical_config({k: r[k] for k in space.params}): r[space.objective] for r in results
+              if r is not None and r.get("__error__") is None and r.get(space.objective) is not None}
+    record = confirmation.confirm_and_save(session, space, searchspace, values, root, "tune", log)
+    return record and record["chosen"]
+
+
+def _summarize(results, space) -> dict:
+    failures, best, best_value = {}, None, None
+    for r in results:
+        if r is None:
+            continue
+        err = r.get("__error__")
+        if err is not None:
+            name = type(err).__name__
+            failures[name] = failures.get(name, 0) + 1
+            continue
+        value = r.get(space.objective)
+        if value is not None and (best_value is None or space.better(value, best_value)):
+            best_value, best = value, r
+    if best is not None:
+        best = _best_entry(best, space)
+    unique = {tuple(r[k] for k in space.params) for r in results if r is not None}
+    return {"failures": failures, "best": best, "unique": len(unique)}
+
+
+def _best_entry(r: dict, space) -> dict:
+    """A campaign's answer from one Kernel Tuner result: its config, objective value and median time."""
+    return {"config": {k: r[k] for k in space.params}, "objective": space.objective, "value": r[space.objective],
+            "time_ms": statistics.median(r["times"]) if r.get("times") else r.get("time")}
+
+
+def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: str | None, root: Path, *,
+                      evaluations=None, **kw):
+    """The request's strategy; an Optuna one warm-started from the store (`evaluations`, if the caller has
+    read them already) and with the request's patience (both measured by `tuner compare-strategies`; see the
+    README's strategy comparison)."""
+    if req.strategy not in OPTUNA_SAMPLERS:
+        if req.first:
+            raise TunerError(f"configs to measure first need an Optuna strategy ({', '.join(OPTUNA_SAMPLERS)})")
+        return make_strategy(req.strategy, seed=req.seed, **kw)
+    warm = []
+    if req.warm_start:
+        warm = warm_configs(warm_evaluations(req.workload, root, own=evaluations), space, size, dtype, gpu)
+    first = [space.checked(c, "a config to measure first") for c in req.first]  # not silently skipped
+    warm = first + [c for c in warm if c not in first]
+    patience = req.patience
+    if patience is None:
+        patience = DEFAULT_PATIENCE if req.max_evals is None and req.time_limit is None else None
+    return make_strategy(req.strategy, seed=req.seed, warm_start=warm, patience=patience or None, **kw)
+
+
+def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
+    """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
+    cachefile = find_recording(root, req.workload, r.size_name, r.dtype, req.gpu)
+    gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
+    strategy = campaign_strategy(req, r.space, r.size, r.dtype, gpu, root,
+                                 storage=req.storage and open_storage(req.storage), study_name=None)
+    results, gpu = replay(r.space, r.size, r.dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
+                          max_evals=r.max_evals)
+    summary = _summarize(results, r.space)
+    return CampaignResult(req.workload, r.size_name, r.dtype, gpu, req.strategy, evaluated=summary["unique"],
+                          measured=0, failures=summary["failures"], best=summary["best"], simulated=True)

@@ -1,0 +1,82 @@
+"""Where things are: the built-in workloads (a source checkout's top-level `spaces/`, `kernels/` and
+`results/`, or the same folders carried inside an installed wheel as `tuner/_builtin/`), and the user's
+project (its workloads folder and results folder, from `tuner.toml` or `[tool.tuner]` in the nearest
+`pyproject.toml`, overridden by the environment)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT = _PACKAGE.parent
+
+
+def _builtin_root() -> Path:
+    """A source checkout keeps the built-ins beside the package; a wheel carries them inside it."""
+    if (_CHECKOUT / "spaces").is_dir() and (_CHECKOUT / "kernels").is_dir():
+        return _CHECKOUT
+    return _PACKAGE / "_builtin"
+
+
+BUILTIN_ROOT = _builtin_root()
+BUILTIN_SPACES = BUILTIN_ROOT / "spaces"
+BUILTIN_KERNELS = BUILTIN_ROOT / "kernels"
+# the recordings committed with the built-ins; an installed package reads them (read-only) beside the user's store
+BUILTIN_RESULTS = BUILTIN_ROOT / "results"
+INSTALLED = BUILTIN_ROOT != _CHECKOUT
+# a source checkout's root (git provenance, the LocVolCalib reference data); None in an installed package
+CHECKOUT_ROOT: Path | None = None if INSTALLED else _CHECKOUT
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """The user's project: `folder` holds the settings file (or is the working directory)."""
+    folder: Path
+    workloads: Path
+    results: Path
+    source: Path | None  # the settings file, if any
+
+
+def _settings_in(folder: Path) -> tuple[dict, Path] | None:
+    tuner_toml = folder / "tuner.toml"
+    if tuner_toml.is_file():
+        return _read_toml(tuner_toml), tuner_toml
+    pyproject = folder / "pyproject.toml"
+    if pyproject.is_file():
+        doc = _read_toml(pyproject)
+        if "tuner" in doc.get("tool", {}):
+            return doc["tool"]["tuner"], pyproject
+    return None
+
+
+def _read_toml(path: Path) -> dict:
+    from tuner.errors import TunerError
+
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise TunerError(f"{path}: not a readable TOML file ({e})") from None
+
+
+@lru_cache(maxsize=8)
+def _project(cwd: Path) -> ProjectSettings:
+    for folder in (cwd, *cwd.parents):
+        found = _settings_in(folder)
+        if found is not None:
+            doc, source = found
+            return ProjectSettings(folder, folder / doc.get("workloads", "workloads"), folder / doc.get("results", "results"),
+                                   source)
+    return ProjectSettings(cwd, cwd / "workloads", cwd / "results", None)
+
+
+def project() -> ProjectSettings:
+    """The settings of the project the working directory is in (the nearest tuner.toml or pyproject.toml with a
+    [tool.tuner] table), with TUNER_WORKLOADS and TUNER_RESULTS applied."""
+    found = _project(Path.cwd().resolve())
+    workloads = Path(os.environ["TUNER_WORKLOADS"]) if os.environ.get("TUNER_WORKLOADS") else found.workloads
+    results = Path(os.environ["TUNER_RESULTS"]) if os.environ.get("TUNER_RESULTS") else found.results
+    return ProjectSettings(found.folder, workloads, results, found.source)

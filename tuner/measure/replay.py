@@ -1,0 +1,97 @@
+"""Replay: Kernel Tuner's simulation mode over a recorded cache, the measuring runner beside the live one.
+`replay` runs a strategy over a recording in this process (a simulated campaign, a strategy comparison);
+`replay_main` is a measuring process that answers the protocol from a recording (a distributed campaign
+without a GPU)."""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+import zlib
+from pathlib import Path
+
+from kernel_tuner import util
+from kernel_tuner.interface import Options
+from kernel_tuner.runners.simulation import SimulationRunner
+
+from tuner.errors import TunerError
+from tuner.measure import kt
+from tuner.measure.process import Measurer, evaluate, serve
+from tuner.measure.protocol import MeasureSpec
+from tuner.space import Space
+
+
+def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **options) -> tuple:
+    """Kernel Tuner's simulation runner and tuning options over the recording `cachefile`, whose times are
+    read as the store ranks them: a config's time is the median of its launches."""
+    kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
+    runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
+    tuning_options = kt.tuning_options(space, size, dtype, simulation=True, **options)
+    kt.align_cache(cachefile, space)
+    try:
+        tuning_options["cache"] = util.process_cache(str(cachefile), kernel_options, tuning_options, runner)
+    except ValueError as e:
+        raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
+    for entry in tuning_options["cache"].values():
+        times = entry.get("times")
+        if isinstance(times, list) and times and isinstance(entry.get("time"), (int, float)):
+            entry["time"] = statistics.median(times)  # recordings before it hold Kernel Tuner's mean
+            if tuning_options.metrics:
+                util.process_metrics(entry, tuning_options.metrics)
+    return runner, tuning_options
+
+
+def replay(space: Space, size: dict, dtype: str, cachefile: Path, strategy, *, max_evals=None, time_limit=None,
+           seed=None) -> tuple[list, str]:
+    """Run `strategy` in Kernel Tuner's simulation mode on a recording; returns the results in the order
+    the strategy evaluated them (repeats included, None where the budget ran out) and the recorded GPU."""
+    from tuner.store import recorded_gpu
+
+    runner, tuning_options = simulation(space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit,
+                                        seed=seed)
+    try:
+        results = strategy.tune(kt.searchspace(space), runner, tuning_options)
+    except ValueError as e:
+        raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
+    return results, recorded_gpu(cachefile) or runner.dev.name
+
+
+def replay_main(conn, spec: MeasureSpec) -> None:
+    """A measuring process that answers from a recorded Kernel Tuner cache (env TUNER_REPLAY), so a
+    distributed campaign runs end to end without a GPU. TUNER_REPLAY_DELAY (seconds per evaluation) paces
+    it, e.g. to rehearse killing a worker mid-way."""
+    os.environ.update(spec.env)
+    serve(conn, lambda: ReplayMeasurer(spec, os.environ["TUNER_REPLAY"], float(os.environ.get("TUNER_REPLAY_DELAY", "0"))))
+
+
+class ReplayMeasurer(Measurer):
+    def __init__(self, spec: MeasureSpec, recording: str, delay: float):
+        from tuner.store import recorded_gpu
+        from tuner.workloads import get_workload
+
+        space = get_workload(spec.workload).space
+        self.runner, self.tuning_options = simulation(space, spec.size, spec.dtype, recording, metrics=False)
+        self.keys = list(self.tuning_options.tune_params)
+        self.delay = delay
+        gpu = {"gpu": recorded_gpu(recording) or self.runner.dev.name, "compute_capability": "", "driver": "",
+               "cuda": "", "replayed_from": recording}  # the GPU's name: a host-code space's cache names the CPU
+        self.setup = {"gpu": gpu, "baselines": {}}
+
+    def measure(self, values: list) -> dict:
+        time.sleep(self.delay)
+        return evaluate(self.runner, self.tuning_options, self.keys, values)
+
+    def measure_rounds(self, configs: list, rounds: int, references: bool) -> list[dict]:
+        """Each round the median of a resample of the config's recorded times."""
+        rows = []
+        for values in configs:
+            row = evaluate(self.runner, self.tuning_options, self.keys, values)
+            if row["status"] == "ok":
+                rng = random.Random(zlib.crc32(",".join(map(str, values)).encode()))
+                row["rounds"] = [statistics.median(rng.choices(row["times"], k=len(row["times"])))
+                                 for _ in range(rounds)]
+                row["references"] = {}
+            rows.append(row)
+        return rows

@@ -1,0 +1,245 @@
+"""The campaign's side of the measuring process: a Kernel Tuner Runner whose evaluations happen in a
+process it restarts after a crash, a hang (killed at the timeout) or a failure that may have broken the
+CUDA context. Every strategy, ours or Kernel Tuner's, drives it unchanged."""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import statistics
+import time
+from collections.abc import Callable
+
+from kernel_tuner import util
+from kernel_tuner.runners.runner import Runner
+
+from tuner.errors import TunerError
+from tuner.measure.entry import process_entry
+from tuner.measure.process import ERROR_CONFIGS, record_failure_in_cache
+from tuner.measure.protocol import (
+    SURVIVABLE,
+    CacheReady,
+    Fatal,
+    Measure,
+    MeasureRounds,
+    MeasureSpec,
+    Ready,
+    Result,
+    Stop,
+    UseCache,
+    config_key,
+)
+
+
+def resolve_target(target):
+    """A measuring process's main function, or its "module:function" name (None: the real one)."""
+    if target is None or callable(target):
+        return target
+    module, _, func = str(target).partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+class IsolatedRunner(Runner):
+    """A Kernel Tuner Runner whose evaluations happen in a restartable measuring process.
+
+    `known` maps cache keys to rows already in the store: those are served, never measured again.
+    `on_row(row, fresh)` sees every row (fresh=False for served ones) as it arrives.
+    """
+
+    def __init__(self, spec: MeasureSpec, *, timeout: float, setup_timeout: float = 900, known=None, on_row=None,
+                 target: Callable = process_entry):
+        super().__init__()
+        self.target = target
+        self.spec = spec
+        self.timeout = timeout
+        self.setup_timeout = setup_timeout
+        self.known = dict(known or {})
+        self.on_row = on_row or (lambda row, fresh: None)
+        self.setup: dict | None = None
+        self.restarts = 0
+        self._proc = self._conn = self._spawned = None
+        self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
+        self.lifecycle_s: dict = {}  # wall seconds of the last start (spawn to ready) and shutdown, as seen here
+
+    @classmethod
+    def for_campaign(cls, workload: str, size: dict, dtype: str, backend: str, device: int, *, timeout: float,
+                     env: dict | None = None, target=None) -> IsolatedRunner:
+        """The measuring process of a campaign's session (tuner/campaign/session.py): one place builds it, so
+        that a distributed worker may launch it early (see launch) and the session checks that it is the same.
+        `target`: its main function or "module:function" (None: the real one)."""
+        spec = MeasureSpec(workload=workload, size=size, dtype=dtype, backend=backend, device=device, cachefile=None,
+                           env=dict(env or {}))
+        target = resolve_target(target)
+        return cls(spec, timeout=timeout, **({"target": target} if target else {}))
+
+    def same_as(self, other: IsolatedRunner) -> bool:
+        return (self.spec, self.target, self.timeout) == (other.spec, other.target, other.timeout)
+
+    # -- the process's lifecycle ----------------------------------------------------------------
+    def launch(self) -> IsolatedRunner:
+        """Spawn the measuring process without waiting for it to get ready (start waits): its set-up (a new
+        Python, a CUDA context, the inputs and their reference) overlaps what the caller does meanwhile."""
+        if self._proc is None:
+            self._spawned = (time.perf_counter(), time.time())
+            parent, child = self._ctx.Pipe()
+            self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
+            self._proc.start()
+            child.close()
+            self._conn = parent
+        return self
+
+    def start(self) -> dict:
+        """Launch the measuring process unless launched already, and wait until it is ready. Its set-up."""
+        self.launch()
+        (t0, spawned_at), parent = self._spawned, self._conn
+        if not parent.poll(self.setup_timeout):
+            self._kill()
+            raise TunerError(f"the measuring process did not get ready within {self.setup_timeout:.0f} s "
+                             "(GPU busy or hung?)")
+        try:
+            reply = parent.recv()
+        except EOFError:
+            self._kill()
+            raise TunerError("the measuring process died while starting (see the messages above)") from None
+        if isinstance(reply, Fatal):
+            self._kill()
+            raise TunerError(f"cannot run on this machine: {reply.message}")
+        assert isinstance(reply, Ready), reply
+        if self.setup is None:
+            self.setup = reply.setup
+        self.lifecycle_s["start"] = round(time.perf_counter() - t0, 2)
+        if "entered_at" in reply.setup:  # of which: a new Python process up to the process's first line
+            self.lifecycle_s["process"] = round(reply.setup["entered_at"] - spawned_at, 2)
+        return self.setup
+
+    def _kill(self):
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def shutdown(self):
+        t0 = time.perf_counter()
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(Stop())
+                self._proc.join(10)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+        self.lifecycle_s["shutdown"] = round(time.perf_counter() - t0, 2)
+
+    # -- Kernel Tuner's Runner interface ----------------------------------------------------------
+    def get_device_info(self):
+        return _DeviceInfo(self.setup["gpu"]["gpu"] if self.setup else "unknown")
+
+    def get_environment(self, tuning_options):
+        return dict(self.setup or {})
+
+    def run(self, parameter_space, tuning_options):
+        results = []
+        keys = list(tuning_options.tune_params)
+        for values in parameter_space:
+            values = list(values)
+            if tuning_options.budget.is_done():
+                results.append(None)
+                continue
+            tuning_options.budget.add_evaluations(1)
+            key = config_key(values)
+            if key in self.known:
+                row, fresh = self.known[key], False
+            else:
+                row, fresh = self._request(Measure(tuple(values)), values, keys)[0], True
+                self.known[key] = row
+            self.on_row(row, fresh)
+            results.append(self._as_kt_result(row, keys, tuning_options))
+        return results
+
+    def use_cachefile(self, path: str):
+        """Point the running measuring process (and any restarted one) at Kernel Tuner's cache file."""
+        self.spec.cachefile = path
+        if self._proc is not None and self._proc.is_alive():
+            self._conn.send(UseCache(path))
+            if not self._conn.poll(self.setup_timeout):
+                raise TunerError("the measuring process did not open the cache file")
+            try:
+                reply = self._conn.recv()
+            except EOFError:
+                reply = Fatal("the measuring process died opening it")
+            if isinstance(reply, Fatal):
+                raise TunerError(f"Kernel Tuner's cache {path} cannot be used: {reply.message}. It was recorded for "
+                                 "another parameter list or GPU, or is damaged: move it aside (its rows stay in the "
+                                 "store and are served from there), or give a parameter the space gained a default "
+                                 "(`defaults:` in the space's YAML)")
+            assert isinstance(reply, CacheReady), reply
+
+    def measure_rounds(self, values, keys, rounds: int) -> dict:
+        """A regression check's measurement of one config (tuner/measure/rounds.py)."""
+        return self.measure_interleaved([values], keys, rounds)[0]
+
+    def measure_interleaved(self, configs, keys, rounds: int, references: bool = True) -> list[dict]:
+        """Several configs measured in alternation, `rounds` times each, in this process (see
+        tuner/measure/rounds.py): one row per config, or a single failure row."""
+        configs = [tuple(v) for v in configs]
+        request = MeasureRounds(tuple(configs), rounds, references)
+        return self._request(request, list(configs[0]), keys, timeout=self.timeout * rounds * len(configs))
+
+    def _request(self, request, values, keys, timeout=None) -> list[dict]:
+        """Send one request; its rows, or one failure row when the process died or hung (it is killed)."""
+        if self._proc is None or not self._proc.is_alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self._kill()
+            self.start()
+        params = dict(zip(keys, values))
+        self._conn.send(request)
+        if self._conn.poll(timeout or self.timeout):
+            try:
+                reply = self._conn.recv()
+                assert isinstance(reply, Result), reply
+                if reply.row["status"] not in SURVIVABLE:
+                    self._proc.join(30)
+                    self._kill()
+                return list(reply.rows)
+            except (EOFError, OSError):
+                self._proc.join(5)
+                status, error = "runtime", f"the measuring process died (exit code {self._proc.exitcode})"
+        else:
+            status, error = "timeout", f"no result within {timeout or self.timeout:.0f} s; the process was killed"
+        self._kill()
+        if self.spec.cachefile and isinstance(request, Measure):  # rounds of several configs: no one config failed for sure
+            record_failure_in_cache(_Opts(cachefile=self.spec.cachefile, cache={}), values, params, status)
+        return [{**params, "status": status, "error": error,
+                 "compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}]
+
+    def _as_kt_result(self, row, keys, tuning_options) -> dict:
+        result = {k: row[k] for k in keys}
+        result.update(compile_time=row.get("compile_time", 0.0), verification_time=row.get("verification_time", 0.0),
+                      benchmark_time=row.get("benchmark_time", 0.0), strategy_time=0, framework_time=0)
+        if row["status"] == "ok":
+            result["times"] = row["times"]
+            result["time"] = statistics.median(row["times"])  # as the store ranks (Space.objective_value), not KT's mean
+            if tuning_options.metrics:
+                result = util.process_metrics(result, tuning_options.metrics)
+        else:
+            result["__error__"] = ERROR_CONFIGS.get(row["status"], util.RuntimeFailedConfig)()
+        return result
+
+
+class _Opts(dict):
+    """Kernel Tuner reads its options as attributes."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class _DeviceInfo:
+    def __init__(self, name):
+        self.name = name
+        self.max_threads = 1024

@@ -1,0 +1,163 @@
+"""Loading a space file: YAML, then the JSON schema (tuner/space/space.schema.json), then the checks a schema
+cannot say (expressions over known names, sizes that set the same variables, a kernel source that exists),
+each error one line naming the file and the key path."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from tuner.errors import TunerError
+from tuner.space.expressions import Expression
+from tuner.space.model import METRIC_INPUTS, Space, metric_var
+
+
+def _schema() -> dict:
+    return json.loads(resources.files("tuner.space").joinpath("space.schema.json").read_text())
+
+
+class SpaceError(TunerError):
+    def __init__(self, path, key_path, message):
+        where = ".".join(str(k) for k in key_path) or "(top level)"
+        super().__init__(f"{path}: at {where}: {message}")
+
+
+def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space:
+    """The space in `path`. Its kernel source is named relative to the space file and must lie inside
+    `sources_within` (default: the space file's folder; the built-ins' spaces name `../kernels/...` and are
+    loaded with the folder that holds both)."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TunerError(f"{path}: no such space file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise TunerError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(doc, dict):
+        raise SpaceError(path, [], "expected a mapping of keys (workload, kernel, parameters, ...)")
+
+    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = jsonschema.exceptions.best_match(errors)
+        raise SpaceError(path, list(e.absolute_path), _explain(e))
+
+    params = doc["parameters"]
+    size_sets = {name: set(v) for name, v in doc["sizes"].items()}
+    first = next(iter(size_sets.values()))
+    for name, keys in size_sets.items():
+        if keys != first:
+            raise SpaceError(path, ["sizes", name], f"every size must set the same variables ({', '.join(sorted(first))})")
+    size_vars = set(first)
+    clash = size_vars & set(params)
+    if clash:
+        raise SpaceError(path, ["sizes"], f"size variables clash with parameters: {', '.join(sorted(clash))}")
+
+    def expr(text, key_path, known):
+        try:
+            e = Expression(text)
+            e.check_names(known)
+            return e
+        except ValueError as err:
+            raise SpaceError(path, key_path, f"{err} in '{text}'") from None
+
+    defaults = doc.get("defaults", {})
+    for name, value in defaults.items():
+        if name not in params:
+            raise SpaceError(path, ["defaults", name], f"'{name}' is not a parameter; expected one of {', '.join(params)}")
+        if value not in params[name]:
+            raise SpaceError(path, ["defaults", name], f"{value!r} is not one of its values ({', '.join(map(str, params[name]))})")
+
+    restrictions = doc.get("restrictions", [])
+    for i, r in enumerate(restrictions):
+        expr(r, ["restrictions", i], params)
+    lang = doc["kernel"].get("lang", "cuda")
+    if lang == "cuda" and "launch" not in doc:
+        raise SpaceError(path, [], "missing key 'launch' (block and grid of the kernel; only a 'host' kernel has none)")
+    if lang == "host" and "launch" in doc:
+        raise SpaceError(path, ["launch"], "a 'host' kernel launches its own kernels: remove 'launch'")
+    launch = doc.get("launch", {"block": [], "grid": []})
+    for i, b in enumerate(launch["block"]):
+        if b not in params:
+            raise SpaceError(path, ["launch", "block", i], f"'{b}' is not a parameter; expected one of {', '.join(params)}")
+    grid = [expr(str(g), ["launch", "grid", i], set(params) | size_vars) for i, g in enumerate(launch["grid"])]
+
+    metrics, known = {}, set(params) | size_vars | set(METRIC_INPUTS)
+    for name, text in doc["metrics"].items():
+        metrics[name] = expr(text, ["metrics", name], known)
+        known.add(metric_var(name))
+    objective = doc["objective"]["metric"]
+    if objective != "time" and objective not in metrics:
+        raise SpaceError(path, ["objective", "metric"], f"'{objective}' is neither 'time' nor one of the metrics ({', '.join(metrics)})")
+
+    default_size = doc.get("default_size", next(iter(doc["sizes"])))
+    if default_size not in doc["sizes"]:
+        raise SpaceError(path, ["default_size"], f"'{default_size}' is not one of the sizes ({', '.join(doc['sizes'])})")
+
+    source = kernel_path(path, doc["kernel"]["source"], ["kernel", "source"], sources_within)
+
+    verify = doc.get("verify", {})
+    return Space(
+        path=path,
+        workload=doc["workload"],
+        description=doc.get("description", ""),
+        kernel_source=source,
+        kernel_name=doc["kernel"]["name"],
+        lang=lang,
+        compiler_options=doc["kernel"].get("compiler_options", []),
+        params=params,
+        restrictions=restrictions,
+        block_names=launch["block"],
+        grid=grid,
+        sizes=doc["sizes"],
+        default_size=default_size,
+        size_limits=doc.get("size_limits", {}),
+        dtypes={k: (v or {}) for k, v in doc["dtypes"].items()},
+        metrics=metrics,
+        objective=objective,
+        maximize=doc["objective"]["direction"] == "maximize",
+        atol=float(verify.get("atol", 1e-6)),
+        rtol=float(verify.get("rtol", 1e-5)),
+        iterations=int(doc.get("iterations", 7)),
+        baselines=doc.get("baselines", []),
+        defaults=defaults,
+        doc=doc,
+    )
+
+
+def kernel_path(space_path: Path, name: str, key_path: list, within: Path | None = None) -> Path:
+    """A source file a space names (relative to the space file), checked to exist and to lie inside `within`
+    (default: the space file's folder), so a workload cannot reach files outside its own folder."""
+    folder = Path(space_path).resolve().parent
+    source = (folder / name).resolve()
+    allowed = Path(within).resolve() if within is not None else folder
+    if not source.is_relative_to(allowed):
+        raise SpaceError(space_path, key_path, f"'{name}' lies outside the workload's folder {allowed}")
+    if not source.is_file():
+        raise SpaceError(space_path, key_path, f"kernel source '{name}' does not exist")
+    return source
+
+
+def _explain(e: jsonschema.ValidationError) -> str:
+    """Say what was expected in words, not in schema jargon."""
+    v = e.validator
+    if v == "required":
+        return f"missing key {e.message.split(' ')[0]}"
+    if v == "additionalProperties":
+        return f"unexpected key: {e.message.split('(')[-1].rstrip(')')}"
+    if v == "type":
+        return f"expected {e.validator_value if isinstance(e.validator_value, str) else ' or '.join(e.validator_value)}, got {e.instance!r}"
+    if v == "enum":
+        return f"expected one of {', '.join(map(str, e.validator_value))}, got {e.instance!r}"
+    if v == "minItems":
+        return "expected a non-empty list"
+    if v == "uniqueItems":
+        return f"values must be unique, got {e.instance!r}"
+    if v == "pattern":
+        return f"{e.instance!r} is not a valid name (expected to match {e.validator_value})"
+    return e.message

@@ -1,0 +1,190 @@
+"""A loaded tuning space: its parameters, restrictions, launch geometry, sizes, dtypes and metrics, and what
+is derived from them (valid configs, grid dimensions, the source compiled for a config, metric values)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from tuner.errors import TunerError
+from tuner.space.expressions import Expression
+
+# names every metric expression may read besides the parameters and the size variables
+METRIC_INPUTS = ("time", "itemsize")
+
+
+@dataclass
+class Space:
+    path: Path
+    workload: str
+    description: str
+    kernel_source: Path
+    kernel_name: str
+    lang: str  # "cuda": one kernel Kernel Tuner launches; "host": a host function that runs a pipeline
+    compiler_options: list
+    params: dict
+    restrictions: list
+    block_names: list
+    grid: list
+    sizes: dict
+    default_size: str
+    size_limits: dict
+    dtypes: dict
+    metrics: dict
+    objective: str
+    maximize: bool
+    atol: float
+    rtol: float
+    iterations: int
+    baselines: list = field(default_factory=list)
+    # parameters added to a space after configs were recorded: the value those configs ran with (the
+    # kernel's own default), so older recordings keep counting (store.load_evaluations, kt.align_cache)
+    defaults: dict = field(default_factory=dict)
+    doc: dict = field(default_factory=dict, repr=False)  # the YAML as written (keys a workload reads itself)
+
+    # ---- derived views -------------------------------------------------------------------------
+    def complete(self, config: dict) -> dict:
+        """A config recorded before some parameters were added, with their defaults (the values it ran with)."""
+        return {**{k: v for k, v in self.defaults.items() if k not in config}, **config}
+
+    @cached_property
+    def size_vars(self) -> tuple:
+        return tuple(next(iter(self.sizes.values())).keys())
+
+    @cached_property
+    def restriction_exprs(self) -> list:
+        return [Expression(r) for r in self.restrictions]
+
+    def is_valid(self, config: dict) -> bool:
+        return all(bool(e(config)) for e in self.restriction_exprs)
+
+    def checked(self, config: dict, what: str = "the config") -> dict:
+        """`config` with the defaults of parameters it leaves out (see `defaults`), if it names a configuration
+        of this space; else a TunerError saying what is wrong (`what`: how the message names it)."""
+        config = self.complete(config)
+        missing = set(self.params) - set(config)
+        unknown = set(config) - set(self.params)
+        if missing or unknown:
+            raise TunerError(f"{what} must set the parameters of {self.workload} (those with a default may be "
+                             "left out): " + (f"missing {', '.join(sorted(missing))} " if missing else "")
+                             + (f"unknown {', '.join(sorted(unknown))}" if unknown else ""))
+        bad = {k: v for k, v in config.items() if v not in self.params[k]}
+        if bad:
+            raise TunerError(f"{what}: values outside the space: "
+                             + ", ".join(f"{k}={v} (allowed {self.params[k]})" for k, v in bad.items()))
+        if not self.is_valid(config):
+            raise TunerError(f"{what} breaks a restriction of the space: {config}")
+        return dict(config)
+
+    def grid_dims(self, config: dict, size: dict) -> list:
+        scope = {**size, **config}
+        return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))
+
+    def source_for(self, dtype: str, config: dict | None = None) -> str:
+        """The kernel source with the dtype's #defines in front, as Kernel Tuner puts the parameters'; with a
+        config, its parameters' #defines before those, which is what Kernel Tuner compiles for it.
+        (Not -D options: CUDA 13's builtin headers use names such as T as template parameters.)"""
+        defines = [*(config or {}).items(), *self.dtypes[dtype].get("defines", {}).items()]
+        return "".join(f"#define {k} {v}\n" for k, v in defines) + self.source_text
+
+    def build_options(self, dtype: str) -> list:
+        """Compiler options and dtype defines: what decides the binary besides the parameters (provenance)."""
+        defines = self.dtypes[dtype].get("defines", {})
+        return list(self.compiler_options) + [f"#define {k} {v}" for k, v in defines.items()]
+
+    def itemsize(self, dtype: str) -> int:
+        return np.dtype(dtype).itemsize
+
+    def compute_metrics(self, row: dict, size: dict, dtype: str) -> dict:
+        """Metrics of one measured config; `time` is the median of its repeats, in ms."""
+        times = row.get("times")
+        time = statistics.median(times) if times else row.get("time")
+        scope = {**size, **{k: row[k] for k in self.params}, "time": time, "itemsize": self.itemsize(dtype)}
+        out = {}
+        for name, expr in self.metrics.items():
+            try:
+                out[name] = float(expr(scope))
+            except ZeroDivisionError:
+                out[name] = float("nan")
+            scope[metric_var(name)] = out[name]
+        return out
+
+    def objective_value(self, row: dict, size: dict, dtype: str) -> float:
+        if self.objective == "time":
+            times = row.get("times")
+            return statistics.median(times) if times else row["time"]
+        return self.compute_metrics(row, size, dtype)[self.objective]
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.maximize else a < b
+
+    # ---- sizes ---------------------------------------------------------------------------------
+    def resolve_size(self, text: str | None, parse_hook=None) -> tuple[str, dict]:
+        """A named size, `k=v,...`, or a workload's own notation (e.g. 1024x512x2048)."""
+        text = text or self.default_size
+        if text in self.sizes:
+            return text, dict(self.sizes[text])
+        values = None
+        if parse_hook is not None:
+            values = parse_hook(text)
+        if values is None and re.fullmatch(r"\s*\w+\s*=\s*-?\d+(\s*,\s*\w+\s*=\s*-?\d+)*\s*", text):
+            values = {k.strip(): int(v) for k, v in (p.split("=") for p in text.split(","))}
+        if values is None:
+            raise TunerError(
+                f"unknown size '{text}' for {self.workload}: use one of {', '.join(self.sizes)} "
+                f"or give the variables, e.g. {','.join(f'{k}={v}' for k, v in next(iter(self.sizes.values())).items())}"
+            )
+        if set(values) != set(self.size_vars):
+            raise TunerError(f"size '{text}' for {self.workload} must set exactly {', '.join(self.size_vars)}")
+        for k, v in values.items():
+            lim = self.size_limits.get(k, {})
+            lo, hi = lim.get("min", 1), lim.get("max")
+            if v < lo or (hi is not None and v > hi):
+                raise TunerError(f"impossible size for {self.workload}: {k}={v} (allowed {lo}..{hi if hi else 'any'})")
+        for name, named in self.sizes.items():
+            if named == values:
+                return name, values
+        values = {k: values[k] for k in self.size_vars}  # one name for a size however its variables were ordered
+        return format_size(values), values
+
+    def resolve_dtype(self, dtype: str | None) -> str:
+        dtype = dtype or next(iter(self.dtypes))
+        if dtype not in self.dtypes:
+            raise TunerError(f"{self.workload} has no dtype '{dtype}'; it has {', '.join(self.dtypes)}")
+        return dtype
+
+    @property
+    def source_text(self) -> str:
+        return self.kernel_source.read_text()
+
+    @cached_property
+    def space_hash(self) -> str:
+        """The parameters' values and the restrictions: what an Optuna trial's params (indices into the values)
+        mean. A study resumed under another space would read its trials as other configs."""
+        text = json.dumps({"params": self.params, "restrictions": self.restrictions}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def format_size(values: dict) -> str:
+    """The `k=v,...` spelling of a problem size, as `--size` reads it and as ad-hoc sizes are named."""
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def size_distance(a: dict, b: dict) -> float:
+    """How far apart two problem sizes are: Euclidean over the log2 of their variables."""
+    return math.sqrt(sum(math.log2(max(a[k], 1) / max(b[k], 1)) ** 2 for k in a))
+
+
+def metric_var(name: str) -> str:
+    """Metrics may name earlier metrics; 'GB/s' is read as GB_s."""
+    return re.sub(r"\W", "_", name)
+
+

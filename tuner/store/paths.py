@@ -1,0 +1,36 @@
+"""Where the store keeps things: results/<gpu>/<workload>/ (evaluations/, baselines/, confirmations/ parts,
+and Kernel Tuner's cache of each size and dtype beside them)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tuner import locations
+
+
+def results_root() -> Path:
+    """The results folder of the user's project (tuner.locations.project): where campaigns write."""
+    return locations.project().results
+
+
+def new_campaign_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+
+
+def workload_dir(root: Path, gpu: str, workload: str) -> Path:
+    return Path(root) / gpu_slug(gpu) / workload
+
+
+def cache_path(root: Path, gpu: str, workload: str, size_name: str, dtype: str) -> Path:
+    return workload_dir(root, gpu, workload) / f"{safe_name(size_name)}_{dtype}.cache.json"
+
+
+def gpu_slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"

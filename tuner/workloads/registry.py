@@ -1,0 +1,136 @@
+"""Finding workloads, in this order: the built-ins; the user's workloads folder (`./workloads`, or what the
+project's settings name: tuner.locations.project); packages installed with an entry point in the group
+`gpu_tuner.workloads`. A name defined twice is an error that names both places.
+
+A workload is a folder holding `space.yaml`, the kernel source(s) it names, and optionally `workload.py`
+defining `WORKLOAD` (an instance of a tuner.workloads.Workload subclass) for what YAML cannot say. Without
+it, the space declares its arguments and reference (tuner.workloads.declared)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from tuner import locations
+from tuner.errors import TunerError
+from tuner.workloads.base import Workload
+
+ENTRY_POINT_GROUP = "gpu_tuner.workloads"
+SPACE_FILE = "space.yaml"
+MODULE_FILE = "workload.py"
+
+# the built-ins: space spaces/<name>.yaml, kernels under kernels/, Python module here
+BUILTINS = {
+    "reduction": "tuner.workloads.reduction",
+    "spmv": "tuner.workloads.spmv",
+    "gemm": "tuner.workloads.gemm",
+    "floyd-warshall": "tuner.workloads.floyd_warshall",
+    "floyd-warshall-small": "tuner.workloads.floyd_warshall_small",  # a reduced space to brute-force
+    "locvolcalib": "tuner.workloads.locvolcalib",
+}
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where one workload is defined: how to load it, and what `tuner list` shows as its origin."""
+    name: str
+    origin: str  # "built-in", the folder, or "package <dist> (<entry point>)"
+    space_path: Path
+    sources_within: Path
+    module: str | None = None  # an importable module defining WORKLOAD
+    module_file: Path | None = None  # a workload.py in the user's folder
+
+
+def _builtins() -> list[Found]:
+    return [Found(name, "built-in", locations.BUILTIN_SPACES / f"{name}.yaml", locations.BUILTIN_ROOT, module=module)
+            for name, module in BUILTINS.items()]
+
+
+def folder_workloads(folder: Path) -> list[Found]:
+    """The workloads in a folder: each sub-folder holding a space.yaml."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and (p / SPACE_FILE).is_file()):
+        module = sub / MODULE_FILE
+        found.append(Found(sub.name, str(sub), sub / SPACE_FILE, sub, module_file=module if module.is_file() else None))
+    return found
+
+
+def _installed() -> list[Found]:
+    """Entry points name a package folder laid out as a user's workload folder (space.yaml, kernels,
+    workload.py): `name = "pkg.module"` resolves to that module's folder."""
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        spec = importlib.util.find_spec(ep.value.split(":")[0])
+        if spec is None or not spec.submodule_search_locations and not spec.origin:
+            raise TunerError(f"entry point '{ep.name}' of group {ENTRY_POINT_GROUP} names '{ep.value}', which "
+                             "cannot be imported")
+        folder = Path(next(iter(spec.submodule_search_locations or []), None) or Path(spec.origin).parent)
+        dist = getattr(ep, "dist", None)
+        origin = f"package {dist.name if dist else '?'} ({ep.value})"
+        module = ep.value.split(":")[0] if (folder / MODULE_FILE).is_file() or spec.origin else None
+        found.append(Found(ep.name, origin, folder / SPACE_FILE, folder, module=module))
+    return found
+
+
+@lru_cache(maxsize=8)
+def _discover(workloads_folder: Path) -> dict[str, Found]:
+    table: dict[str, Found] = {}
+    for f in [*_builtins(), *folder_workloads(workloads_folder), *_installed()]:
+        if f.name in table:
+            raise TunerError(f"workload '{f.name}' is defined twice: {table[f.name].origin} and {f.origin}; "
+                             "rename one of the folders")
+        table[f.name] = f
+    return table
+
+
+def discover() -> dict[str, Found]:
+    """Every workload this project sees, by name, in discovery order."""
+    return _discover(locations.project().workloads.resolve())
+
+
+def _instantiate(found: Found) -> Workload:
+    if found.module is not None:
+        workload = importlib.import_module(found.module).WORKLOAD
+    elif found.module_file is not None:
+        module_name = f"tuner_user_workload_{found.name.replace('-', '_')}"
+        spec = importlib.util.spec_from_file_location(module_name, found.module_file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001  (a user's module: whatever it raises is said in one line)
+            raise TunerError(f"{found.module_file}: cannot be imported: {type(e).__name__}: {e}") from None
+        workload = getattr(module, "WORKLOAD", None)
+        if not isinstance(workload, Workload):
+            raise TunerError(f"{found.module_file}: must define WORKLOAD, an instance of a tuner.Workload subclass")
+    else:
+        from tuner.workloads.declared import DeclaredWorkload
+
+        workload = DeclaredWorkload()
+    workload.name = found.name
+    workload.space_path, workload.sources_within, workload.origin = found.space_path, found.sources_within, found.origin
+    return workload
+
+
+@lru_cache(maxsize=None)
+def _get(name: str, workloads_folder: Path) -> Workload:
+    table = _discover(workloads_folder)
+    if name not in table:
+        raise TunerError(f"unknown workload '{name}'; known: {', '.join(sorted(table))}")
+    return _instantiate(table[name])
+
+
+def get_workload(name: str) -> Workload:
+    return _get(name, locations.project().workloads.resolve())
+
+
+def all_workloads() -> list[Workload]:
+    return [get_workload(n) for n in sorted(discover())]

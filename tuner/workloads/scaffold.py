@@ -1,0 +1,311 @@
+"""`tuner init`: a new workload folder (space.yaml and its kernel) in the user's workloads folder, from a
+worked example (saxpy), from the user's own kernel file, or from a T1 input file (Kernel Tuner / BAT).
+
+The folder is written beside its final place under a temporary name and renamed when complete, so a
+failure leaves nothing half-written; nothing is written outside the workloads folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from tuner.errors import TunerError
+
+SPACE_FILE = "space.yaml"  # the name the registry looks for (tuner.workloads.registry.SPACE_FILE)
+
+
+def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None, t1: Path | None = None) -> Path:
+    """Create `workloads_dir/name/` and return it: the saxpy example (neither `kernel` nor `t1`), a skeleton
+    around the user's `kernel`, or the import of a T1 file (with its kernel, or with `kernel` instead)."""
+    pattern = _workload_pattern()
+    if not re.fullmatch(pattern, name):
+        raise TunerError(f"'{name}' is not a valid workload name (expected lowercase letters, digits, '-' and '_', "
+                         f"starting with a letter: {pattern})")
+    workloads_dir = Path(workloads_dir)
+    target = workloads_dir / name
+    if target.exists():
+        raise TunerError(f"{target}: already exists; choose another name, or remove it first")
+    kernel = Path(kernel) if kernel is not None else None
+    if kernel is not None and not kernel.is_file():
+        raise TunerError(f"{kernel}: no such kernel file")
+
+    if t1 is not None:
+        from tuner.workloads.t1 import kernel_file_of, space_from_t1
+
+        doc = space_from_t1(Path(t1), workload=name, kernel=kernel)
+        source = kernel if kernel is not None else kernel_file_of(Path(t1))
+        files = {SPACE_FILE: _t1_yaml(doc, Path(t1)), source.name: source.read_bytes()}
+    elif kernel is not None:
+        files = {SPACE_FILE: _skeleton_yaml(name, kernel), kernel.name: kernel.read_bytes()}
+    else:
+        files = {SPACE_FILE: SAXPY_SPACE.replace("{name}", name), f"{name}.cu": SAXPY_KERNEL}
+    if len(files) < 2:
+        raise TunerError(f"the kernel file may not be named {SPACE_FILE}: rename it")
+
+    workloads_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=workloads_dir))
+    try:
+        for file, content in files.items():
+            (tmp / file).write_bytes(content.encode() if isinstance(content, str) else content)
+        try:
+            os.rename(tmp, target)  # fails, rather than merging, if the folder appeared meanwhile
+        except OSError as e:
+            raise TunerError(f"{target}: cannot be created ({e.strerror})") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _workload_pattern() -> str:
+    schema = json.loads(resources.files("tuner.space").joinpath("space.schema.json").read_text())
+    return schema["properties"]["workload"]["pattern"]
+
+
+# ---- the example ---------------------------------------------------------------------------------------
+SAXPY_KERNEL = r"""// saxpy: y = a * x + y over n elements of type T: the example workload of `tuner init`.
+//
+// Kernel Tuner puts `#define name value` in front of this file for every tunable parameter of the config
+// it compiles (block_size_x, WPT), and the tuner adds the dtype's defines (T: float or double, from the
+// space's `dtypes`). The #ifndef defaults below only make the file compile on its own.
+//
+// Launch: 1-D blocks of block_size_x threads; a 1-D grid of ceil(n / (block_size_x * WPT)) blocks, so each
+// block covers block_size_x * WPT consecutive elements.
+
+#ifndef T
+#define T float
+#endif
+#ifndef block_size_x
+#define block_size_x 256
+#endif
+#ifndef WPT
+#define WPT 1  // work per thread: elements each thread computes
+#endif
+
+extern "C" __global__ void saxpy(int n, T a, const T *__restrict__ x, T *__restrict__ y) {
+    // thread t of a block takes elements t, t + block_size_x, t + 2 * block_size_x, ...: at every step the
+    // threads of a warp touch consecutive addresses, so the loads and stores stay coalesced
+    const long long first = (long long)blockIdx.x * block_size_x * WPT + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < WPT; k++) {
+        const long long i = first + (long long)k * block_size_x;
+        if (i < n) {
+            y[i] = a * x[i] + y[i];
+        }
+    }
+}
+"""
+
+SAXPY_SPACE = """\
+# The workload '{name}', made by `tuner init`: saxpy (y = a * x + y), a worked example to copy from.
+# Tune it with `tuner tune {name}`; change the kernel and this file to make it your own.
+# Every key is described in the space schema (tuner/space/space.schema.json).
+workload: {name}
+description: >-
+  saxpy: y = a * x + y over n elements. block_size_x threads per block, each thread computing WPT
+  elements (work per thread).
+
+kernel:
+  source: {name}.cu          # relative to this file; it must stay inside this folder
+  name: saxpy                # the __global__ function
+
+# Tunable parameters: Kernel Tuner compiles one binary per config, with `#define name value` for each.
+parameters:
+  block_size_x: [32, 64, 128, 256, 512, 1024]
+  WPT: [1, 2, 4, 8, 16]
+
+# Configs that break a restriction are never compiled or measured. This one keeps at least 256 blocks at
+# the small size (2^20 / 4096), enough to give every multiprocessor of a large GPU some work.
+restrictions:
+  - "block_size_x * WPT <= 4096"
+
+# Threads per block (parameter names) and blocks per grid (expressions over parameters and size variables).
+launch:
+  block: [block_size_x]
+  grid: ["ceil(n / (block_size_x * WPT))"]
+
+# Problem sizes by name: `tuner tune {name} --size large`, or any `--size n=...`.
+sizes:
+  small: {n: 1048576}        # 2^20: 8 MB of float32 in all, mostly in L2 on a large GPU
+  large: {n: 67108864}       # 2^26: 768 MB of float32 in all, well past L2
+default_size: small
+size_limits:
+  n: {min: 1, max: 2147483647}   # the kernel takes n as an int
+
+# Element types: each campaign runs one; `defines` are put in front of the kernel source.
+dtypes:
+  float32: {defines: {T: float}}
+  float64: {defines: {T: double}}
+
+# Metrics, computed from each config's median time (ms); `itemsize` is the dtype's size in bytes.
+metrics:
+  GB/s: "3 * n * itemsize / (time / 1e3) / 1e9"   # reads x and y, writes y
+objective: {metric: GB/s, direction: maximize}
+
+# The kernel's arguments, in order. Scalars are expressions over the size variables; arrays have a shape
+# and a fill. `$dtype` is the campaign's dtype.
+arguments:
+  - {name: n, scalar: n, dtype: int32}
+  - {name: a, scalar: 2.5, dtype: $dtype}
+  - {name: x, shape: [n], dtype: $dtype, fill: {kind: uniform, low: -1, high: 1}}
+  - {name: y, shape: [n], dtype: $dtype, fill: {kind: normal}, output: true}
+
+# What the outputs must hold: a numpy expression over the inputs as generated (computed in float64, then
+# cast to the dtype). Every config is checked against it before it is timed.
+reference:
+  expression: {y: "a * x + y"}
+verify: {atol: 1.0e-5, rtol: 1.0e-5}
+"""
+
+
+# ---- a skeleton around the user's kernel ---------------------------------------------------------------
+# C types of kernel parameters, as numpy dtypes
+C_TYPES = {
+    "float": "float32", "double": "float64", "half": "float16", "__half": "float16",
+    "int": "int32", "signed int": "int32", "unsigned": "uint32", "unsigned int": "uint32",
+    "long long": "int64", "long long int": "int64", "unsigned long long": "uint64",
+    "unsigned long long int": "uint64", "size_t": "uint64",
+    "short": "int16", "unsigned short": "uint16", "char": "int8", "signed char": "int8", "unsigned char": "uint8",
+    "int8_t": "int8", "int16_t": "int16", "int32_t": "int32", "int64_t": "int64",
+    "uint8_t": "uint8", "uint16_t": "uint16", "uint32_t": "uint32", "uint64_t": "uint64",
+}
+# the words between __global__ and the name: `void`, `static`, `__launch_bounds__(256)`, ...
+_TOKEN = r"(?:__launch_bounds__\s*\([^)]*\)\s*|[A-Za-z_][\w:]*\s+)"
+_KERNEL = re.compile(rf"__global__\s+{_TOKEN}*?(?!__launch_bounds__)([A-Za-z_]\w*)\s*\(([^)]*)\)")
+_QUALIFIERS = {"const", "volatile", "__restrict__", "restrict", "__restrict", "struct"}
+
+
+def global_functions(source: str) -> list[tuple[str, str]]:
+    """The `__global__` functions of a CUDA source: (name, parameter list text), in order."""
+    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
+    source = re.sub(r"//[^\n]*", " ", source)
+    return [(m.group(1), m.group(2)) for m in _KERNEL.finditer(source)]
+
+
+def _parameters(text: str) -> list[tuple[str, str | None, bool]] | None:
+    """(name, numpy dtype or None where unknown, is a pointer) per kernel parameter; None if unreadable."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part in ("", "void"):
+            continue
+        m = re.fullmatch(r"(.*?)([A-Za-z_]\w*)\s*(\[\s*\])?", part, flags=re.S)
+        if m is None:
+            return None
+        declared, name = m.group(1), m.group(2)
+        pointer = "*" in declared or "&" in declared or m.group(3) is not None
+        words = [w for w in re.sub(r"[*&]", " ", declared).split() if w not in _QUALIFIERS]
+        out.append((name, C_TYPES.get(" ".join(words)), pointer))
+    return out
+
+
+def _skeleton_yaml(name: str, kernel: Path) -> str:
+    """A space that loads as it is: the first kernel of the file, a block size parameter, one size `n`,
+    and the arguments read from the kernel's signature; TODO comments say what to fill in."""
+    try:
+        source = kernel.read_text()
+    except UnicodeDecodeError:
+        raise TunerError(f"{kernel}: not a text file") from None
+    kernels = global_functions(source)
+    if not kernels:
+        raise TunerError(f"{kernel}: no __global__ function found: is it a CUDA kernel file?")
+    kernel_name, signature = kernels[0]
+    others = f"  # TODO: the file also has {', '.join(k for k, _ in kernels[1:])}" if len(kernels) > 1 else ""
+    params = _parameters(signature)
+    lines = [
+        f"# The workload '{name}', made by `tuner init --kernel {kernel.name}`: fill in the TODOs, then",
+        f"# `tuner tune {name}`. `tuner init` (with no kernel) writes a complete, commented example to copy from.",
+        f"workload: {name}",
+        "description: TODO what the kernel computes",
+        "kernel:",
+        f"  source: {kernel.name}",
+        f"  name: {kernel_name}{others}",
+        "# TODO: the kernel's tunable #defines, each with its values",
+        "parameters:",
+        "  block_size_x: [32, 64, 128, 256, 512, 1024]",
+        "# TODO: configs that must not be compiled, e.g. \"block_size_x * WPT <= 4096\"",
+        "restrictions: []",
+        "launch:",
+        "  block: [block_size_x]",
+        "  grid: [\"ceil(n / block_size_x)\"]   # TODO: blocks per grid, over the parameters and the size variables",
+        "# TODO: the problem sizes (every size sets the same variables)",
+        "sizes:",
+        "  default: {n: 1048576}",
+        "dtypes:",
+        "  float32: {}   # TODO: with `defines: {T: float}` if the kernel's element type is a #define",
+        "metrics:",
+        "  GB/s: \"n * itemsize / (time / 1e3) / 1e9\"   # TODO: the bytes the kernel reads and writes",
+        "objective: {metric: time, direction: minimize}",
+    ]
+    if params:
+        lines += ["# The kernel's arguments, read from its signature. TODO: check shapes and fills; mark the results",
+                  "# `output: true` and add a `reference` (see the example of `tuner init`) so that every config is checked.",
+                  "arguments:"]
+        for arg, dtype, pointer in params:
+            todo = "" if dtype else "   # TODO: the element type (unknown C type)"
+            dt = dtype or "$dtype"
+            if pointer:
+                lines.append(f"  - {{name: {arg}, shape: [n], dtype: {dt}, fill: {{kind: {_fill_for(dt)}}}}}{todo}")
+            elif dt.startswith(("int", "uint")):
+                lines.append(f"  - {{name: {arg}, scalar: n, dtype: {dt}}}   # TODO: its value")
+            else:
+                lines.append(f"  - {{name: {arg}, scalar: 1.0, dtype: {dt}}}   # TODO: its value{todo}")
+    else:
+        lines += ["# TODO: the kernel's arguments (its signature could not be read); see the example of `tuner init`",
+                  "# arguments:",
+                  "#   - {name: n, scalar: n, dtype: int32}",
+                  "#   - {name: x, shape: [n], dtype: float32, fill: {kind: uniform}}"]
+    return "\n".join(lines) + "\n"
+
+
+def _fill_for(dtype: str) -> str:
+    return "uniform" if dtype in ("float16", "float32", "float64", "$dtype") else "integers"
+
+
+# ---- a T1 import ---------------------------------------------------------------------------------------
+class _Block(dict):
+    """A mapping always written in block style (the top level)."""
+
+
+class _FlowLists(yaml.SafeDumper):
+    """Block style for the top level and large mappings, flow style for lists of plain values and for
+    small mappings of plain values: the layout of the built-in spaces."""
+
+
+def _represent_list(dumper, data):
+    flat = all(not isinstance(x, (dict, list)) for x in data)
+    flat = flat and (len(str(data)) < 100 or not any(isinstance(x, str) for x in data))  # long expressions: a line each
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+
+
+def _represent_dict(dumper, data):
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=len(str(data)) < 100)
+
+
+def _represent_str(dumper, data):
+    style = ">" if len(data) > 80 and "\n" not in data else None  # a long description, folded
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_FlowLists.add_representer(list, _represent_list)
+_FlowLists.add_representer(dict, _represent_dict)
+_FlowLists.add_representer(str, _represent_str)
+_FlowLists.add_representer(
+    _Block, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=False))
+
+
+def _t1_yaml(doc: dict, t1: Path) -> str:
+    head = (f"# The workload '{doc['workload']}', imported by `tuner init --from-t1 {t1.name}`.\n"
+            f"# Read the description (what was inferred), then `tuner tune {doc['workload']}`.\n")
+    parts = []
+    for key, value in doc.items():  # one top-level key at a time: a blank line between them
+        value = _Block(value) if isinstance(value, dict) and key not in ("objective", "metrics") else value
+        parts.append(yaml.dump(_Block({key: value}), Dumper=_FlowLists, sort_keys=False, width=110,
+                               allow_unicode=True))
+    return head + "\n".join(parts)

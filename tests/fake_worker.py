@@ -64,12 +64,16 @@ def fake_worker_main(conn, spec):
         assert isinstance(request, Measure), request
         cfg = dict(zip(keys, request.values))
         time.sleep(delay)
-        bad = misbehaviour(cfg)
+        bad = os.environ.get("FAKE_EVERY_CONFIG") or misbehaviour(cfg)  # a broken kernel or reference: all fail
         if bad == "hang":
             time.sleep(3600)
         if bad == "crash":
             os._exit(3)
         row = {**cfg, "compile_time": 20.0, "verification_time": 1.0, "benchmark_time": 5.0}
+        if bad == "compile":
+            row.update(status="compile", error="CompilationFailedConfig: saxpy.cu(3): error: identifier \"x\" is undefined")
+            conn.send(Result((row,)))
+            continue
         if bad == "wrong_answer":
             row.update(status="wrong_answer", error="RuntimeError: Kernel result verification failed")
             conn.send(Result((row,)))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tuner import store
+from tuner import locations, store
 from tuner.answers.best_config import best
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE.parent / "results"  # the committed store the answers were recorded from
+RESULTS = locations.BUILTIN_RESULTS  # the committed store the answers were recorded from (results/store/)
 ANSWERS = json.loads((HERE / "data" / "best_answers.json").read_text())
 
 

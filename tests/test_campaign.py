@@ -22,7 +22,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 def request(**kw):
     base = dict(workload="reduction", size="seed", dtype="float32", strategy="brute_force", timeout=3.0,
-                quiet=True, worker_target=fake_worker_main)
+                quiet=True, measure_target=fake_worker_main)
     base.update(kw)
     return CampaignRequest(**base)
 
@@ -300,3 +300,14 @@ def test_a_measuring_process_that_dies_in_rounds_marks_no_config_failed_in_the_r
     finally:
         runner.shutdown()
     assert [r["status"] for r in rows] == ["runtime"] and cache.read_text() == header
+
+
+@pytest.mark.parametrize("failure, said", [("compile", "does not compile"), ("wrong_answer", "disagrees with the reference")])
+def test_a_kernel_that_fails_every_config_the_same_way_is_one_line(results, monkeypatch, failure, said):
+    """A kernel that does not compile, or a reference that disagrees with every config: bad input, said in
+    one line naming the kernel file, not a campaign of identical failures; the failures stay stored."""
+    monkeypatch.setenv("FAKE_EVERY_CONFIG", failure)
+    with pytest.raises(TunerError, match=rf"reduce.cu: reduce {said} for any of the 3 configs measured; the first: "):
+        run_campaign(request(max_evals=3, confirm=False))
+    stored = load_evaluations("reduction", results)
+    assert len(stored) == 3 and set(stored["status"]) == {failure}

@@ -203,8 +203,8 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     from tuner.cli import main
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
-                                 max_evals=30, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.check, "worker_target", fake_worker_main)
+                                 max_evals=30, timeout=3.0, quiet=True, measure_target=fake_worker_main))
+    monkeypatch.setattr(tuner.answers.check, "measure_target", fake_worker_main)
     monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "4"]) == 0
     stored = tuner.answers.check.load_baselines()
@@ -232,8 +232,8 @@ def _stand_in_baseline(results, monkeypatch):
     from tuner.cli import main
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
-                                 max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.check, "worker_target", fake_worker_main)
+                                 max_evals=10, timeout=3.0, quiet=True, measure_target=fake_worker_main))
+    monkeypatch.setattr(tuner.answers.check, "measure_target", fake_worker_main)
     monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
     return next(results.glob("*/reduction/check/baseline.parquet"))
@@ -269,7 +269,7 @@ def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_ref
     assert "gemm" in out and "no baseline on Fake GPU 9000" in out and "reduction seed float32: pass" in out
     assert main(["check", "gemm"]) == 2
     assert "no baseline of gemm for Fake GPU 9000: record one with `tuner baseline gemm`" in capsys.readouterr().err
-    monkeypatch.setattr(tuner.answers.check, "_worker", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
+    monkeypatch.setattr(tuner.answers.check, "_measuring_process", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
     assert main(["check", "--plant", "block_size=1024"]) == 2
     assert "unknown parameters block_size" in capsys.readouterr().err
     assert main(["check", "--plant", "block_size_x=3"]) == 2
@@ -291,7 +291,7 @@ def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkey
     stored = pd.read_parquet(path)
     stored["config"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "finish"}) for c in stored["config"]]
     stored.to_parquet(path, index=False)
-    monkeypatch.setattr(tuner.answers.check, "_worker", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
+    monkeypatch.setattr(tuner.answers.check, "_measuring_process", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
     capsys.readouterr()
     assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 2
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
@@ -328,8 +328,8 @@ def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
 
     for size in ("seed", "16M"):
         run_campaign(CampaignRequest(workload="reduction", size=size, dtype="float32", strategy="brute_force",
-                                     max_evals=10, timeout=3.0, quiet=True, worker_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.check, "worker_target", fake_worker_main)
+                                     max_evals=10, timeout=3.0, quiet=True, measure_target=fake_worker_main))
+    monkeypatch.setattr(tuner.answers.check, "measure_target", fake_worker_main)
     log = []
     rows = tuner.answers.check.take_baseline(["reduction"], ["seed", "16M", "64M"], ["float32"], rounds=3,
                                      sessions_per_baseline=3, log=log.append)
@@ -498,7 +498,7 @@ def test_a_worker_never_serves_from_kernel_tuners_cache(tmp_path):
     from kernel_tuner import util
 
     from tuner.measure import kt
-    from tuner.measure.process import open_cache
+    from tuner.measure.evaluate import open_cache
     from tuner.workloads import get_workload
 
     space, size = get_workload("reduction").space, {"n": 1024}

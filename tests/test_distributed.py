@@ -18,6 +18,7 @@ import optuna
 import pytest
 
 from tests.fake_worker import fake_worker_main
+from tuner import locations
 from tuner.campaign.distributed import (
     campaign_result,
     campaign_rows,
@@ -216,9 +217,9 @@ def test_a_worker_on_another_gpu_model_is_refused(results):
     _, url = create_campaign(req, "mixed", None)
     optuna.load_study(study_name="mixed", storage=url).set_user_attr("gpu", "NVIDIA H200")  # a worker elsewhere
     with pytest.raises(TunerError, match="runs on NVIDIA H200, this worker's GPU is Fake GPU 9000"):
-        run_worker("mixed", url, 0, results=results, worker_target=fake_worker_main)
+        run_worker("mixed", url, 0, results=results, measure_target=fake_worker_main)
     assert not list(results.rglob("*.parquet"))  # refused before writing anything
-    summary = run_worker("mixed", url, 0, results=results, worker_target=fake_worker_main, allow_mixed_gpus=True)
+    summary = run_worker("mixed", url, 0, results=results, measure_target=fake_worker_main, allow_mixed_gpus=True)
     assert summary["gpu"] == "Fake GPU 9000" and summary["measured"] == 4
     assert summary["trials"] == summary["measured"] + summary["served"] + summary["handed_back"]  # each accounted for
     assert campaign_status("mixed", url)["done"] == 4
@@ -238,7 +239,7 @@ def test_workers_keep_to_the_budget_and_take_the_last_queued_config(results, cap
     """A time budget leaves no evaluation count (it crashed every worker); brute force with a count measures
     that many, not the space; a sampler whose budget covers the space gets every config, the last one
     included (it was left queued when no config was free any more)."""
-    shutil.copytree(PROJECT / "results" / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small",
+    shutil.copytree(locations.BUILTIN_RESULTS / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small",
                     results / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small")
     base = ["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--workers", "1", "--quiet", "--json"]
     for extra, evaluated in ((["--budget", "3s"], None), (["--strategy", "brute_force", "--budget", "10"], 10),

@@ -122,7 +122,7 @@ def test_cli_best_answers_for_a_grid_shape(capsys):
 
 @pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
 def test_every_grid_shape_has_its_own_tuned_best():
-    """The seeds' 64 shapes were each tuned on the H100 (benchmarks/gemm_grid.py: at least 12 configs each),
+    """The seeds' 64 shapes were each tuned on the H100 (benchmarks/gemm/grid.py: at least 12 configs each),
     so `tuner best` answers each from its own measurements, with cuBLAS of the same shape beside it."""
     evaluations, baselines = load_evaluations("gemm"), load_baselines("gemm")
     h100 = evaluations[(evaluations.gpu == H100) & (evaluations.dtype == "float32") & (evaluations.status == "ok")]

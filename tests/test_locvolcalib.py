@@ -126,7 +126,7 @@ def test_numpy_reference_reproduces_finpar_outputs(dataset, max_abs):
 
 @needs_finpar
 def test_stored_finpar_large_reference_validates():
-    """Finpar Large takes minutes in numpy: its stored float64 prices (benchmarks/lvc_references.py) are
+    """Finpar Large takes minutes in numpy: its stored float64 prices (benchmarks/locvolcalib/references.py) are
     checked by the original rule; its output.data was made in float32 (SPEC §4), hence 4.1e-6."""
     got = reference_prices(get_workload("locvolcalib").space.sizes["finpar-large"])
     ref = read_output(FINPAR_DATA / "Large" / "output.data")

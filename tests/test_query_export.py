@@ -4,12 +4,12 @@ campaigns of the GPU-free stand-in worker."""
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.fake_worker import fake_worker_main, synthetic_time_ms
+from tuner import locations
 from tuner.answers.best_config import best, best_per_gpu_and_size, run_config, select
 from tuner.answers.tables import by_parameters, config_table
 from tuner.campaign.local import run_campaign
@@ -29,7 +29,7 @@ def store_dir(tmp_path_factory):
         mp.setenv("TUNER_RESULTS", str(root))
         for size in ("seed", "16M"):
             run_campaign(CampaignRequest(workload="reduction", size=size, dtype="float32", strategy="brute_force",
-                                         max_evals=200, timeout=3.0, quiet=True, worker_target=fake_worker_main))
+                                         max_evals=200, timeout=3.0, quiet=True, measure_target=fake_worker_main))
     return root
 
 
@@ -273,7 +273,7 @@ def test_a_gpu_named_by_its_folder_and_the_real_store_given_by_root(monkeypatch,
     assert a["gpu"] == "NVIDIA H200" and a["fallback"] == "exact"
     expected = {(x["gpu"], x["size"], x["dtype"]): x["config"] for x in best_per_gpu_and_size("reduction")}
     monkeypatch.setenv("TUNER_RESULTS", str(tmp_path))  # the default store is empty now
-    project_results = Path(__file__).resolve().parent.parent / "results"
+    project_results = locations.BUILTIN_RESULTS  # the committed store (results/store/ in the checkout)
     given = {(x["gpu"], x["size"], x["dtype"]): x["config"] for x in best_per_gpu_and_size("reduction", root=project_results)}
     assert given == expected
 

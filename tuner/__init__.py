@@ -1,5 +1,10 @@
 """GPU autotuning campaigns: Kernel Tuner compiles, launches, times and verifies; Optuna searches;
-every measurement lands in pandas tables under results/."""
+every measurement lands in Parquet tables under results/.
+
+The public Python API (tuner.api): `tune`, `best`, `results`, `load_store`; `Workload` to write a workload's
+Python module; `TunerError`, what bad input raises. They are imported on first use, so that `import tuner`
+stays light for the measuring processes, which import it too.
+"""
 
 import os
 import sys
@@ -20,7 +25,7 @@ def _import_kernel_tuner_without_torch() -> None:
     the measuring process, which keeps torch out for good (tuner/measure/protocol.py)."""
     if "kernel_tuner" in sys.modules or "torch" in sys.modules:
         return
-    sys.modules["torch"] = None  # `import torch` raises ImportError: Kernel Tuner falls back to a placeholder
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError: Kernel Tuner falls back to a placeholder
     try:
         import kernel_tuner.interface  # noqa: F401  (util, core, strategies.common)
         import kernel_tuner.searchspace  # noqa: F401
@@ -29,3 +34,22 @@ def _import_kernel_tuner_without_torch() -> None:
 
 
 _import_kernel_tuner_without_torch()
+
+
+__all__ = ["TunerError", "Workload", "best", "load_store", "results", "tune"]
+
+
+def __getattr__(name: str):
+    if name in ("tune", "best", "results", "load_store"):
+        from tuner import api
+
+        return getattr(api, name)
+    if name == "Workload":
+        from tuner.workloads.base import Workload
+
+        return Workload
+    if name == "TunerError":
+        from tuner.errors import TunerError
+
+        return TunerError
+    raise AttributeError(f"module 'tuner' has no attribute '{name}'")

@@ -25,9 +25,10 @@ def _builtin_root() -> Path:
 BUILTIN_ROOT = _builtin_root()
 BUILTIN_SPACES = BUILTIN_ROOT / "spaces"
 BUILTIN_KERNELS = BUILTIN_ROOT / "kernels"
-# the recordings committed with the built-ins; an installed package reads them (read-only) beside the user's store
-BUILTIN_RESULTS = BUILTIN_ROOT / "results"
 INSTALLED = BUILTIN_ROOT != _CHECKOUT
+# the recordings committed with the built-ins (the checkout's store, results/store; the wheel carries it as
+# _builtin/results); an installed package reads them (read-only) beside the user's store
+BUILTIN_RESULTS = BUILTIN_ROOT / ("results" if INSTALLED else "results/store")
 # a source checkout's root (git provenance, the LocVolCalib reference data); None in an installed package
 CHECKOUT_ROOT: Path | None = None if INSTALLED else _CHECKOUT
 
@@ -35,6 +36,7 @@ CHECKOUT_ROOT: Path | None = None if INSTALLED else _CHECKOUT
 @dataclass(frozen=True)
 class ProjectSettings:
     """The user's project: `folder` holds the settings file (or is the working directory)."""
+
     folder: Path
     workloads: Path
     results: Path
@@ -68,8 +70,9 @@ def _project(cwd: Path) -> ProjectSettings:
         found = _settings_in(folder)
         if found is not None:
             doc, source = found
-            return ProjectSettings(folder, folder / doc.get("workloads", "workloads"), folder / doc.get("results", "results"),
-                                   source)
+            return ProjectSettings(
+                folder, folder / doc.get("workloads", "workloads"), folder / doc.get("results", "results"), source
+            )
     return ProjectSettings(cwd, cwd / "workloads", cwd / "results", None)
 
 

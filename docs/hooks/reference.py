@@ -29,6 +29,7 @@ from mkdocs.exceptions import PluginError
 CLI_MARK = "<!-- cli-reference -->"
 SCHEMA_MARK = "<!-- space-schema -->"
 INIT_MARK = re.compile(r"<!-- tuner-init ([a-z][a-z0-9_-]*) -->")
+API_MARK = "<!-- python-api -->"
 log = logging.getLogger("mkdocs.hooks.reference")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WIDTH = 100  # the usage lines' width, fixed so that the page does not depend on the terminal of the build
@@ -77,7 +78,26 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
         schema, location = load_schema()
         markdown = markdown.replace(SCHEMA_MARK, schema_reference(schema, location))
     markdown = INIT_MARK.sub(lambda m: init_scaffold(m.group(1)), markdown)
+    if API_MARK in markdown:
+        markdown = markdown.replace(API_MARK, api_reference())
     return markdown
+
+
+def api_reference() -> str:
+    """`tuner.__all__`: each name's signature and docstring, from the code."""
+    import inspect
+
+    _ensure_importable()
+    import tuner
+
+    out = []
+    for name in tuner.__all__:
+        obj = getattr(tuner, name)
+        kind = "class" if inspect.isclass(obj) else "function"
+        signature = "" if inspect.isclass(obj) and issubclass(obj, Exception) else str(inspect.signature(obj))
+        out.append(f"### `tuner.{name}`\n\n```python\n{kind} {name}{signature}\n```\n\n"
+                   + inspect.cleandoc(obj.__doc__ or "(no docstring)") + "\n")
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ script. tests/test_best_unchanged.py checks that the code still gives the same c
 
 The recording in best_answers.json was made with the code as it was before tuner/ was split into subpackages
 (commit 4c1d35e, "Review of the change: tuner check loads each workload's space once..."), checked out as a
-worktree at /tmp/base, on the store committed with it (identical to results/ in the restructured tree):
+worktree at /tmp/base, on the store committed with it (identical to results/store/ in the restructured tree):
 
     git -C /work/main worktree add /tmp/base HEAD
     cd /tmp/base && PYTHONPATH=/tmp/base TUNER_RESULTS=/tmp/base/results \\

@@ -15,10 +15,22 @@ from tuner.errors import TunerError
 from tuner.measure.provenance import gpu_info
 from tuner.space import format_size, size_distance
 from tuner.store import gpu_slug
-from tuner.workloads import get_workload
+from tuner.workloads import Workload, get_workload
 
-PROVENANCE = ("gpu", "compute_capability", "driver", "cuda", "backend", "compiler_options", "kernel_hash",
-              "package_version", "kernel_tuner_version", "git_commit", "campaign_id", "timestamp")
+PROVENANCE = (
+    "gpu",
+    "compute_capability",
+    "driver",
+    "cuda",
+    "backend",
+    "compiler_options",
+    "kernel_hash",
+    "package_version",
+    "kernel_tuner_version",
+    "git_commit",
+    "campaign_id",
+    "timestamp",
+)
 
 
 def local_gpu() -> str | None:
@@ -26,7 +38,7 @@ def local_gpu() -> str | None:
     return None if name in (None, "", "unknown") else name
 
 
-def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
+def _nearest_size(workload: Workload, size: dict, measured: dict) -> tuple[str, str]:
     """The measured size closest to `size`: by the workload's own features where it has them (spmv: a
     matrix's rows and nonzeros per row), else by log-distance of the size variables."""
     by_features = getattr(workload, "nearest_size", None)
@@ -37,7 +49,7 @@ def _nearest_size(workload, size: dict, measured: dict) -> tuple[str, str]:
     return min(measured, key=lambda k: size_distance(measured[k], size)), ""
 
 
-def best_row(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
+def best_row(rows: pd.DataFrame, maximize: bool, root: Path | None = None) -> pd.Series:
     """Configs measured several times count by the median of their objective values; among near-ties that a
     confirmation measured again (tuner/confirmation.py), its choice. The row returned is the chosen config's
     measurement at that median (for an even count, the nearer of the two middle ones)."""
@@ -59,22 +71,29 @@ def best_row(rows: pd.DataFrame, maximize: bool, root=None) -> pd.Series:
 @dataclass
 class Selection:
     """The stored rows that answer for one (GPU, size, dtype), and how they were chosen."""
-    workload: object
+
+    workload: Workload
     size_name: str
     size: dict
     dtype: str
     rows: pd.DataFrame  # every status, of the chosen GPU and size
     notes: list = field(default_factory=list)
     fallback: list = field(default_factory=list)  # "other-gpu", "nearest-size"
-    root: object = None  # the results directory (None: the default)
+    root: Path | None = None  # the results directory (None: the default)
 
     @property
     def ok(self) -> pd.DataFrame:
         return self.rows[self.rows["status"] == "ok"]
 
 
-def select(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
-           root=None, evaluations: pd.DataFrame | None = None) -> Selection:
+def select(
+    workload_name: str,
+    size_text: str | None = None,
+    dtype: str | None = None,
+    gpu: str | None = None,
+    root: Path | None = None,
+    evaluations: pd.DataFrame | None = None,
+) -> Selection:
     """The rows for this GPU (else the GPU with the most successful measurements, saying so) and size (else
     the nearest measured one, saying so); the choice is made on successful rows, then every row of it kept."""
     workload = get_workload(workload_name)
@@ -110,8 +129,10 @@ def select(workload_name: str, size_text: str | None = None, dtype: str | None =
         measured = {k: json.loads(k) for k in df["size_vars"].unique()}
         key, how = _nearest_size(workload, size, measured)
         fallback.append("nearest-size")
-        notes.append(f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
-                     + format_size(measured[key]))
+        notes.append(
+            f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
+            + format_size(measured[key])
+        )
     rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
     return Selection(workload, size_name, size, dtype, rows, notes, fallback, root)
 
@@ -124,8 +145,15 @@ def _stored_gpu_name(stored: pd.Series, gpu: str) -> str:
     return by_slug.get(gpu_slug(gpu), gpu)
 
 
-def best(workload_name: str, size_text: str | None = None, dtype: str | None = None, gpu: str | None = None,
-         root=None, evaluations: pd.DataFrame | None = None, baselines: pd.DataFrame | None = None) -> dict:
+def best(
+    workload_name: str,
+    size_text: str | None = None,
+    dtype: str | None = None,
+    gpu: str | None = None,
+    root: Path | None = None,
+    evaluations: pd.DataFrame | None = None,
+    baselines: pd.DataFrame | None = None,
+) -> dict:
     sel = select(workload_name, size_text, dtype, gpu, root, evaluations)
     workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
     df = sel.ok
@@ -155,7 +183,9 @@ def best(workload_name: str, size_text: str | None = None, dtype: str | None = N
     return answer
 
 
-def _baselines(workload, row, metrics, root, baselines) -> dict:
+def _baselines(
+    workload: Workload, row: pd.Series, metrics: dict, root: Path | None, baselines: pd.DataFrame | None
+) -> dict:
     df = store.load_baselines(workload.name, root) if baselines is None else baselines
     if df.empty:
         return {}
@@ -166,12 +196,15 @@ def _baselines(workload, row, metrics, root, baselines) -> dict:
         same = group[group["campaign_id"] == row.get("campaign_id")] if "campaign_id" in group else group.iloc[:0]
         latest = (same if len(same) else group).sort_values("timestamp").iloc[-1]
         b_metrics = json.loads(latest["metrics"])
-        out[name] = {"time_ms": float(latest["time_ms"]), "metrics": b_metrics,
-                     "ratio": {m: metrics[m] / v for m, v in b_metrics.items() if m in metrics and v}}
+        out[name] = {
+            "time_ms": float(latest["time_ms"]),
+            "metrics": b_metrics,
+            "ratio": {m: metrics[m] / v for m, v in b_metrics.items() if m in metrics and v},
+        }
     return out
 
 
-def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=None) -> list[dict]:
+def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root: Path | None = None) -> list[dict]:
     """Every (GPU, size) with a successful measurement, each with its best config (for export)."""
     workload = get_workload(workload_name)
     df = store.load_evaluations(workload_name, root)
@@ -183,8 +216,17 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
     for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
         if dt not in dtypes:
             continue
-        out.append(best(workload_name, format_size(json.loads(size_vars)), dt, gpu=gpu, root=root, evaluations=df,
-                        baselines=base))
+        out.append(
+            best(
+                workload_name,
+                format_size(json.loads(str(size_vars))),
+                str(dt),
+                gpu=str(gpu),
+                root=root,
+                evaluations=df,
+                baselines=base,
+            )
+        )
     if not out:
         raise TunerError(f"no successful {workload_name} measurement is stored for dtype {', '.join(dtypes)}")
     return out
@@ -193,8 +235,14 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root=Non
 __all__ = ["Selection", "best", "best_per_gpu_and_size", "best_row", "select"]
 
 
-def run_config(workload_name: str, size: dict, dtype: str, given: dict | None = None, gpu: str | None = None,
-               log: Callable[[str], object] = print) -> dict:
+def run_config(
+    workload_name: str,
+    size: dict,
+    dtype: str,
+    given: dict | None = None,
+    gpu: str | None = None,
+    log: Callable[[str], object] = print,
+) -> dict:
     """The config a program runs with (`tuner run`): the one given (every parameter that has no default in the
     space, and valid), else the best stored for this GPU and size, with its fallback (nearest size, other GPU)
     said through `log`."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
 import numpy as np
@@ -25,18 +27,21 @@ from tuner.answers import best_config
 from tuner.answers.stats import THRESHOLD, compare, normalise
 from tuner.errors import TunerError
 from tuner.measure import kt
-from tuner.measure.provenance import gpu_info, software, source_hash
 from tuner.measure.protocol import MeasureSpec
+from tuner.measure.provenance import gpu_info, software, source_hash
 from tuner.measure.runner import IsolatedRunner
 from tuner.space import format_size
 from tuner.workloads import get_workload
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 BASELINE_FILE = "check/baseline.parquet"
 CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
 MIN_ROUNDS = 3  # a comparison's fewest rounds on each side (tuner.answers.stats.compare)
 BASELINE_SESSIONS = 6  # worker sessions per baseline kernel: their spread sets the noise floor (session_noise)
 NOISE_ALPHA = 0.005  # how often an unchanged kernel may exceed its noise floor by session wobble alone
-worker_target = None  # the worker process's main function (None: the real one); tests substitute a GPU-free one
+measure_target = None  # the measuring process's main function (None: the real one); tests substitute one
 
 
 @dataclass
@@ -45,46 +50,61 @@ class CheckResult:
     size: str
     dtype: str
     config: dict
-    verdict: str                      # pass, faster, regression, failed, refused
+    verdict: str  # pass, faster, regression, failed, refused
     reason: str = ""
     reference: str = ""
     baseline_ms: float | None = None
     now_ms: float | None = None
-    raw: dict = field(default_factory=dict)          # change and confidence interval of raw times
-    normalised: dict = field(default_factory=dict)   # the same, in units of the reference
+    raw: dict = field(default_factory=dict)  # change and confidence interval of raw times
+    normalised: dict = field(default_factory=dict)  # the same, in units of the reference
     retuned: dict | None = None
     noise_floor: float | None = None  # the slowdown this kernel must show to be flagged on this runner
-    rounds: list = field(default_factory=list)       # this check's per-round medians (ms), for a closer look
-    decided_by: str = ""                             # "normalised" or "raw": whose verdict is the check's
+    rounds: list = field(default_factory=list)  # this check's per-round medians (ms), for a closer look
+    decided_by: str = ""  # "normalised" or "raw": whose verdict is the check's
 
     @property
     def exit_code(self) -> int:
         return {"pass": 0, "faster": 0, "regression": 1, "failed": 1}.get(self.verdict, 2)
 
 
-def _worker(workload, size, dtype, backend, device, timeout):
+def _measuring_process(
+    workload: str, size: dict, dtype: str, backend: str, device: int, timeout: float
+) -> tuple[IsolatedRunner, dict]:
     """A fresh measuring process, and its GPU with the timing protocol it times kernels with (tuner/measure/timing.py):
     both go into a baseline's row, and a check compares them with the baseline's."""
-    runner = IsolatedRunner(MeasureSpec(workload, size, dtype, backend, device, None, baseline_repeats=0,
-                                       iterations=CHECK_ITERATIONS), timeout=timeout,
-                            **({"target": worker_target} if worker_target else {}))
+    runner = IsolatedRunner(
+        MeasureSpec(workload, size, dtype, backend, device, None, baseline_repeats=0, iterations=CHECK_ITERATIONS),
+        timeout=timeout,
+        **({"target": measure_target} if measure_target else {}),
+    )
     setup = runner.start()
     return runner, {**setup["gpu"], "timing": setup.get("timing", "plain")}
 
 
-def _baseline_path(root, gpu, workload) -> Path:
+def _baseline_path(root: Path, gpu: str, workload: str) -> Path:
     return store.workload_dir(root, gpu, workload) / BASELINE_FILE
 
 
-def load_baselines(root=None, gpu: str | None = None) -> pd.DataFrame:
+def load_baselines(root: Path | None = None, gpu: str | None = None) -> pd.DataFrame:
     df = store.read_parts(f"*/*/{BASELINE_FILE}", root or store.results_root())
     if gpu and not df.empty:
         df = df[df["gpu"] == gpu]
     return df
 
 
-def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per_baseline=BASELINE_SESSIONS, backend="nvcuda",
-                  device=0, timeout=120, root=None, log=print) -> list[dict]:
+def take_baseline(
+    workloads: Iterable[str],
+    sizes: Sequence[str] | None = None,
+    dtypes: Sequence[str] | None = None,
+    *,
+    rounds: int = 10,
+    sessions_per_baseline: int = BASELINE_SESSIONS,
+    backend: str = "nvcuda",
+    device: int = 0,
+    timeout: float = 120,
+    root: Path | None = None,
+    log: Callable[[str], object] = print,
+) -> list[dict]:
     """Re-measure the best stored config of each (workload, size, dtype) and store it as the baseline.
 
     Each kernel is measured in several worker sessions, and the sessions are spread over the whole run
@@ -93,8 +113,10 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
     runner that has been busy for minutes meets. Measured back to back, the sessions agreed better than
     the card agreed with itself ten minutes later, and A/A checks failed on that drift."""
     if rounds < 1 or sessions_per_baseline < 1 or rounds * sessions_per_baseline < MIN_ROUNDS:
-        raise TunerError(f"a baseline needs at least {MIN_ROUNDS} rounds in all (--rounds x --sessions), "
-                         f"got {rounds} x {sessions_per_baseline}")
+        raise TunerError(
+            f"a baseline needs at least {MIN_ROUNDS} rounds in all (--rounds x --sessions), "
+            f"got {rounds} x {sessions_per_baseline}"
+        )
     root = Path(root or store.results_root())
     kernels = []
     for name in workloads:
@@ -110,13 +132,18 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
     rows = {}
     for session in range(sessions_per_baseline):
         for kernel in kernels:
-            name, size_name, size, dtype, sessions = (kernel.name, kernel.size_name, kernel.size, kernel.dtype,
-                                                      kernel.sessions)
+            name, size_name, size, dtype, sessions = (
+                kernel.name,
+                kernel.size_name,
+                kernel.size,
+                kernel.dtype,
+                kernel.sessions,
+            )
             if session > 0 and not sessions:
                 continue  # nothing tuned for it: skipped in the first pass
             space = get_workload(name).space
             t0 = time.monotonic()
-            runner, gpu = _worker(name, size, dtype, backend, device, timeout)
+            runner, gpu = _measuring_process(name, size, dtype, backend, device, timeout)
             try:
                 if kernel.config is None:
                     # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
@@ -130,20 +157,24 @@ def take_baseline(workloads, sizes=None, dtypes=None, *, rounds=10, sessions_per
             finally:
                 runner.shutdown()
             if row["status"] != "ok":
-                raise TunerError(f"{name} {size_name} {dtype}: the best config fails now "
-                                 f"({row['status']}: {row['error'][:300]})")
+                raise TunerError(
+                    f"{name} {size_name} {dtype}: the best config fails now ({row['status']}: {row['error'][:300]})"
+                )
             sessions.append(row)
             rows[(name, size_name, dtype)] = _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend)
             _save_baseline(root, rows[(name, size_name, dtype)])  # at once: an interrupted run keeps what it measured
-            log(f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
+            log(
+                f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
                 f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds ({time.monotonic() - t0:.1f} s; "
-                f"worker set-up {runner.setup.get('setup_s')})")
+                f"worker set-up {runner.setup.get('setup_s')})"  # type: ignore[union-attr]  # set by _worker's start
+            )
     return list(rows.values())
 
 
 @dataclass
 class _Kernel:
     """One (workload, size, dtype) of a baseline: its config, chosen in the first pass, and its sessions."""
+
     name: str
     size_name: str
     size: dict
@@ -152,18 +183,31 @@ class _Kernel:
     sessions: list = field(default_factory=list)
 
 
-def _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend) -> dict:
+def _baseline_row(
+    name: str, size_name: str, size: dict, dtype: str, config: dict, gpu: dict, sessions: list[dict], backend: str
+) -> dict:
     workload = get_workload(name)
     space = workload.space
     references = {k: [x for r in sessions for x in r["references"][k]] for k in sessions[0]["references"]}
-    return {"workload": name, "size": size_name, "size_vars": json.dumps(size, sort_keys=True), "dtype": dtype,
-            "config": json.dumps(config, sort_keys=True), "rounds": [x for r in sessions for x in r["rounds"]],
-            "sessions": len(sessions), "references": json.dumps(references), "reference": workload.check_reference,
-            **gpu, "backend": kt.effective_backend(space, backend), "kernel_hash": source_hash(space.source_text),
-            **software(), "timestamp": datetime.now(timezone.utc).isoformat()}
+    return {
+        "workload": name,
+        "size": size_name,
+        "size_vars": json.dumps(size, sort_keys=True),
+        "dtype": dtype,
+        "config": json.dumps(config, sort_keys=True),
+        "rounds": [x for r in sessions for x in r["rounds"]],
+        "sessions": len(sessions),
+        "references": json.dumps(references),
+        "reference": workload.check_reference,
+        **gpu,
+        "backend": kt.effective_backend(space, backend),
+        "kernel_hash": source_hash(space.source_text),
+        **software(),
+        "timestamp": datetime.now(UTC).isoformat(),
+    }
 
 
-def session_noise(rounds, sessions: int, alpha: float = NOISE_ALPHA) -> float:
+def session_noise(rounds: ArrayLike, sessions: int, alpha: float = NOISE_ALPHA) -> float:
     """The relative slowdown that one fresh session of an unchanged kernel exceeds with probability `alpha`
     (0 for a single session, whose spread is unknown). Every session (worker process) lands at its own
     offset, so a check, itself one session, is one more draw from the baseline's per-session medians: the
@@ -178,12 +222,12 @@ def session_noise(rounds, sessions: int, alpha: float = NOISE_ALPHA) -> float:
     return float(scipy.stats.t.ppf(1 - alpha, sessions - 1) * spread * np.sqrt(1 + 1 / sessions))
 
 
-def noise_floor(rounds, sessions: int, threshold: float = THRESHOLD) -> float:
+def noise_floor(rounds: ArrayLike, sessions: int, threshold: float = THRESHOLD) -> float:
     """The slowdown a kernel must show to be flagged: the practical threshold or its session noise."""
     return max(threshold, session_noise(rounds, sessions))
 
 
-def _save_baseline(root, row: dict) -> None:
+def _save_baseline(root: Path, row: dict) -> None:
     """Add (or replace) one (size, dtype) baseline in its workload's file, atomically."""
     path = _baseline_path(root, row["gpu"], row["workload"])
     old = pd.read_parquet(path) if path.exists() else pd.DataFrame()
@@ -196,7 +240,7 @@ def _major(version: str) -> str:
     return str(version).split(".")[0]
 
 
-def _refusal(base, gpu) -> str | None:
+def _refusal(base: dict, gpu: dict) -> str | None:
     if base["gpu"] != gpu["gpu"]:
         return f"baseline taken on {base['gpu']}, this is {gpu['gpu']}"
     if _major(base["driver"]) != _major(gpu["driver"]):
@@ -206,10 +250,18 @@ def _refusal(base, gpu) -> str | None:
     return None
 
 
-def check_one(base: dict, gpu: dict, now: dict, *, threshold=THRESHOLD, allow_different=False) -> CheckResult:
+def check_one(
+    base: dict, gpu: dict, now: dict, *, threshold: float = THRESHOLD, allow_different: bool = False
+) -> CheckResult:
     """The verdict for one baseline row and one fresh measurement (pure: unit-tested without a GPU)."""
-    res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "pass",
-                      reference=base.get("reference") or "")
+    res = CheckResult(
+        base["workload"],
+        base["size"],
+        base["dtype"],
+        json.loads(base["config"]),
+        "pass",
+        reference=base.get("reference") or "",
+    )
     if now["status"] == "stale baseline":  # could not run: nothing of today's space to measure
         res.verdict, res.reason = "stale", now["error"]
         return res
@@ -231,19 +283,22 @@ def check_one(base: dict, gpu: dict, now: dict, *, threshold=THRESHOLD, allow_di
     for label, b, n in pairs:
         floor = noise_floor(b, int(base.get("sessions") or 1), threshold)
         c = compare(b, n, threshold=floor)
-        setattr(res, label, {"change": c.change, "ci": [c.ci_low, c.ci_high], "verdict": c.verdict,
-                             "threshold": floor})
+        setattr(res, label, {"change": c.change, "ci": [c.ci_low, c.ci_high], "verdict": c.verdict, "threshold": floor})
     res.decided_by = deciding(res.raw, res.normalised)
     decider = getattr(res, res.decided_by)
     res.verdict, res.noise_floor = decider["verdict"], decider["threshold"]
     notes = ["compared anyway: " + refusal] if refusal else []
     if res.normalised and res.decided_by == "raw":
-        notes.append(f"decided on raw times: the {res.reference} reference did not track this kernel between "
-                     f"the baseline's sessions (noise floor {res.normalised['threshold']:.1%} normalised, "
-                     f"{res.raw['threshold']:.1%} raw)")
+        notes.append(
+            f"decided on raw times: the {res.reference} reference did not track this kernel between "
+            f"the baseline's sessions (noise floor {res.normalised['threshold']:.1%} normalised, "
+            f"{res.raw['threshold']:.1%} raw)"
+        )
     if int(base.get("sessions") or 1) < 2:
-        notes.append("one baseline session: its session-to-session noise is unknown, so only the "
-                     f"{threshold:.0%} threshold guards against it (take the baseline with --sessions 6)")
+        notes.append(
+            "one baseline session: its session-to-session noise is unknown, so only the "
+            f"{threshold:.0%} threshold guards against it (take the baseline with --sessions 6)"
+        )
     res.reason = "; ".join(notes)
     return res
 
@@ -256,8 +311,20 @@ def deciding(raw: dict, normalised: dict) -> str:
     return "normalised" if normalised and normalised["threshold"] <= raw["threshold"] else "raw"
 
 
-def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different=False, backend="nvcuda", device=0,
-              timeout=120, root=None, plant: dict | None = None, retune: int = 0, log=print) -> list[CheckResult]:
+def run_check(
+    workloads: Sequence[str] | None = None,
+    *,
+    rounds: int = 20,
+    threshold: float = THRESHOLD,
+    allow_different: bool = False,
+    backend: str = "nvcuda",
+    device: int = 0,
+    timeout: float = 120,
+    root: Path | None = None,
+    plant: dict | None = None,
+    retune: int = 0,
+    log: Callable[[str], object] = print,
+) -> list[CheckResult]:
     if rounds < MIN_ROUNDS:
         raise TunerError(f"a check needs at least {MIN_ROUNDS} rounds to compare, got --rounds {rounds}")
     root = Path(root or store.results_root())
@@ -274,20 +341,31 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
     mine = df[df["gpu"] == here["gpu"]]
     if mine.empty and not allow_different:
         of = f" of {', '.join(workloads)}" if workloads else ""
-        raise TunerError(f"no baseline{of} for {here['gpu']}" + (
-            f" (there are for {', '.join(sorted(df['gpu'].unique()))}); use --allow-different to compare anyway"
-            if not df.empty else f": record one with `tuner baseline {' '.join(workloads or ['WORKLOAD'])}`"))
+        raise TunerError(
+            f"no baseline{of} for {here['gpu']}"
+            + (
+                f" (there are for {', '.join(sorted(df['gpu'].unique()))}); use --allow-different to compare anyway"
+                if not df.empty
+                else f": record one with `tuner baseline {' '.join(workloads or ['WORKLOAD'])}`"
+            )
+        )
     df = mine if not mine.empty else df
     spaces = {name: get_workload(name).space for name in set(df["workload"])}
-    for name, space in spaces.items() if plant else ():  # a planted parameter that no config has plants nothing
-        unknown = sorted(set(plant) - set(space.params))
-        bad = {k: v for k, v in plant.items() if k in space.params and v not in space.params[k]}
+    planted = plant or {}
+    for name, space in spaces.items() if planted else ():  # a planted parameter that no config has plants nothing
+        unknown = sorted(set(planted) - set(space.params))
+        bad = {k: v for k, v in planted.items() if k in space.params and v not in space.params[k]}
         if unknown or bad:
-            raise TunerError(f"--plant for {name}: " + (f"unknown parameters {', '.join(unknown)} (it has "
-                             f"{', '.join(space.params)})" if unknown else "")
-                             + (f"values outside the space: {bad}" if bad else ""))
-    results = [CheckResult(w, "", "", {}, "refused", f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`")
-               for w in workloads or () if w not in set(df["workload"])]  # named, so a CI gate must not pass it by
+            raise TunerError(
+                f"--plant for {name}: "
+                + (f"unknown parameters {', '.join(unknown)} (it has {', '.join(space.params)})" if unknown else "")
+                + (f"values outside the space: {bad}" if bad else "")
+            )
+    results = [
+        CheckResult(w, "", "", {}, "refused", f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`")
+        for w in workloads or ()
+        if w not in set(df["workload"])
+    ]  # named, so a CI gate must not pass it by
     for res in results:
         log(f"{res.workload}: refused ({res.reason})")
     for base in df.to_dict("records"):
@@ -299,18 +377,25 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
             raise TunerError(f"--plant {plant} breaks a restriction of the {base['workload']} space: {config}")
         if missing:  # recorded before the space gained these parameters: the config names no kernel of today's
             gpu, lifecycle = here, {}
-            now = {"status": "stale baseline", "error": f"its config lacks {', '.join(missing)}, parameters the "
-                   f"space gained since; record it again with `tuner baseline {base['workload']}`"}
+            now = {
+                "status": "stale baseline",
+                "error": f"its config lacks {', '.join(missing)}, parameters the "
+                f"space gained since; record it again with `tuner baseline {base['workload']}`",
+            }
         else:
-            runner, gpu = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device,
-                                  timeout)
+            runner, gpu = _measuring_process(
+                base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device, timeout
+            )
             try:
                 if not store.timing_matches(base, space, gpu["timing"]):
                     # e.g. taken before kernels' start events waited for their launch: its times carry the
                     # launch overhead (8-20 us), which would hide a regression of that size in a short kernel
-                    now = {"status": "stale baseline", "error": f"timed {base.get('timing') or 'plain'}, kernels "
-                           f"are timed {gpu['timing']} now (tuner/measure/timing.py); record it again with "
-                           f"`tuner baseline {base['workload']}`"}
+                    now = {
+                        "status": "stale baseline",
+                        "error": f"timed {base.get('timing') or 'plain'}, kernels "
+                        f"are timed {gpu['timing']} now (tuner/measure/timing.py); record it again with "
+                        f"`tuner baseline {base['workload']}`",
+                    }
                 elif allow_different or not _refusal(base, gpu):
                     now = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
                 else:
@@ -323,13 +408,15 @@ def run_check(workloads=None, *, rounds=20, threshold=THRESHOLD, allow_different
             res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
         if res.verdict == "regression" and retune:
             res.retuned = _retune(base, retune, backend, device, log)
-        log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s: worker "
-            f"{lifecycle}, measured {now.get('measure_s')} s) {res.reason}")
+        log(
+            f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s: worker "
+            f"{lifecycle}, measured {now.get('measure_s')} s) {res.reason}"
+        )
         results.append(res)
     return results
 
 
-def _retune(base, budget, backend, device, log) -> dict:
+def _retune(base: dict, budget: int, backend: str, device: int, log: Callable[[str], object]) -> dict | None:
     """A small fresh campaign (nothing served from the store) to see whether another config recovers."""
     import tempfile
 
@@ -337,9 +424,19 @@ def _retune(base, budget, backend, device, log) -> dict:
     from tuner.campaign.request import CampaignRequest
 
     with tempfile.TemporaryDirectory() as tmp:
-        out = run_campaign(CampaignRequest(workload=base["workload"], size=format_size(json.loads(base["size_vars"])),
-            dtype=base["dtype"], strategy="tpe",
-            max_evals=budget, backend=backend, device=device, results=Path(tmp), quiet=True))
+        out = run_campaign(
+            CampaignRequest(
+                workload=base["workload"],
+                size=format_size(json.loads(base["size_vars"])),
+                dtype=base["dtype"],
+                strategy="tpe",
+                max_evals=budget,
+                backend=backend,
+                device=device,
+                results=Path(tmp),
+                quiet=True,
+            )
+        )
     log(f"retuned {base['workload']} {base['size']} {base['dtype']}: {out.best}")
     return out.best
 
@@ -356,19 +453,28 @@ def _fmt(d: dict) -> str:
 
 
 def markdown(results: list[CheckResult]) -> str:
-    lines = ["| kernel | size | dtype | verdict | baseline ms | now ms | raw change [99% CI] | "
-             "normalised change [99% CI] | reference | flagged above | note |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| kernel | size | dtype | verdict | baseline ms | now ms | raw change [99% CI] | "
+        "normalised change [99% CI] | reference | flagged above | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         floor = f"{r.noise_floor:.1%}" if r.noise_floor is not None else ""
-        lines.append(f"| {r.workload} | {r.size} | {r.dtype} | **{r.verdict}** | {r.baseline_ms or '':.6} | "
-                     f"{r.now_ms or '':.6} | {_fmt(r.raw)} | {_fmt(r.normalised)} | {r.reference} | {floor} | {r.reason} |")
+        lines.append(
+            f"| {r.workload} | {r.size} | {r.dtype} | **{r.verdict}** | {r.baseline_ms or '':.6} | "
+            f"{r.now_ms or '':.6} | {_fmt(r.raw)} | {_fmt(r.normalised)} | {r.reference} | {floor} | {r.reason} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def junit(results: list[CheckResult]) -> str:
-    suite = ET.Element("testsuite", name="tuner check", tests=str(len(results)),
-                       failures=str(sum(r.verdict in ("regression", "failed") for r in results)),
-                       errors=str(sum(r.exit_code == 2 for r in results)))
+    suite = ET.Element(
+        "testsuite",
+        name="tuner check",
+        tests=str(len(results)),
+        failures=str(sum(r.verdict in ("regression", "failed") for r in results)),
+        errors=str(sum(r.exit_code == 2 for r in results)),
+    )
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=f"tuner.{r.workload}", name=f"{r.size}-{r.dtype}")
         text = f"raw {_fmt(r.raw)}; normalised {_fmt(r.normalised)}; {r.reason}"

@@ -1,5 +1,5 @@
-"""`tuner compare-strategies`: replay a recorded complete (brute-force) space with several strategies and
-repeats, and compare how fast each gets close to the optimum.
+"""The analysis behind `tuner compare-strategies` (tuner.cli.compare_strategies): replay a recorded complete
+(brute-force) space with several strategies and repeats, and compare how fast each gets close to the optimum.
 
 Everything counts *unique* evaluations: a strategy that re-evaluates a configuration gets no new evaluation
 counted (a real campaign serves it from the store). A strategy that stops before the budget keeps its best
@@ -12,24 +12,35 @@ import math
 import multiprocessing
 import os
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tuner import store
-from tuner.measure.replay import replay
-from tuner.store.recordings import find_recording
 from tuner.errors import TunerError
 from tuner.measure import kt
+from tuner.measure.replay import replay
 from tuner.search.stopping import evaluations_until_stop
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
+from tuner.store.recordings import find_recording
 from tuner.workloads import get_workload
 
-DEFAULT_STRATEGIES = ("default", "tpe", "cmaes", "random", "qmc", "kt:genetic_algorithm", "kt:dual_annealing",
-                      "kt:greedy_ils", "kt:random_sample")
+DEFAULT_STRATEGIES = (
+    "default",
+    "tpe",
+    "cmaes",
+    "random",
+    "qmc",
+    "kt:genetic_algorithm",
+    "kt:dual_annealing",
+    "kt:greedy_ils",
+    "kt:random_sample",
+)
 CHECKPOINTS = (10, 20, 50, 100, 200)
 WITHIN = (0.05, 0.01)  # "within 5% / 1% of the optimum"
 PATIENCES = (10, 20, 30, 50)  # early-stopping rules measured offline on every trace
@@ -60,39 +71,51 @@ class Recording:
         return float(self.values[-1] if self.maximize else self.values[0])
 
 
-def load_recording(workload: str, size: str | None = None, dtype: str | None = None, gpu: str | None = None,
-                   root: Path | None = None) -> Recording:
+def load_recording(
+    workload: str, size: str | None = None, dtype: str | None = None, gpu: str | None = None, root: Path | None = None
+) -> Recording:
     w = get_workload(workload)
     space = w.space
     size_name, size_vars = space.resolve_size(size, w.parse_size)
     dtype = space.resolve_dtype(dtype)
     cachefile = find_recording(Path(root or store.results_root()), workload, size_name, dtype, gpu)
     # a brute-force replay computes the objective exactly as the strategies' replays will see it
-    results, gpu_name = replay(space, size_vars, dtype, cachefile, make_strategy("brute_force"),
-                               max_evals=kt.searchspace(space).size)
-    values = _unique_trace(results, list(space.params), space.objective)
-    values = np.sort(np.array([v for v in values if v is not None], dtype=float))
+    results, gpu_name = replay(
+        space, size_vars, dtype, cachefile, make_strategy("brute_force"), max_evals=kt.searchspace(space).size
+    )
+    trace = _unique_trace(results, list(space.params), space.objective)
+    values = np.sort(np.array([v for v in trace if v is not None], dtype=float))
     if values.size < 2:
         raise TunerError(f"{cachefile}: fewer than two configurations ran; nothing to compare")
     warm = warm_configs(warm_evaluations(workload, root), space, size_vars, dtype, gpu_name)
-    return Recording(workload, size_name, dtype, Path(cachefile), gpu_name, space.objective, space.maximize, values,
-                     tuple(json.dumps(c) for c in warm))
+    return Recording(
+        workload,
+        size_name,
+        dtype,
+        Path(cachefile),
+        gpu_name,
+        space.objective,
+        space.maximize,
+        values,
+        tuple(json.dumps(c) for c in warm),
+    )
 
 
-def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None):
+def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None) -> Any:
     """A strategy by name, with modifiers (MODIFIERS) after a '+'; `default` is `tuner tune`'s own."""
     base, *mods = (DEFAULT if name == "default" else name).split("+")
     unknown = set(mods) - set(MODIFIERS)
     if unknown:
-        raise TunerError(f"unknown strategy modifier(s) {', '.join(sorted(unknown))} in '{name}' "
-                         f"(known: {', '.join(MODIFIERS)})")
+        raise TunerError(
+            f"unknown strategy modifier(s) {', '.join(sorted(unknown))} in '{name}' (known: {', '.join(MODIFIERS)})"
+        )
     warm = [json.loads(c) for c in rec.warm_start] if rec is not None and "warm" in mods else []
     # a placeholder warm start before the recording is known, so a Kernel Tuner strategy with +warm fails early
     warm = warm or ([{}] if rec is None and "warm" in mods else [])
     return make_strategy(base, seed=seed, warm_start=warm, patience=DEFAULT_PATIENCE if "stop" in mods else None)
 
 
-def _unique_trace(results, params, objective) -> list:
+def _unique_trace(results: list, params: list[str], objective: str) -> list:
     """The objective of each newly evaluated config, in evaluation order (None for a failed one)."""
     seen, trace = set(), []
     for r in results:
@@ -115,21 +138,36 @@ def strategy_trace(rec: Recording, strategy: str, seed: int, budget: int) -> lis
     _, size_vars = space.resolve_size(rec.size_name, w.parse_size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy's dual annealing warns about overflows in its temperature
-        results, _ = replay(space, size_vars, rec.dtype, rec.cachefile, make_compared_strategy(rec, strategy, seed),
-                            max_evals=budget, seed=seed)
+        results, _ = replay(
+            space,
+            size_vars,
+            rec.dtype,
+            rec.cachefile,
+            make_compared_strategy(rec, strategy, seed),
+            max_evals=budget,
+            seed=seed,
+        )
     return _unique_trace(results, list(space.params), space.objective)[:budget]
 
 
-def _task(args):
+def _task(args: tuple[Recording, str, int, int]) -> tuple[str, int, list]:
     rec, strategy, seed, budget = args
     return strategy, seed, strategy_trace(rec, strategy, seed, budget)
 
 
-def run_traces(rec: Recording, strategies, repeats: int, budget: int, jobs: int = 1, on_done=None) -> dict:
+def run_traces(
+    rec: Recording,
+    strategies: Sequence[str],
+    repeats: int,
+    budget: int,
+    jobs: int = 1,
+    on_done: Callable[[], object] | None = None,
+) -> dict:
     """{strategy: [trace of repeat 0, 1, ...]}; repeat r is seeded with r, so the result does not depend on
     `jobs` or on the order in which workers finish."""
     tasks = [(rec, s, seed, budget) for seed in range(repeats) for s in strategies]
-    out = {s: [None] * repeats for s in strategies}
+    out: dict[str, list] = {s: [None] * repeats for s in strategies}
+    done: Iterator
     if jobs <= 1:
         done = map(_task, tasks)
     else:
@@ -156,8 +194,8 @@ def best_so_far(traces: list, budget: int, maximize: bool) -> np.ndarray:
         row = np.array([np.nan if v is None else v for v in trace][:budget], dtype=float)
         if row.size:
             row = pick.accumulate(row)
-            out[i, :row.size] = row
-            out[i, row.size:] = row[-1]
+            out[i, : row.size] = row
+            out[i, row.size :] = row[-1]
     return out
 
 
@@ -176,6 +214,7 @@ def evaluations_to(bsf: np.ndarray, optimum: float, maximize: bool, within: floa
 
 
 # ---- the score of Willemsen et al. -------------------------------------------------------------------
+
 
 def _worst_to_best(values: np.ndarray, maximize: bool) -> np.ndarray:
     v = np.sort(values)
@@ -208,8 +247,9 @@ def _cutoff_evals(dist: np.ndarray, maximize: bool, percentile: float) -> int:
     return math.ceil(i / (n + 1 - i))
 
 
-def methodology_score(bsf: np.ndarray, values: np.ndarray, maximize: bool, *, cutoff: float = 0.95,
-                      cutoff_start: float = 0.01) -> dict:
+def methodology_score(
+    bsf: np.ndarray, values: np.ndarray, maximize: bool, *, cutoff: float = 0.95, cutoff_start: float = 0.01
+) -> dict:
     """The performance score of Willemsen et al., "A methodology for comparing optimization algorithms for
     auto-tuning" (Future Generation Computer Systems, 2024), as `autotuning_methodology` 1.1.0 computes it
     over function evaluations, on our unique-evaluation best-so-far matrix `bsf` (repeats x evaluations):
@@ -253,11 +293,15 @@ def methodology_score(bsf: np.ndarray, values: np.ndarray, maximize: bool, *, cu
             return {"score": float("nan"), "error": float("nan"), "evaluations": [start, end]}
         evals, curve, baseline, gap = evals[:keep], curve[:keep], baseline[:keep], gap[:keep]
     standardised = (curve - baseline) / gap
-    return {"score": float(np.mean(standardised)), "error": float(np.std(standardised)),
-            "evaluations": [int(evals[0]), int(evals[-1])]}
+    return {
+        "score": float(np.mean(standardised)),
+        "error": float(np.std(standardised)),
+        "evaluations": [int(evals[0]), int(evals[-1])],
+    }
 
 
 # ---- the comparison ------------------------------------------------------------------------------------
+
 
 def checkpoints(budget: int) -> list[int]:
     return sorted({c for c in CHECKPOINTS if c <= budget} | {budget})
@@ -265,30 +309,55 @@ def checkpoints(budget: int) -> list[int]:
 
 def summarize(rec: Recording, traces: dict, budget: int) -> dict:
     """The comparison as one JSON-ready document."""
-    doc = {"workload": rec.workload, "size": rec.size_name, "dtype": rec.dtype, "gpu": rec.gpu,
-           "recording": str(rec.cachefile), "configs": int(rec.values.size), "objective": rec.objective,
-           "maximize": rec.maximize, "optimum": rec.optimum, "budget": budget,
-           "repeats": len(next(iter(traces.values()))), "checkpoints": checkpoints(budget), "strategies": {}}
+    doc: dict = {
+        "workload": rec.workload,
+        "size": rec.size_name,
+        "dtype": rec.dtype,
+        "gpu": rec.gpu,
+        "recording": str(rec.cachefile),
+        "configs": int(rec.values.size),
+        "objective": rec.objective,
+        "maximize": rec.maximize,
+        "optimum": rec.optimum,
+        "budget": budget,
+        "repeats": len(next(iter(traces.values()))),
+        "checkpoints": checkpoints(budget),
+        "strategies": {},
+    }
     evals = np.arange(1, budget + 1)
     doc["random_search_calculated"] = fraction_of_optimum(
-        calculated_random_search(rec.values, rec.maximize, evals), rec.optimum, rec.maximize).tolist()
+        calculated_random_search(rec.values, rec.maximize, evals), rec.optimum, rec.maximize
+    ).tolist()
     for name, runs in traces.items():
         bsf = best_so_far(runs, budget, rec.maximize)
         frac = fraction_of_optimum(bsf, rec.optimum, rec.maximize)
-        entry = {"methodology": methodology_score(bsf, rec.values, rec.maximize),
-                 "unique_evaluations": float(np.mean([len(t) for t in runs])), "fraction": {}, "evaluations_to": {}}
+        entry: dict = {
+            "methodology": methodology_score(bsf, rec.values, rec.maximize),
+            "unique_evaluations": float(np.mean([len(t) for t in runs])),
+            "fraction": {},
+            "evaluations_to": {},
+        }
         for c in doc["checkpoints"]:
             col = frac[:, c - 1]
-            entry["fraction"][str(c)] = {"mean": float(col.mean()), "std": float(col.std()),
-                                         "p10": float(np.percentile(col, 10)), "p90": float(np.percentile(col, 90))}
+            entry["fraction"][str(c)] = {
+                "mean": float(col.mean()),
+                "std": float(col.std()),
+                "p10": float(np.percentile(col, 10)),
+                "p90": float(np.percentile(col, 90)),
+            }
         for within in WITHIN:
             n = evaluations_to(bsf, rec.optimum, rec.maximize, within)
             median = float(np.median(n))  # runs that never got there count as infinitely many evaluations
-            entry["evaluations_to"][f"{within:g}"] = {"median": None if math.isinf(median) else median,
-                                                      "never": int(np.isinf(n).sum())}
+            entry["evaluations_to"][f"{within:g}"] = {
+                "median": None if math.isinf(median) else median,
+                "never": int(np.isinf(n).sum()),
+            }
         entry["stopping"] = early_stopping(runs, frac, rec.maximize)
-        entry["curve"] = {"mean": frac.mean(axis=0).tolist(), "p10": np.percentile(frac, 10, axis=0).tolist(),
-                          "p90": np.percentile(frac, 90, axis=0).tolist()}
+        entry["curve"] = {
+            "mean": frac.mean(axis=0).tolist(),
+            "p10": np.percentile(frac, 10, axis=0).tolist(),
+            "p90": np.percentile(frac, 90, axis=0).tolist(),
+        }
         doc["strategies"][name] = entry
     return doc
 
@@ -298,17 +367,35 @@ def early_stopping(runs: list, frac: np.ndarray, maximize: bool) -> dict:
     out = {}
     close = 1 - WITHIN[0] if maximize else 1 / (1 + WITHIN[0])  # "within 5%" as evaluations_to counts it
     for patience in PATIENCES:
-        used = np.array([evaluations_until_stop([None if v is None else (-v if maximize else v) for v in t], patience)
-                         for t in runs])
+        used = np.array(
+            [
+                evaluations_until_stop([None if v is None else (-v if maximize else v) for v in t], patience)
+                for t in runs
+            ]
+        )
         at_stop = frac[np.arange(len(runs)), np.maximum(used, 1) - 1]
-        out[str(patience)] = {"evaluations": float(used.mean()), "fraction": float(at_stop.mean()),
-                              "within_5pct": float((at_stop >= close - 1e-12).mean())}
+        out[str(patience)] = {
+            "evaluations": float(used.mean()),
+            "fraction": float(at_stop.mean()),
+            "within_5pct": float((at_stop >= close - 1e-12).mean()),
+        }
     return out
 
 
-def compare(workload: str, size: str | None = None, dtype: str | None = None, *, strategies=DEFAULT_STRATEGIES,
-            repeats: int = 30, budget: int = 200, gpu: str | None = None, root: Path | None = None,
-            jobs: int | None = None, on_start=None, on_done=None) -> dict:
+def compare(
+    workload: str,
+    size: str | None = None,
+    dtype: str | None = None,
+    *,
+    strategies: Iterable[str] = DEFAULT_STRATEGIES,
+    repeats: int = 30,
+    budget: int = 200,
+    gpu: str | None = None,
+    root: Path | None = None,
+    jobs: int | None = None,
+    on_start: Callable[[int], object] | None = None,
+    on_done: Callable[[], object] | None = None,
+) -> dict:
     strategies = list(dict.fromkeys(strategies))
     if not strategies:
         raise TunerError("no strategies to compare")
@@ -327,7 +414,8 @@ def compare(workload: str, size: str | None = None, dtype: str | None = None, *,
 
 # ---- output --------------------------------------------------------------------------------------------
 
-def _rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
+
+def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
     """Header and rows of the table; `sep` joins a figure and its spread (a newline stacks them on screen)."""
     header = ["strategy", "score"] + [f"@{c}" for c in doc["checkpoints"]]
     header += [f"evals to {100 * (1 - w):g}%" for w in WITHIN] + ["evals used"]
@@ -335,7 +423,9 @@ def _rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
     for name, e in doc["strategies"].items():
         m = e["methodology"]
         row = [name, "n/a" if math.isnan(m["score"]) else f"{m['score']:.3f}{sep}± {m['error']:.3f}"]
-        row += [f"{e['fraction'][str(c)]['mean']:.3f}{sep}± {e['fraction'][str(c)]['std']:.3f}" for c in doc["checkpoints"]]
+        row += [
+            f"{e['fraction'][str(c)]['mean']:.3f}{sep}± {e['fraction'][str(c)]['std']:.3f}" for c in doc["checkpoints"]
+        ]
         for w in WITHIN:
             t = e["evaluations_to"][f"{w:g}"]
             median = f"> {doc['budget']}" if t["median"] is None else f"{t['median']:g}"
@@ -345,19 +435,22 @@ def _rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def _caption(doc: dict) -> str:
+def caption(doc: dict) -> str:
+    """What was compared, and how to read the table."""
     first = next(iter(doc["strategies"].values()))["methodology"]["evaluations"]
-    return (f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']}: {doc['configs']} recorded configs, "
-            f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats, budget {doc['budget']} "
-            f"unique evaluations. @k: best found after k unique evaluations as a fraction of the optimum "
-            f"(mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
-            f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
-            f"(± its std over those evaluations).")
+    return (
+        f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']}: {doc['configs']} recorded configs, "
+        f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats, budget {doc['budget']} "
+        f"unique evaluations. @k: best found after k unique evaluations as a fraction of the optimum "
+        f"(mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
+        f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
+        f"(± its std over those evaluations)."
+    )
 
 
 def markdown(doc: dict) -> str:
-    header, rows = _rows(doc)
-    lines = [_caption(doc), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    header, rows = table_rows(doc)
+    lines = [caption(doc), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -376,8 +469,11 @@ def plot(doc: dict, path: Path) -> None:
     ax.plot(x, doc["random_search_calculated"], "k--", linewidth=1, label="random search (calculated)")
     ax.set_xlabel("unique evaluations")
     ax.set_ylabel("best found / optimum")
-    ax.set_title(f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']} "
-                 f"(mean, band: 10th-90th percentile of {doc['repeats']} repeats)", fontsize=10)
+    ax.set_title(
+        f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']} "
+        f"(mean, band: 10th-90th percentile of {doc['repeats']} repeats)",
+        fontsize=10,
+    )
     # the differences that matter are within a few percent of the optimum, after the first few evaluations
     k = min(10, doc["budget"])
     low = min(e["curve"]["p10"][k - 1] for e in doc["strategies"].values())
@@ -389,64 +485,3 @@ def plot(doc: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-# ---- the subcommand ------------------------------------------------------------------------------------
-
-def _command(args) -> int:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-    from rich.table import Table
-
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    err = Console(stderr=True)
-    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=args.quiet) as progress:
-        task = progress.add_task("replays", total=None)
-        doc = compare(args.workload, args.size, args.dtype, strategies=strategies, repeats=args.repeats,
-                      budget=args.budget, gpu=args.gpu, root=args.results, jobs=args.jobs,
-                      on_start=lambda n: progress.update(task, total=n), on_done=lambda: progress.advance(task))
-    if args.plot:
-        plot(doc, Path(args.plot))
-    if args.markdown:
-        Path(args.markdown).write_text(markdown(doc))
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
-    header, rows = _rows(doc, sep="\n")
-    table = Table(title=_caption(doc), title_justify="left")
-    for i, h in enumerate(header):
-        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for r in rows:
-        table.add_row(*r)
-    console = Console()
-    console.print(table)
-    for what, path in (("plot", args.plot), ("markdown", args.markdown)):
-        if path:
-            console.print(f"wrote the {what} to {path}", highlight=False)
-    return 0
-
-
-def register(subparsers) -> None:
-    s = subparsers.add_parser("compare-strategies",
-                              help="replay a recorded complete space with several strategies and compare them")
-    s.add_argument("workload")
-    s.add_argument("--size", help="a named size with a recorded complete space (default: the space's default size)")
-    s.add_argument("--dtype", help="element type (default: the space's first)")
-    s.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                   help=f"comma-separated strategy names (default: {','.join(DEFAULT_STRATEGIES)})")
-    s.add_argument("--repeats", type=int, default=30, help="runs per strategy, seeded 0, 1, ... (default 30)")
-    s.add_argument("--budget", type=int, default=200, help="unique evaluations per run (default 200)")
-    s.add_argument("--gpu", help="which recorded GPU to replay (where several are recorded)")
-    s.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per CPU core)")
-    s.add_argument("--plot", help="write a convergence plot (PNG) here")
-    s.add_argument("--markdown", help="write the table as markdown here")
-    s.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.set_defaults(func=_command)

@@ -6,21 +6,25 @@ cuBLAS) timed in the same round, so a throttled or slower runner moves both and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 THRESHOLD = 0.03  # the smallest slowdown reported: below the 5% that must be caught, so noise does not hide it
 
 
 @dataclass
 class Comparison:
-    change: float          # relative change of the median time: +0.05 = 5% slower
-    ci_low: float          # bootstrap confidence interval of `change`
+    change: float  # relative change of the median time: +0.05 = 5% slower
+    ci_low: float  # bootstrap confidence interval of `change`
     ci_high: float
-    verdict: str           # "regression", "faster" or "pass"
+    verdict: str  # "regression", "faster" or "pass"
 
 
-def normalise(times, reference) -> np.ndarray:
+def normalise(times: ArrayLike, reference: ArrayLike) -> np.ndarray:
     """Kernel time of each round in units of the reference time of the same round."""
     times, reference = np.asarray(times, float), np.asarray(reference, float)
     if times.shape != reference.shape:
@@ -28,8 +32,15 @@ def normalise(times, reference) -> np.ndarray:
     return times / reference
 
 
-def compare(baseline, now, *, threshold: float = THRESHOLD, confidence: float = 0.99, resamples: int = 4000,
-            seed: int = 0) -> Comparison:
+def compare(
+    baseline: ArrayLike,
+    now: ArrayLike,
+    *,
+    threshold: float = THRESHOLD,
+    confidence: float = 0.99,
+    resamples: int = 4000,
+    seed: int = 0,
+) -> Comparison:
     """Regression when the whole confidence interval of the slowdown lies above zero (significant) and
     the estimate exceeds `threshold` (practical). The threshold sits below the 5% that must be caught,
     so a true 5% slowdown, estimated with noise, is still flagged."""

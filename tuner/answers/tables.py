@@ -5,6 +5,7 @@ a grid of the best over two parameters)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,9 @@ from rich.table import Table
 from tuner.answers.best_config import Selection, best_row
 from tuner.errors import TunerError
 from tuner.formatting import config_text, readable
+
+if TYPE_CHECKING:
+    from tuner.space import Space
 
 
 def config_table(sel: Selection) -> pd.DataFrame:
@@ -26,25 +30,43 @@ def config_table(sel: Selection) -> pd.DataFrame:
     for config, group in rows.groupby("config", sort=False):
         ok = group[group["status"] == "ok"]
         last = group.iloc[-1]
-        out.append({**json.loads(config),
-                    objective: ok["objective_value"].median() if len(ok) else None,
-                    "time_ms": ok["time_ms"].median() if len(ok) else None,  # the same column when time is the objective
-                    "measurements": len(ok),
-                    "status": "ok" if len(ok) else last["status"],
-                    "error": None if len(ok) else (str(last["error"] or "").strip().splitlines() or [""])[-1][:200]})
-    columns = [*space.params, *([objective] if objective != "time_ms" else []), "time_ms", "measurements", "status", "error"]
+        out.append(
+            {
+                **json.loads(str(config)),
+                objective: ok["objective_value"].median() if len(ok) else None,
+                "time_ms": ok["time_ms"].median() if len(ok) else None,  # the same column when time is the objective
+                "measurements": len(ok),
+                "status": "ok" if len(ok) else last["status"],
+                "error": None if len(ok) else (str(last["error"] or "").strip().splitlines() or [""])[-1][:200],
+            }
+        )
+    columns = [
+        *space.params,
+        *([objective] if objective != "time_ms" else []),
+        "time_ms",
+        "measurements",
+        "status",
+        "error",
+    ]
     table = pd.DataFrame(out, columns=columns)
     # `tuner best`'s answer: among near-ties that a confirmation measured again, its choice, not always the top row
     chosen = json.loads(best_row(sel.ok, space.maximize, sel.root)["config"]) if len(sel.ok) else {}
-    table.insert(len(space.params), "chosen", [all(r.get(k) == v for k, v in chosen.items()) and bool(chosen)
-                                              for r in table[list(space.params)].to_dict("records")])
+    table.insert(
+        len(space.params),
+        "chosen",
+        [
+            all(r.get(k) == v for k, v in chosen.items()) and bool(chosen)
+            for r in table[list(space.params)].to_dict("records")
+        ],
+    )
     failed = table["status"] != "ok"
-    table = table.assign(_failed=failed).sort_values(["_failed", objective], ascending=[True, not space.maximize],
-                                                     kind="stable", na_position="last")
+    table = table.assign(_failed=failed).sort_values(
+        ["_failed", objective], ascending=[True, not space.maximize], kind="stable", na_position="last"
+    )
     return table.drop(columns="_failed").reset_index(drop=True)
 
 
-def objective_column(space) -> str:
+def objective_column(space: Space) -> str:
     """The table's column of the objective: its metric (GB/s, GFLOP/s), or time_ms where time is the objective."""
     return "time_ms" if space.objective == "time" else space.objective
 
@@ -56,33 +78,46 @@ def by_parameters(table: pd.DataFrame, params: list[str], objective: str, maximi
     names = [c for c in table.columns if c not in (objective, "chosen", "time_ms", "measurements", "status", "error")]
     unknown = [p for p in params if p not in names]
     if unknown or not 1 <= len(params) <= 2 or len(set(params)) != len(params):
-        raise TunerError(f"--by takes one or two different parameters of the space ({', '.join(names)}); got "
-                         + ", ".join(params))
+        raise TunerError(
+            f"--by takes one or two different parameters of the space ({', '.join(names)}); got " + ", ".join(params)
+        )
     ok = table[table["status"] == "ok"]
     if len(params) == 2:
-        grid = ok.pivot_table(index=params[0], columns=params[1], values=objective, aggfunc="max" if maximize else "min")
+        grid = ok.pivot_table(
+            index=params[0], columns=params[1], values=objective, aggfunc="max" if maximize else "min"
+        )
         return grid.reindex(index=sorted(table[params[0]].unique()), columns=sorted(table[params[1]].unique()))
     (param,) = params
     rows = []
     for value, group in table.groupby(param, sort=True):
         good = group[group["status"] == "ok"]
         top = good.sort_values(objective, ascending=not maximize, kind="stable").head(1)
-        rows.append({param: value, "configs": len(group), "failed": len(group) - len(good),
-                     f"best {objective}": top[objective].iloc[0] if len(top) else None,
-                     f"median {objective}": good[objective].median() if len(good) else None,
-                     "best config": config_text({k: top[k].iloc[0] for k in names if k != param}) if len(top) else ""})
+        rows.append(
+            {
+                param: value,
+                "configs": len(group),
+                "failed": len(group) - len(good),
+                f"best {objective}": top[objective].iloc[0] if len(top) else None,
+                f"median {objective}": good[objective].median() if len(good) else None,
+                "best config": config_text({k: top[k].iloc[0] for k in names if k != param}) if len(top) else "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def render(sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[str] | None, limit: int | None):
+def render(
+    sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[str] | None, limit: int | None
+) -> tuple[str, Table]:
     """A heading (what was measured, and what failed how) and the rich table of `shown`: the best `limit`
     configs of `table` (None: all), or by_parameters' table for `by`."""
     space = sel.workload.space
     first = sel.rows.iloc[0]
     failed = table[table["status"] != "ok"]["status"].value_counts()
-    heading = (f"[bold]{sel.workload.name}[/] {first['size']} {sel.dtype} on {first['gpu']}: {len(table)} configuration(s) "
-               f"measured in {sel.rows['campaign_id'].nunique()} campaign(s)"
-               + (", failed: " + ", ".join(f"{k} {v}" for k, v in failed.items()) if len(failed) else ""))
+    heading = (
+        f"[bold]{sel.workload.name}[/] {first['size']} {sel.dtype} on {first['gpu']}: {len(table)} configuration(s) "
+        f"measured in {sel.rows['campaign_id'].nunique()} campaign(s)"
+        + (", failed: " + ", ".join(f"{k} {v}" for k, v in failed.items()) if len(failed) else "")
+    )
     if by and len(by) == 2:
         out = Table(title=f"best {objective_column(space)} by {by[0]} (down) and {by[1]} (across)")
         out.add_column(f"{by[0]} \\ {by[1]}")
@@ -96,17 +131,19 @@ def render(sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[st
         rows, columns = shown, list(shown.columns)
     else:
         rows = table.head(len(table) if limit is None else limit)
-        out = Table(title=f"best {len(rows)} of {len(table)}, by {objective_column(space)} "
-                          f"({'higher' if space.maximize else 'lower'} is better)")
+        out = Table(
+            title=f"best {len(rows)} of {len(table)}, by {objective_column(space)} "
+            f"({'higher' if space.maximize else 'lower'} is better)"
+        )
         columns = [c for c in table.columns if c != "error" or (rows["status"] != "ok").any()]
     for c in columns:
         out.add_column(str(c), justify="left" if c in ("status", "error", "best config") else "right")
-    for row in rows[columns].itertuples(index=False):
-        out.add_row(*(_cell(v) for v in row))
+    for values in rows[columns].itertuples(index=False):
+        out.add_row(*(_cell(v) for v in values))
     return heading, out
 
 
-def _cell(v) -> str:
+def _cell(v: object) -> str:
     if isinstance(v, (bool, np.bool_)):  # the `chosen` column
         return "*" if v else ""
     if v is None or (isinstance(v, float) and v != v):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tuner import store
 from tuner.campaign import confirmation
@@ -20,8 +22,13 @@ from tuner.measure import kt
 from tuner.measure.replay import replay
 from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
+from tuner.space import Space
 from tuner.store import gpu_slug
 from tuner.store.recordings import find_recording
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from kernel_tuner.searchspace import Searchspace
 
 
 @dataclass
@@ -58,10 +65,16 @@ def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session
     previous = store.load_evaluations(req.workload, root)  # read once: resume, then the warm start
     known = known_rows(previous, space, session.common, session.provenance, req.timeout)
     total = min(r.max_evals or r.searchspace.size, r.searchspace.size)
-    progress = CampaignProgress(f"{req.workload} {r.size_name} {dtype} [{req.strategy}]", total, req.time_limit,
-                                space.objective, space.maximize, quiet=req.quiet)
+    progress = CampaignProgress(
+        f"{req.workload} {r.size_name} {dtype} [{req.strategy}]",
+        total,
+        req.time_limit,
+        space.objective,
+        space.maximize,
+        quiet=req.quiet,
+    )
 
-    def on_row(row, fresh):
+    def on_row(row: dict, fresh: bool) -> None:
         value = None
         if row["status"] == "ok":
             value = space.objective_value(row, size, dtype)
@@ -72,40 +85,87 @@ def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session
     session.runner.known, session.runner.on_row = known, on_row
     # one SQLite file shared by the campaigns of this GPU
     storage = open_storage(req.storage or f"sqlite:///{session.wdir / 'optuna.sqlite3'}")
-    study_name = (f"{req.workload}/{r.size_name}/{dtype}/{gpu_slug(gpu)}/{req.strategy}/{kernel_hash}-{space.space_hash}"
-                  f"/{req.seed}")
-    strategy = campaign_strategy(req, space, size, dtype, gpu, root, storage=storage, study_name=study_name,
-                                 evaluations=previous)
-    tuning_options = kt.tuning_options(space, size, dtype, max_fevals=r.max_evals, time_limit=req.time_limit,
-                                       seed=req.seed)
+    study_name = (
+        f"{req.workload}/{r.size_name}/{dtype}/{gpu_slug(gpu)}/{req.strategy}/{kernel_hash}-{space.space_hash}"
+        f"/{req.seed}"
+    )
+    strategy = campaign_strategy(
+        req, space, size, dtype, gpu, root, storage=storage, study_name=study_name, evaluations=previous
+    )
+    tuning_options = kt.tuning_options(
+        space, size, dtype, max_fevals=r.max_evals, time_limit=req.time_limit, seed=req.seed
+    )
     log = (lambda msg: None) if req.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     with progress:
         results = strategy.tune(r.searchspace, session.runner, tuning_options)
     chosen = _confirm_best(space, r.searchspace, results, session, root, log) if req.confirm else None
     summary = _summarize(results, space)
     best = summary["best"]
+    if best is None:
+        _refuse_broken_kernel(space, session.writer.rows)
     if best is not None:
         if chosen is not None and chosen != best["config"]:  # the choice among near-ties, with its campaign value
-            row = next(x for x in results if x is not None and x.get("__error__") is None
-                       and {k: x[k] for k in space.params} == chosen)
+            row = next(
+                x
+                for x in results
+                if x is not None and x.get("__error__") is None and {k: x[k] for k in space.params} == chosen
+            )
             best = _best_entry(row, space)
         best["confirmed"] = chosen is not None
-    return CampaignResult(req.workload, r.size_name, dtype, gpu, req.strategy, evaluated=summary["unique"],
-                          measured=len(session.writer.rows), failures=progress.failures, best=best,
-                          baselines=baseline_medians(session.baselines))
+    return CampaignResult(
+        req.workload,
+        r.size_name,
+        dtype,
+        gpu,
+        req.strategy,
+        evaluated=summary["unique"],
+        measured=len(session.writer.rows),
+        failures=progress.failures,
+        best=best,
+        baselines=baseline_medians(session.baselines),
+    )
 
 
-def _confirm_best(space, searchspace, results, session, root, log) -> dict | None:
+# failures that say the kernel or its reference is wrong, not one config: if every config failed so, it is bad input
+_KERNEL_FAILURES = {"compile": "does not compile", "wrong_answer": "disagrees with the reference"}
+
+
+def _refuse_broken_kernel(space: Space, rows: list[dict]) -> None:
+    """No config succeeded, and every one failed the same way that says the kernel (or its reference) is wrong:
+    one line naming the kernel file and the first error, instead of a table of identical failures. The
+    failures stay in the store as measurements."""
+    statuses = {row["status"] for row in rows}
+    if len(statuses) != 1 or (status := statuses.pop()) not in _KERNEL_FAILURES:
+        return
+    first = next((line for line in str(rows[0].get("error", "")).splitlines() if line.strip()), "")
+    raise TunerError(
+        f"{space.kernel_source}: {space.kernel_name} {_KERNEL_FAILURES[status]} for any of the "
+        f"{len(rows)} configs measured; the first: {first[:300]}"
+    )
+
+
+def _confirm_best(
+    space: Space,
+    searchspace: Searchspace,
+    results: list[dict | None],
+    session: Session,
+    root: Path,
+    log: Callable[[str], object],
+) -> dict | None:
     """The campaign is done: its near-ties measured again side by side and one chosen (tuner/confirmation.py),
     stored under confirmations/ so that `tuner best` answers it. The chosen config, or None (one finalist)."""
-    values = {store.canonical_config({k: r[k] for k in space.params}): r[space.objective] for r in results
-              if r is not None and r.get("__error__") is None and r.get(space.objective) is not None}
+    values = {
+        store.canonical_config({k: r[k] for k in space.params}): r[space.objective]
+        for r in results
+        if r is not None and r.get("__error__") is None and r.get(space.objective) is not None
+    }
     record = confirmation.confirm_and_save(session, space, searchspace, values, root, "tune", log)
     return record and record["chosen"]
 
 
-def _summarize(results, space) -> dict:
-    failures, best, best_value = {}, None, None
+def _summarize(results: list[dict | None], space: Space) -> dict:
+    failures: dict[str, int] = {}
+    best, best_value = None, None
     for r in results:
         if r is None:
             continue
@@ -123,14 +183,27 @@ def _summarize(results, space) -> dict:
     return {"failures": failures, "best": best, "unique": len(unique)}
 
 
-def _best_entry(r: dict, space) -> dict:
+def _best_entry(r: dict, space: Space) -> dict:
     """A campaign's answer from one Kernel Tuner result: its config, objective value and median time."""
-    return {"config": {k: r[k] for k in space.params}, "objective": space.objective, "value": r[space.objective],
-            "time_ms": statistics.median(r["times"]) if r.get("times") else r.get("time")}
+    return {
+        "config": {k: r[k] for k in space.params},
+        "objective": space.objective,
+        "value": r[space.objective],
+        "time_ms": statistics.median(r["times"]) if r.get("times") else r.get("time"),
+    }
 
 
-def campaign_strategy(req: CampaignRequest, space, size: dict, dtype: str, gpu: str | None, root: Path, *,
-                      evaluations=None, **kw):
+def campaign_strategy(
+    req: CampaignRequest,
+    space: Space,
+    size: dict,
+    dtype: str,
+    gpu: str | None,
+    root: Path,
+    *,
+    evaluations: pd.DataFrame | None = None,
+    **kw: Any,
+) -> Any:
     """The request's strategy; an Optuna one warm-started from the store (`evaluations`, if the caller has
     read them already) and with the request's patience (both measured by `tuner compare-strategies`; see the
     README's strategy comparison)."""
@@ -153,10 +226,22 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
     cachefile = find_recording(root, req.workload, r.size_name, r.dtype, req.gpu)
     gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
-    strategy = campaign_strategy(req, r.space, r.size, r.dtype, gpu, root,
-                                 storage=req.storage and open_storage(req.storage), study_name=None)
-    results, gpu = replay(r.space, r.size, r.dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit,
-                          max_evals=r.max_evals)
+    strategy = campaign_strategy(
+        req, r.space, r.size, r.dtype, gpu, root, storage=req.storage and open_storage(req.storage), study_name=None
+    )
+    results, gpu = replay(
+        r.space, r.size, r.dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit, max_evals=r.max_evals
+    )
     summary = _summarize(results, r.space)
-    return CampaignResult(req.workload, r.size_name, r.dtype, gpu, req.strategy, evaluated=summary["unique"],
-                          measured=0, failures=summary["failures"], best=summary["best"], simulated=True)
+    return CampaignResult(
+        req.workload,
+        r.size_name,
+        r.dtype,
+        gpu,
+        req.strategy,
+        evaluated=summary["unique"],
+        measured=0,
+        failures=summary["failures"],
+        best=summary["best"],
+        simulated=True,
+    )

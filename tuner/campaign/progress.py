@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -18,25 +19,34 @@ from tuner.formatting import readable
 
 
 class CampaignProgress:
-    def __init__(self, title: str, total: int, time_limit: float | None, objective: str, maximize: bool,
-                 quiet: bool = False):
+    def __init__(
+        self, title: str, total: int, time_limit: float | None, objective: str, maximize: bool, quiet: bool = False
+    ) -> None:
         self.title, self.total, self.time_limit = title, total, time_limit
         self.objective, self.maximize = objective, maximize
         self.done = self.failed = self.resumed = 0
-        self.best = None
+        self.best: float | None = None
         self.failures: dict[str, int] = {}  # failure class -> count
         self.start = time.monotonic()
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-            console=Console(stderr=True), disable=quiet, transient=False)
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=Console(stderr=True),
+            disable=quiet,
+            transient=False,
+        )
         self._task = self._progress.add_task(title, total=total, status="")
 
-    def __enter__(self):
+    def __enter__(self) -> CampaignProgress:
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         return self._progress.__exit__(*exc)
 
     def advance(self, status: str, value: float | None, fresh: bool) -> None:

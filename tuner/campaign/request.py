@@ -3,13 +3,21 @@ for every kind of campaign (one process or distributed) before any GPU work."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.campaign.storage import open_storage
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.search.strategies import DEFAULT_STRATEGY, make_strategy
+
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
+
+    from tuner.space import Space
+    from tuner.workloads import Workload
 
 
 @dataclass
@@ -29,13 +37,17 @@ class CampaignRequest:
     simulate: bool = False
     gpu: str | None = None  # which recorded GPU a simulation replays
     quiet: bool = False
-    warm_start: bool = True  # Optuna strategies first try the best configs of other stored sizes (tuner.search.warmstart)
+    warm_start: bool = (
+        True  # Optuna strategies first try the best configs of other stored sizes (tuner.search.warmstart)
+    )
     first: tuple = ()  # configs (dicts) an Optuna strategy measures before anything else, e.g. a seed's own
     # Optuna strategies stop after this many evaluations without a 0.5% gain; None: DEFAULT_PATIENCE when no
     # budget is given (the default budget is a ceiling), none when one is (a budget asked for is used); 0: never
     patience: int | None = None
     confirm: bool = True  # re-measure the near-ties at the end and choose among them (tuner/confirmation.py)
-    worker_target: object = None  # the worker process's main function; tests substitute a GPU-free one
+    measure_target: Callable | str | None = (
+        None  # the measuring process's main function; tests substitute a GPU-free one
+    )
 
 
 def parse_budget(text: str | None) -> tuple[int | None, float | None]:
@@ -55,7 +67,9 @@ def parse_budget(text: str | None) -> tuple[int | None, float | None]:
             raise ValueError
         return evals, None
     except (ValueError, IndexError):
-        raise TunerError(f"budget '{text}' is neither a number of evaluations (150) nor a duration (90s, 10m, 2h)") from None
+        raise TunerError(
+            f"budget '{text}' is neither a number of evaluations (150) nor a duration (90s, 10m, 2h)"
+        ) from None
 
 
 def check_options(req: CampaignRequest) -> None:
@@ -77,17 +91,16 @@ def default_max_evals(strategy: str, space_size: int, time_limit: float | None) 
     return space_size if strategy == "brute_force" else min(100, space_size)
 
 
-
-
 @dataclass(frozen=True)
 class Resolved:
     """A request's names resolved against its workload's space: what every campaign of it runs on."""
-    workload: object  # tuner.workloads.Workload
-    space: object  # tuner.space.Space
+
+    workload: Workload
+    space: Space
     size_name: str
     size: dict
     dtype: str
-    searchspace: object  # Kernel Tuner's Searchspace
+    searchspace: Searchspace
     max_evals: int | None
 
 
@@ -102,8 +115,10 @@ def resolve(req: CampaignRequest, *, distributed: bool = False) -> Resolved:
     size_name, size = space.resolve_size(req.size, workload.parse_size)
     dtype = space.resolve_dtype(req.dtype)
     if distributed and req.strategy not in OPTUNA_SAMPLERS and req.strategy != "brute_force":
-        raise TunerError(f"strategy '{req.strategy}': workers share Optuna's samplers ({', '.join(OPTUNA_SAMPLERS)}) "
-                         "or brute_force; Kernel Tuner's strategies run in one process (drop --workers)")
+        raise TunerError(
+            f"strategy '{req.strategy}': workers share Optuna's samplers ({', '.join(OPTUNA_SAMPLERS)}) "
+            "or brute_force; Kernel Tuner's strategies run in one process (drop --workers)"
+        )
     check_options(req)
     make_strategy(req.strategy)  # an unknown name fails here, before any GPU work
     searchspace = kt.searchspace(space)

@@ -6,7 +6,9 @@ import sqlite3
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
 import sqlalchemy
@@ -28,12 +30,14 @@ def sqlite_path(url: str) -> str:
     return url.split(":///", 1)[1] if ":///" in url else ":memory:"
 
 
-def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None = None):
+def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None = None) -> optuna.storages.RDBStorage:
     """Optuna's RDB storage (the one with heartbeats); stale trials are failed and enqueued again."""
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
-        raise TunerError(f"storage '{url}': give a database URL (sqlite:///path on one host, "
-                         "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
-                         "a dead worker, exists only in its RDB storage")
+        raise TunerError(
+            f"storage '{url}': give a database URL (sqlite:///path on one host, "
+            "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
+            "a dead worker, exists only in its RDB storage"
+        )
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # its INFO line per study and trial drowns the campaign's own
     sqlite = url.startswith("sqlite")
     engine_kwargs = {"creator": _sqlite_connector(url)} if sqlite else {"pool_pre_ping": True}
@@ -42,10 +46,13 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 storage = (_SQLiteStorage if sqlite else optuna.storages.RDBStorage)(
-                    url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s))
+                    url, engine_kwargs=engine_kwargs, **_heartbeat_options(heartbeat_s, grace_s)
+                )
             break
         except ImportError as e:
-            raise TunerError(f"storage '{redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'") from None
+            raise TunerError(
+                f"storage '{redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'"
+            ) from None
         except Exception as e:  # noqa: BLE001  (sqlalchemy's errors: no server, wrong password, no such database)
             if _creation_race(e) and attempt + 1 < CREATE_TRIES:
                 time.sleep(0.1 * (attempt + 1))
@@ -56,8 +63,11 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
         # (SELECT ... FOR UPDATE); SQLite ignores that, so two workers could both pop the same trial,
         # unless every transaction that may write takes the write lock at its start. Reads of trials do
         # not: in WAL mode they run beside the writer instead of queueing for its lock.
-        sqlalchemy.event.listen(storage.engine, "begin", lambda conn: conn.exec_driver_sql(
-            "BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"))
+        sqlalchemy.event.listen(
+            storage.engine,
+            "begin",
+            lambda conn: conn.exec_driver_sql("BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"),
+        )
     return storage
 
 
@@ -66,7 +76,8 @@ def _creation_race(e: Exception) -> bool:
     finds them there (or the file locked), and opens the database the winner made when it tries again."""
     text = str(e)
     return isinstance(e, sqlalchemy.exc.IntegrityError) or (
-        isinstance(e, sqlalchemy.exc.OperationalError) and ("already exists" in text or "database is locked" in text))
+        isinstance(e, sqlalchemy.exc.OperationalError) and ("already exists" in text or "database is locked" in text)
+    )
 
 
 _reading = threading.local()  # set while a _SQLiteStorage method that only reads runs (per thread: heartbeats)
@@ -75,14 +86,14 @@ _reading = threading.local()  # set while a _SQLiteStorage method that only read
 class _SQLiteStorage(optuna.storages.RDBStorage):
     """Optuna's RDB storage whose pure reads of trials open plain (deferred) SQLite transactions."""
 
-    def _get_trials(self, *args, **kwargs):
+    def _get_trials(self, *args: Any, **kwargs: Any) -> Any:
         return self._read(super()._get_trials, *args, **kwargs)
 
-    def get_trial(self, *args, **kwargs):
+    def get_trial(self, *args: Any, **kwargs: Any) -> Any:
         return self._read(super().get_trial, *args, **kwargs)
 
     @staticmethod
-    def _read(method, *args, **kwargs):
+    def _read(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         _reading.on = True
         try:
             return method(*args, **kwargs)
@@ -90,7 +101,7 @@ class _SQLiteStorage(optuna.storages.RDBStorage):
             _reading.on = False
 
 
-def _heartbeat_options(heartbeat_s, grace_s) -> dict:
+def _heartbeat_options(heartbeat_s: int | None, grace_s: int | None) -> dict:
     if not heartbeat_s:
         return {}
     if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback"):  # Optuna >= 4.9 names it so
@@ -100,12 +111,12 @@ def _heartbeat_options(heartbeat_s, grace_s) -> dict:
     return {"heartbeat_interval": heartbeat_s, "grace_period": grace_s, "failed_trial_callback": retry}
 
 
-def _sqlite_connector(url: str):
+def _sqlite_connector(url: str) -> Callable[[], sqlite3.Connection]:
     """SQLite in WAL mode (cheap commits, readers beside the writer), with transactions that the
     engine's 'begin' hook starts IMMEDIATE (see open_storage)."""
     path = sqlite_path(url)
 
-    def connect():
+    def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=120, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

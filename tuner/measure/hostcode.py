@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from tuner.errors import TunerError
@@ -20,7 +21,7 @@ def cache_dir() -> Path:
     return Path(root) / "host"
 
 
-def build(space: Space, config: dict, dtype: str):
+def build(space: Space, config: dict, dtype: str) -> Callable[..., float]:
     """The entry point for `config`: a ctypes function returning the pipeline's time in ms. Pass arrays as
     `array.ctypes` and scalars as ctypes values (`ctypes.c_int(n)`), as Kernel Tuner's C backend does."""
     if space.lang != "host":

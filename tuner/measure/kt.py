@@ -61,9 +61,15 @@ def verify_function(rtol: float):
     return verify
 
 
-def kernel_options(space: Space, size: dict, dtype: str, arguments: list, backend: str) -> Options:
+def kernel_options(
+    space: Space, size: dict, dtype: str, arguments: list, backend: str, constant_memory: dict | None = None
+) -> Options:
+    """`constant_memory` ({symbol: numpy array}, Workload.constant_arguments) is copied to the kernel's
+    `__constant__` variables after each compile, before it runs (Kernel Tuner's cmem_args)."""
     default_names = ["block_size_x", "block_size_y", "block_size_z"]
-    block_names = (list(space.block_names) + default_names[len(space.block_names):]) if space.block_names else default_names
+    block_names = (
+        (list(space.block_names) + default_names[len(space.block_names) :]) if space.block_names else default_names
+    )
     lang = kt_lang(effective_backend(space, backend))
     return Options(
         kernel_name=space.kernel_name,
@@ -71,21 +77,41 @@ def kernel_options(space: Space, size: dict, dtype: str, arguments: list, backen
         lang=lang,
         problem_size=lambda config: space.grid_dims(config, size),  # grid = problem size, divisors of 1
         arguments=arguments,
-        grid_div_x=[], grid_div_y=[], grid_div_z=[],
-        smem_args=None, cmem_args=None, texmem_args=None,
+        grid_div_x=[],
+        grid_div_y=[],
+        grid_div_z=[],
+        smem_args=None,
+        cmem_args=dict(constant_memory) if constant_memory else None,
+        texmem_args=None,
         block_size_names=block_names[:3],
         defines=None,
     )
 
 
 def device_options(space: Space, dtype: str, device: int) -> Options:
-    return Options(device=device, platform=0, quiet=True, compiler="nvcc" if space.lang == "host" else None,
-                   compiler_options=list(space.compiler_options))
+    return Options(
+        device=device,
+        platform=0,
+        quiet=True,
+        compiler="nvcc" if space.lang == "host" else None,
+        compiler_options=list(space.compiler_options),
+    )
 
 
-def tuning_options(space: Space, size: dict, dtype: str, *, answer=None, strategy_options=None,
-                   max_fevals=None, time_limit=None, simulation=False, seed=None, metrics=True,
-                   tolerances: tuple | None = None) -> Options:
+def tuning_options(
+    space: Space,
+    size: dict,
+    dtype: str,
+    *,
+    answer=None,
+    strategy_options=None,
+    max_fevals=None,
+    time_limit=None,
+    simulation=False,
+    seed=None,
+    metrics=True,
+    tolerances: tuple | None = None,
+) -> Options:
     """`tolerances` (atol, rtol) overrides the space's verify block (a workload may fit them to the size)."""
     objective = space.objective
     atol, rtol = tolerances or (space.atol, space.rtol)
@@ -130,8 +156,9 @@ def align_cache(cachefile, space: Space) -> None:
     for entry in data["cache"].values():
         values = {**{k: space.defaults[k] for k in added}, **entry}
         cache[",".join(str(values[k]) for k in want)] = {**{k: values[k] for k in want}, **entry}
-    data.update(tune_params_keys=want, tune_params={k: data["tune_params"].get(k, space.params[k]) for k in want},
-                cache=cache)
+    data.update(
+        tune_params_keys=want, tune_params={k: data["tune_params"].get(k, space.params[k]) for k in want}, cache=cache
+    )
     tmp = path.with_suffix(".align.tmp")
     tmp.write_text(json.dumps(data, indent=""))  # a closed cache: Kernel Tuner reopens it for appending
     os.replace(tmp, path)

@@ -14,10 +14,8 @@ import statistics
 import time
 import traceback
 from abc import ABC, abstractmethod
-from datetime import datetime, timezone
 
-from kernel_tuner import util
-
+from tuner.measure.evaluate import evaluate, open_cache
 from tuner.measure.protocol import (
     SURVIVABLE,
     CacheReady,
@@ -32,10 +30,6 @@ from tuner.measure.protocol import (
     config_key,
 )
 
-_KT_ERRORS = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "launch", "InvalidConfig": "invalid"}
-ERROR_CONFIGS = {"compile": util.CompilationFailedConfig, "launch": util.RuntimeFailedConfig,
-                 "invalid": util.InvalidConfig}
-
 
 class Measurer(ABC):
     """One way of answering the protocol's requests (the live GPU, a replayed recording)."""
@@ -48,7 +42,7 @@ class Measurer(ABC):
     @abstractmethod
     def measure_rounds(self, configs: list, rounds: int, references: bool) -> list[dict]: ...
 
-    def use_cache(self, path: str) -> None:
+    def use_cache(self, path: str) -> None:  # noqa: B027  (optional: a replay writes no cache)
         """Append fresh measurements to Kernel Tuner's cache at `path` (a replay writes none)."""
 
 
@@ -107,37 +101,69 @@ class LiveMeasurer(Measurer):
         t0 = time.perf_counter()
         self.spec = spec
         self.workload = workload = get_workload(spec.workload)
+        workload.device = spec.device  # a workload that runs a reference kernel runs it here
         space = workload.space
         self.args = workload.arguments(spec.size, spec.dtype, np.random.default_rng(spec.data_seed))
         answer = workload.answer(self.args, spec.size, spec.dtype)
         t1 = time.perf_counter()
-        self.kernel_options = kt.kernel_options(space, spec.size, spec.dtype, self.args, spec.backend)
-        self.runner = SequentialRunner(self.kernel_options.kernel_source, self.kernel_options,
-                                       kt.device_options(space, spec.dtype, spec.device),
-                                       spec.iterations or space.iterations, None)
+        self.kernel_options = kt.kernel_options(
+            space,
+            spec.size,
+            spec.dtype,
+            self.args,
+            spec.backend,
+            workload.constant_arguments(self.args, spec.size, spec.dtype),
+        )
+        self.runner = SequentialRunner(
+            self.kernel_options.kernel_source,
+            self.kernel_options,
+            kt.device_options(space, spec.dtype, spec.device),
+            spec.iterations or space.iterations,
+            None,
+        )
         # host code times its own pipeline inside; a kernel's start event waits for the host's launch
         # (tuner/measure/timing.py)
         timing_protocol = "host" if space.lang == "host" else timing.delay_start_events(self.runner.dev.dev)
         t2 = time.perf_counter()
-        self.tuning_options = kt.tuning_options(space, spec.size, spec.dtype, answer=answer, metrics=False,
-                                                tolerances=workload.tolerances(spec.size, spec.dtype))
+        self.tuning_options = kt.tuning_options(
+            space,
+            spec.size,
+            spec.dtype,
+            answer=answer,
+            metrics=False,
+            tolerances=workload.tolerances(spec.size, spec.dtype),
+        )
         self.keys = list(self.tuning_options.tune_params)
         self.host_code = self.kernel_options.lang == kt.kt_lang(kt.HOST_BACKEND)
         self.use_cache(spec.cachefile)
         dev = self.runner.dev
-        for method, stage in (("compile_kernel", "compile"), ("check_kernel_output", "verify"),
-                              ("benchmark", "benchmark")):
+        for method, stage in (
+            ("compile_kernel", "compile"),
+            ("check_kernel_output", "verify"),
+            ("benchmark", "benchmark"),
+        ):
             setattr(dev, method, _staged(getattr(dev, method), stage, dev))
         # a C-backend (host code) library is replaced by the next one built: nothing to keep
         self.fastest = Fastest(0 if self.host_code else Fastest.KEEP)
-        baselines = (workload.baselines(self.args, spec.size, spec.dtype, spec.baseline_repeats)
-                     if spec.baseline_repeats else {})
+        baselines = (
+            workload.baselines(self.args, spec.size, spec.dtype, spec.baseline_repeats) if spec.baseline_repeats else {}
+        )
         gpu = gpu_info(spec.device)
         # where the start goes (a regression check starts one process per kernel): inputs and numpy reference,
         # Kernel Tuner's runner (CUDA context, arguments on the GPU), the rest (references, GPU query)
-        seconds = {"imports": t0 - t_imports, "data": t1 - t0, "kernel_tuner": t2 - t1, "rest": time.perf_counter() - t2}
-        self.setup = {"gpu": gpu, "baselines": baselines, "timing": timing_protocol,
-                      "setup_s": {k: round(v, 2) for k, v in seconds.items()}, "entered_at": entered}
+        seconds = {
+            "imports": t0 - t_imports,
+            "data": t1 - t0,
+            "kernel_tuner": t2 - t1,
+            "rest": time.perf_counter() - t2,
+        }
+        self.setup = {
+            "gpu": gpu,
+            "baselines": baselines,
+            "timing": timing_protocol,
+            "setup_s": {k: round(v, 2) for k, v in seconds.items()},
+            "entered_at": entered,
+        }
 
     def use_cache(self, path: str | None) -> None:
         self.spec.cachefile = path
@@ -154,22 +180,17 @@ class LiveMeasurer(Measurer):
         started = time.perf_counter()  # the references, set up once for all rounds
         timers = self.workload.reference_timers(self.args, self.spec.size, self.spec.dtype) if references else {}
         prepared_s = round(time.perf_counter() - started, 2)
-        rows = measure_rounds(self.runner, self.tuning_options, self.keys, configs, rounds, timers=timers,
-                              one_at_a_time=self.host_code, compiled=dict(self.fastest.funcs))
+        rows = measure_rounds(
+            self.runner,
+            self.tuning_options,
+            self.keys,
+            configs,
+            rounds,
+            timers=timers,
+            one_at_a_time=self.host_code,
+            compiled=dict(self.fastest.funcs),
+        )
         return [{**row, "references_s": prepared_s} if row["status"] == "ok" else row for row in rows]
-
-
-def open_cache(path: str | None, kernel_options, tuning_options, runner) -> None:
-    if not path:
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tuning_options["cachefile"] = path
-    util.process_cache(path, kernel_options, tuning_options, runner)  # header checked or written
-    # Serve nothing from it: Kernel Tuner keys entries by config alone, so an entry may come from other kernel
-    # code (a LocVolCalib campaign once got 6 of its 40 results from the previous kernel's recording). What
-    # this code measured before is resumed from the store instead (`known`, by kernel hash); fresh entries
-    # are appended, and a later read keeps the newest entry of a config.
-    tuning_options["cache"] = {}
 
 
 def _staged(fn, stage, holder):
@@ -192,7 +213,9 @@ class Fastest:
     KEEP = 8  # confirmation.MAX_FINALISTS, as many as a confirmation measures (not imported: it brings pandas)
 
     def __init__(self, keep: int):
-        self.keep, self.funcs, self.ms = keep, {}, {}
+        self.keep = keep
+        self.funcs: dict[str, object] = {}  # cache key -> compiled kernel
+        self.ms: dict[str, float] = {}  # cache key -> median time
 
     def offer(self, key: str, row: dict, dev) -> None:
         func = getattr(dev, "_tuner_compiled", None)  # what this evaluation compiled
@@ -200,49 +223,5 @@ class Fastest:
             return  # served from a cache or failed: nothing was compiled, or nothing worth keeping
         self.ms[key], self.funcs[key] = statistics.median(row["times"]), func
         if len(self.ms) > self.keep:
-            slowest = max(self.ms, key=self.ms.get)
+            slowest = max(self.ms, key=lambda k: self.ms[k])
             del self.ms[slowest], self.funcs[slowest]
-
-
-def evaluate(runner, tuning_options, keys, values) -> dict:
-    """One config through Kernel Tuner's runner (live or simulated): a row with its status and times."""
-    params = dict(zip(keys, values))
-    runner.dev._tuner_stage, runner.dev._tuner_compiled = "setup", None
-    try:
-        (result,) = runner.run([values], tuning_options)
-    except Exception as e:
-        stage = runner.dev._tuner_stage
-        message = f"{type(e).__name__}: {e}".strip()
-        if getattr(e, "stderr", None):  # nvcc run by Kernel Tuner's C backend: its diagnostics, not just the exit code
-            message += "\n" + str(e.stderr)
-        if stage == "compile":
-            status = "compile"
-        elif stage == "verify" and "verification failed" in message.lower():
-            status = "wrong_answer"
-        else:
-            status = "runtime"
-        row = {**params, "status": status, "error": message[-2000:]}
-        record_failure_in_cache(tuning_options, values, params, status)
-        return row
-    row = {k: result[k] for k in keys}
-    err = result.get("__error__")
-    if err is not None:
-        row.update(status=_KT_ERRORS.get(type(err).__name__, "runtime"), error=str(err))
-    elif any(t < 0 for t in result.get("times", [])):  # a host pipeline's way of saying a CUDA call failed
-        row.update(status="runtime", error="the host pipeline reported a CUDA error (negative time); see its stderr")
-    else:
-        row.update(status="ok", error="", times=list(map(float, result.get("times", []))))
-    for k in ("compile_time", "verification_time", "benchmark_time"):
-        row[k] = float(result.get(k, 0.0) or 0.0)
-    return row
-
-
-def record_failure_in_cache(tuning_options, values, params, status) -> None:
-    """Kernel Tuner's cache must hold every valid config (its simulation mode refuses gaps): a failure
-    Kernel Tuner did not record itself is written as the nearest of its error kinds."""
-    if not tuning_options.get("cachefile") or not os.path.isfile(tuning_options["cachefile"]):
-        return  # no cache header written yet (the process never got ready): nothing to append to
-    error = ERROR_CONFIGS.get(status, util.RuntimeFailedConfig)()
-    entry = {**params, "__error__": error, "compile_time": 0, "verification_time": 0, "benchmark_time": 0,
-             "timestamp": str(datetime.now(timezone.utc))}
-    util.store_cache(config_key(values), entry, tuning_options.cachefile, tuning_options.cache)

@@ -4,12 +4,14 @@ imports Kernel Tuner (the process hides torch from it first: tuner/measure/entry
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
 @dataclass
 class MeasureSpec:
     """What a measuring process is started with: one workload, size and dtype on one GPU."""
+
     workload: str
     size: dict
     dtype: str
@@ -26,6 +28,7 @@ class MeasureSpec:
 @dataclass(frozen=True)
 class Measure:
     """Compile, run, time and verify one config (its parameter values in the space's order)."""
+
     values: tuple
 
 
@@ -33,6 +36,7 @@ class Measure:
 class MeasureRounds:
     """Several configs measured in alternation, `rounds` kept rounds each (tuner/measure/rounds.py), with the
     workload's references timed in the same rounds when `references`."""
+
     configs: tuple
     rounds: int
     references: bool = True
@@ -41,6 +45,7 @@ class MeasureRounds:
 @dataclass(frozen=True)
 class UseCache:
     """Append what is measured from now on to Kernel Tuner's cache file at `path`."""
+
     path: str
 
 
@@ -56,12 +61,14 @@ Request = Measure | MeasureRounds | UseCache | Stop
 @dataclass(frozen=True)
 class Ready:
     """Set up: the GPU's identity, the vendor baselines measured, the timing protocol, where the start went."""
+
     setup: dict
 
 
 @dataclass(frozen=True)
 class Fatal:
     """The process cannot measure at all (no GPU, no backend, a cache it cannot use); it exits."""
+
     message: str
     traceback: str = ""
 
@@ -74,6 +81,7 @@ class CacheReady:
 @dataclass(frozen=True)
 class Result:
     """One row (Measure) or one row per config, or the first failure alone (MeasureRounds)."""
+
     rows: tuple
 
     @property
@@ -89,6 +97,6 @@ FAILURE_CLASSES = ("compile", "launch", "runtime", "wrong_answer", "timeout", "i
 SURVIVABLE = ("ok", "compile", "launch", "invalid")
 
 
-def config_key(values) -> str:
+def config_key(values: Iterable) -> str:
     """Kernel Tuner's cache key of a configuration."""
     return ",".join(str(v) for v in values)

@@ -7,7 +7,7 @@ import hashlib
 import os
 import platform
 import subprocess
-from functools import lru_cache
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 
 from tuner import __version__
@@ -18,7 +18,7 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@lru_cache(maxsize=None)
+@cache
 def git_commit() -> str:
     """The commit the code came from; TUNER_GIT_COMMIT where the tree travelled without .git."""
     if os.environ.get("TUNER_GIT_COMMIT"):
@@ -26,9 +26,16 @@ def git_commit() -> str:
     if CHECKOUT_ROOT is None:  # an installed package: its version says which code it is
         return "unknown"
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CHECKOUT_ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "tuner", "kernels", "spaces"], cwd=CHECKOUT_ROOT,
-                               capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=CHECKOUT_ROOT, capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "tuner", "kernels", "spaces"],
+            cwd=CHECKOUT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if head.returncode == 0:
             return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -58,8 +65,16 @@ def gpu_info(device: int = 0) -> dict:
     info = {"gpu": "unknown", "compute_capability": "", "driver": "", "cuda": ""}
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--id={smi_id(device)}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30)
+            [
+                "nvidia-smi",
+                f"--id={smi_id(device)}",
+                "--query-gpu=name,compute_cap,driver_version",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if out.returncode == 0 and out.stdout.strip():
             name, cc, driver = [s.strip() for s in out.stdout.strip().splitlines()[0].split(",")]
             info.update(gpu=name, compute_capability=cc, driver=driver)

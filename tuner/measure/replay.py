@@ -11,6 +11,7 @@ import statistics
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kernel_tuner import util
 from kernel_tuner.interface import Options
@@ -18,12 +19,16 @@ from kernel_tuner.runners.simulation import SimulationRunner
 
 from tuner.errors import TunerError
 from tuner.measure import kt
-from tuner.measure.process import Measurer, evaluate, serve
+from tuner.measure.evaluate import evaluate
+from tuner.measure.process import Measurer, serve
 from tuner.measure.protocol import MeasureSpec
 from tuner.space import Space
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
-def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **options) -> tuple:
+
+def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **options: Any) -> tuple:
     """Kernel Tuner's simulation runner and tuning options over the recording `cachefile`, whose times are
     read as the store ranks them: a config's time is the median of its launches."""
     kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
@@ -43,14 +48,24 @@ def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **op
     return runner, tuning_options
 
 
-def replay(space: Space, size: dict, dtype: str, cachefile: Path, strategy, *, max_evals=None, time_limit=None,
-           seed=None) -> tuple[list, str]:
+def replay(
+    space: Space,
+    size: dict,
+    dtype: str,
+    cachefile: Path,
+    strategy: Any,
+    *,
+    max_evals: int | None = None,
+    time_limit: float | None = None,
+    seed: int | None = None,
+) -> tuple[list, str]:
     """Run `strategy` in Kernel Tuner's simulation mode on a recording; returns the results in the order
     the strategy evaluated them (repeats included, None where the budget ran out) and the recorded GPU."""
     from tuner.store import recorded_gpu
 
-    runner, tuning_options = simulation(space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit,
-                                        seed=seed)
+    runner, tuning_options = simulation(
+        space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit, seed=seed
+    )
     try:
         results = strategy.tune(kt.searchspace(space), runner, tuning_options)
     except ValueError as e:
@@ -58,16 +73,18 @@ def replay(space: Space, size: dict, dtype: str, cachefile: Path, strategy, *, m
     return results, recorded_gpu(cachefile) or runner.dev.name
 
 
-def replay_main(conn, spec: MeasureSpec) -> None:
+def replay_main(conn: Connection, spec: MeasureSpec) -> None:
     """A measuring process that answers from a recorded Kernel Tuner cache (env TUNER_REPLAY), so a
     distributed campaign runs end to end without a GPU. TUNER_REPLAY_DELAY (seconds per evaluation) paces
     it, e.g. to rehearse killing a worker mid-way."""
     os.environ.update(spec.env)
-    serve(conn, lambda: ReplayMeasurer(spec, os.environ["TUNER_REPLAY"], float(os.environ.get("TUNER_REPLAY_DELAY", "0"))))
+    serve(
+        conn, lambda: ReplayMeasurer(spec, os.environ["TUNER_REPLAY"], float(os.environ.get("TUNER_REPLAY_DELAY", "0")))
+    )
 
 
 class ReplayMeasurer(Measurer):
-    def __init__(self, spec: MeasureSpec, recording: str, delay: float):
+    def __init__(self, spec: MeasureSpec, recording: str, delay: float) -> None:
         from tuner.store import recorded_gpu
         from tuner.workloads import get_workload
 
@@ -75,8 +92,13 @@ class ReplayMeasurer(Measurer):
         self.runner, self.tuning_options = simulation(space, spec.size, spec.dtype, recording, metrics=False)
         self.keys = list(self.tuning_options.tune_params)
         self.delay = delay
-        gpu = {"gpu": recorded_gpu(recording) or self.runner.dev.name, "compute_capability": "", "driver": "",
-               "cuda": "", "replayed_from": recording}  # the GPU's name: a host-code space's cache names the CPU
+        gpu = {
+            "gpu": recorded_gpu(Path(recording)) or self.runner.dev.name,
+            "compute_capability": "",
+            "driver": "",
+            "cuda": "",
+            "replayed_from": recording,
+        }  # the GPU's name: a host-code space's cache names the CPU
         self.setup = {"gpu": gpu, "baselines": {}}
 
     def measure(self, values: list) -> dict:
@@ -90,8 +112,9 @@ class ReplayMeasurer(Measurer):
             row = evaluate(self.runner, self.tuning_options, self.keys, values)
             if row["status"] == "ok":
                 rng = random.Random(zlib.crc32(",".join(map(str, values)).encode()))
-                row["rounds"] = [statistics.median(rng.choices(row["times"], k=len(row["times"])))
-                                 for _ in range(rounds)]
+                row["rounds"] = [
+                    statistics.median(rng.choices(row["times"], k=len(row["times"]))) for _ in range(rounds)
+                ]
                 row["references"] = {}
             rows.append(row)
         return rows

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from tuner.measure.process import evaluate
+from tuner.measure.evaluate import evaluate
 from tuner.measure.protocol import config_key
 
 ROUND_S = 0.05  # launches of a round after the first: enough for this much GPU time, at least MIN_LAUNCHES
@@ -17,9 +18,19 @@ MIN_LAUNCHES = 5
 WARMUP_S = 0.5  # seconds of warm-up rounds after the first (which compiles and verifies) before any is kept
 
 
-def measure_rounds(runner, tuning_options, keys: list, configs: list, rounds: int, *,
-                   timers: dict[str, Callable[[int], list[float]]], one_at_a_time: bool = False,
-                   compiled: dict | None = None, warmup: int = 3, warmup_s: float = WARMUP_S) -> list[dict]:
+def measure_rounds(
+    runner: Any,
+    tuning_options: Any,
+    keys: list,
+    configs: list,
+    rounds: int,
+    *,
+    timers: dict[str, Callable[[int], list[float]]],
+    one_at_a_time: bool = False,
+    compiled: dict | None = None,
+    warmup: int = 3,
+    warmup_s: float = WARMUP_S,
+) -> list[dict]:
     """Alternate `rounds` times over `configs`: one Kernel Tuner run of each config (its repeats' median),
     then the references' `timers` (their medians). Warm-up rounds are not kept: at least `warmup`, and after
     the first (compile, verify) as many as `warmup_s` seconds take. The clocks of an idle card take a moment
@@ -37,8 +48,9 @@ def measure_rounds(runner, tuning_options, keys: list, configs: list, rounds: in
     if one_at_a_time and len(configs) > 1:
         rows = []
         for values in configs:
-            (row,) = measure_rounds(runner, tuning_options, keys, [values], rounds, timers=timers, warmup=warmup,
-                                    warmup_s=warmup_s)
+            (row,) = measure_rounds(
+                runner, tuning_options, keys, [values], rounds, timers=timers, warmup=warmup, warmup_s=warmup_s
+            )
             if row["status"] != "ok":
                 return [row]
             rows.append(row)
@@ -48,7 +60,7 @@ def measure_rounds(runner, tuning_options, keys: list, configs: list, rounds: in
     dev, compile_kernel = runner.dev, runner.dev.compile_kernel
     binaries = dict(compiled or {})
 
-    def compile_once(instance, verbose):
+    def compile_once(instance: Any, verbose: bool) -> Any:
         key = config_key(instance.params[k] for k in keys)
         if key not in binaries:
             binaries[key] = compile_kernel(instance, verbose)
@@ -71,7 +83,9 @@ def measure_rounds(runner, tuning_options, keys: list, configs: list, rounds: in
                     ms = statistics.median(row["times"])
                     launches[j] = max(MIN_LAUNCHES, min(full, math.ceil(ROUND_S * 1e3 / ms))) if ms > 0 else full
                     # where a check's time goes: the first round's compile, verify and benchmark (ms)
-                    out[j]["first_round_ms"] = {k: row[k] for k in ("compile_time", "verification_time", "benchmark_time")}
+                    out[j]["first_round_ms"] = {
+                        k: row[k] for k in ("compile_time", "verification_time", "benchmark_time")
+                    }
                 refs = {name: timer(len(row["times"])) for name, timer in timers.items()}
                 kept = {k: out[j][k] for k in ("rounds", "references", "first_round_ms")}
                 out[j] = {**row, **kept, "measure_s": round(time.perf_counter() - started, 2)}
@@ -99,10 +113,10 @@ def rotated(n: int, i: int) -> list[int]:
 class _Options(dict):
     """Kernel Tuner's options, read as attributes, with some replaced."""
 
-    def __init__(self, base, **changes):
+    def __init__(self, base: Mapping[str, Any], **changes: Any) -> None:
         super().__init__({**base, **changes})
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:

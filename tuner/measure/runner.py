@@ -8,14 +8,15 @@ import importlib
 import multiprocessing as mp
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from kernel_tuner import util
 from kernel_tuner.runners.runner import Runner
 
 from tuner.errors import TunerError
 from tuner.measure.entry import process_entry
-from tuner.measure.process import ERROR_CONFIGS, record_failure_in_cache
+from tuner.measure.evaluate import ERROR_CONFIGS, record_failure_in_cache
 from tuner.measure.protocol import (
     SURVIVABLE,
     CacheReady,
@@ -31,7 +32,7 @@ from tuner.measure.protocol import (
 )
 
 
-def resolve_target(target):
+def resolve_target(target: Callable | str | None) -> Callable | None:
     """A measuring process's main function, or its "module:function" name (None: the real one)."""
     if target is None or callable(target):
         return target
@@ -46,8 +47,16 @@ class IsolatedRunner(Runner):
     `on_row(row, fresh)` sees every row (fresh=False for served ones) as it arrives.
     """
 
-    def __init__(self, spec: MeasureSpec, *, timeout: float, setup_timeout: float = 900, known=None, on_row=None,
-                 target: Callable = process_entry):
+    def __init__(
+        self,
+        spec: MeasureSpec,
+        *,
+        timeout: float,
+        setup_timeout: float = 900,
+        known: Mapping[str, dict] | None = None,
+        on_row: Callable[[dict, bool], object] | None = None,
+        target: Callable = process_entry,
+    ) -> None:
         super().__init__()
         self.target = target
         self.spec = spec
@@ -57,20 +66,39 @@ class IsolatedRunner(Runner):
         self.on_row = on_row or (lambda row, fresh: None)
         self.setup: dict | None = None
         self.restarts = 0
-        self._proc = self._conn = self._spawned = None
+        self._proc: Any = None  # a SpawnProcess while one runs
+        self._conn: Any = None  # its end of the pipe
+        self._spawned: tuple[float, float] = (0.0, 0.0)  # perf_counter and wall time of the last spawn
         self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
         self.lifecycle_s: dict = {}  # wall seconds of the last start (spawn to ready) and shutdown, as seen here
 
     @classmethod
-    def for_campaign(cls, workload: str, size: dict, dtype: str, backend: str, device: int, *, timeout: float,
-                     env: dict | None = None, target=None) -> IsolatedRunner:
+    def for_campaign(
+        cls,
+        workload: str,
+        size: dict,
+        dtype: str,
+        backend: str,
+        device: int,
+        *,
+        timeout: float,
+        env: dict | None = None,
+        target: Callable | str | None = None,
+    ) -> IsolatedRunner:
         """The measuring process of a campaign's session (tuner/campaign/session.py): one place builds it, so
         that a distributed worker may launch it early (see launch) and the session checks that it is the same.
         `target`: its main function or "module:function" (None: the real one)."""
-        spec = MeasureSpec(workload=workload, size=size, dtype=dtype, backend=backend, device=device, cachefile=None,
-                           env=dict(env or {}))
+        spec = MeasureSpec(
+            workload=workload,
+            size=size,
+            dtype=dtype,
+            backend=backend,
+            device=device,
+            cachefile=None,
+            env=dict(env or {}),
+        )
         target = resolve_target(target)
-        return cls(spec, timeout=timeout, **({"target": target} if target else {}))
+        return cls(spec, timeout=timeout, **({"target": target} if target else {}))  # type: ignore[arg-type]
 
     def same_as(self, other: IsolatedRunner) -> bool:
         return (self.spec, self.target, self.timeout) == (other.spec, other.target, other.timeout)
@@ -94,8 +122,9 @@ class IsolatedRunner(Runner):
         (t0, spawned_at), parent = self._spawned, self._conn
         if not parent.poll(self.setup_timeout):
             self._kill()
-            raise TunerError(f"the measuring process did not get ready within {self.setup_timeout:.0f} s "
-                             "(GPU busy or hung?)")
+            raise TunerError(
+                f"the measuring process did not get ready within {self.setup_timeout:.0f} s (GPU busy or hung?)"
+            )
         try:
             reply = parent.recv()
         except EOFError:
@@ -112,7 +141,7 @@ class IsolatedRunner(Runner):
             self.lifecycle_s["process"] = round(reply.setup["entered_at"] - spawned_at, 2)
         return self.setup
 
-    def _kill(self):
+    def _kill(self) -> None:
         if self._proc is not None:
             if self._proc.is_alive():
                 self._proc.kill()
@@ -121,7 +150,7 @@ class IsolatedRunner(Runner):
             self._conn.close()
         self._proc = self._conn = None
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         t0 = time.perf_counter()
         if self._proc is not None and self._proc.is_alive():
             try:
@@ -133,14 +162,14 @@ class IsolatedRunner(Runner):
         self.lifecycle_s["shutdown"] = round(time.perf_counter() - t0, 2)
 
     # -- Kernel Tuner's Runner interface ----------------------------------------------------------
-    def get_device_info(self):
+    def get_device_info(self) -> _DeviceInfo:
         return _DeviceInfo(self.setup["gpu"]["gpu"] if self.setup else "unknown")
 
-    def get_environment(self, tuning_options):
+    def get_environment(self, tuning_options: Any) -> dict:
         return dict(self.setup or {})
 
-    def run(self, parameter_space, tuning_options):
-        results = []
+    def run(self, parameter_space: Iterable[Sequence], tuning_options: Any) -> list[dict | None]:
+        results: list[dict | None] = []
         keys = list(tuning_options.tune_params)
         for values in parameter_space:
             values = list(values)
@@ -158,7 +187,7 @@ class IsolatedRunner(Runner):
             results.append(self._as_kt_result(row, keys, tuning_options))
         return results
 
-    def use_cachefile(self, path: str):
+    def use_cachefile(self, path: str) -> None:
         """Point the running measuring process (and any restarted one) at Kernel Tuner's cache file."""
         self.spec.cachefile = path
         if self._proc is not None and self._proc.is_alive():
@@ -170,24 +199,30 @@ class IsolatedRunner(Runner):
             except EOFError:
                 reply = Fatal("the measuring process died opening it")
             if isinstance(reply, Fatal):
-                raise TunerError(f"Kernel Tuner's cache {path} cannot be used: {reply.message}. It was recorded for "
-                                 "another parameter list or GPU, or is damaged: move it aside (its rows stay in the "
-                                 "store and are served from there), or give a parameter the space gained a default "
-                                 "(`defaults:` in the space's YAML)")
+                raise TunerError(
+                    f"Kernel Tuner's cache {path} cannot be used: {reply.message}. It was recorded for "
+                    "another parameter list or GPU, or is damaged: move it aside (its rows stay in the "
+                    "store and are served from there), or give a parameter the space gained a default "
+                    "(`defaults:` in the space's YAML)"
+                )
             assert isinstance(reply, CacheReady), reply
 
-    def measure_rounds(self, values, keys, rounds: int) -> dict:
+    def measure_rounds(self, values: Sequence, keys: list[str], rounds: int) -> dict:
         """A regression check's measurement of one config (tuner/measure/rounds.py)."""
         return self.measure_interleaved([values], keys, rounds)[0]
 
-    def measure_interleaved(self, configs, keys, rounds: int, references: bool = True) -> list[dict]:
+    def measure_interleaved(
+        self, configs: Iterable[Sequence], keys: list[str], rounds: int, references: bool = True
+    ) -> list[dict]:
         """Several configs measured in alternation, `rounds` times each, in this process (see
         tuner/measure/rounds.py): one row per config, or a single failure row."""
         configs = [tuple(v) for v in configs]
         request = MeasureRounds(tuple(configs), rounds, references)
         return self._request(request, list(configs[0]), keys, timeout=self.timeout * rounds * len(configs))
 
-    def _request(self, request, values, keys, timeout=None) -> list[dict]:
+    def _request(
+        self, request: Measure | MeasureRounds, values: list, keys: list[str], timeout: float | None = None
+    ) -> list[dict]:
         """Send one request; its rows, or one failure row when the process died or hung (it is killed)."""
         if self._proc is None or not self._proc.is_alive():
             if self._proc is not None:
@@ -210,18 +245,35 @@ class IsolatedRunner(Runner):
         else:
             status, error = "timeout", f"no result within {timeout or self.timeout:.0f} s; the process was killed"
         self._kill()
-        if self.spec.cachefile and isinstance(request, Measure):  # rounds of several configs: no one config failed for sure
+        if self.spec.cachefile and isinstance(
+            request, Measure
+        ):  # rounds of several configs: no one config failed for sure
             record_failure_in_cache(_Opts(cachefile=self.spec.cachefile, cache={}), values, params, status)
-        return [{**params, "status": status, "error": error,
-                 "compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}]
+        return [
+            {
+                **params,
+                "status": status,
+                "error": error,
+                "compile_time": 0.0,
+                "verification_time": 0.0,
+                "benchmark_time": 0.0,
+            }
+        ]
 
-    def _as_kt_result(self, row, keys, tuning_options) -> dict:
+    def _as_kt_result(self, row: dict, keys: list[str], tuning_options: Any) -> dict:
         result = {k: row[k] for k in keys}
-        result.update(compile_time=row.get("compile_time", 0.0), verification_time=row.get("verification_time", 0.0),
-                      benchmark_time=row.get("benchmark_time", 0.0), strategy_time=0, framework_time=0)
+        result.update(
+            compile_time=row.get("compile_time", 0.0),
+            verification_time=row.get("verification_time", 0.0),
+            benchmark_time=row.get("benchmark_time", 0.0),
+            strategy_time=0,
+            framework_time=0,
+        )
         if row["status"] == "ok":
             result["times"] = row["times"]
-            result["time"] = statistics.median(row["times"])  # as the store ranks (Space.objective_value), not KT's mean
+            result["time"] = statistics.median(
+                row["times"]
+            )  # as the store ranks (Space.objective_value), not KT's mean
             if tuning_options.metrics:
                 result = util.process_metrics(result, tuning_options.metrics)
         else:
@@ -232,7 +284,7 @@ class IsolatedRunner(Runner):
 class _Opts(dict):
     """Kernel Tuner reads its options as attributes."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
@@ -240,6 +292,6 @@ class _Opts(dict):
 
 
 class _DeviceInfo:
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
         self.max_threads = 1024

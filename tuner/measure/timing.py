@@ -9,6 +9,8 @@ PROTOCOL names this in the store's provenance (column `timing`); a time taken ot
 
 from __future__ import annotations
 
+from typing import Any
+
 PROTOCOL = "delayed-start"
 SPIN_NS = 100_000  # well above the host's launch overhead (tens of us), negligible beside a benchmark
 
@@ -22,7 +24,7 @@ extern "C" __global__ void tuner_spin(unsigned long long ns) {
 _kernel = None
 
 
-def spin(stream=None) -> None:
+def spin(stream: Any = None) -> None:
     """Queue a SPIN_NS busy wait of one thread on `stream` (a cupy stream, or a raw stream handle; default:
     cupy's current stream)."""
     global _kernel
@@ -36,7 +38,7 @@ def spin(stream=None) -> None:
         _kernel((1,), (1,), (cupy.uint64(SPIN_NS),))
 
 
-def delay_start_events(backend_device) -> str:
+def delay_start_events(backend_device: Any) -> str:
     """Make a Kernel Tuner backend's start_event() queue the spin first, on the backend's stream. Returns the
     protocol in effect: PROTOCOL, or "plain" where this backend's stream cannot take the spin (no cupy)."""
     try:
@@ -50,7 +52,7 @@ def delay_start_events(backend_device) -> str:
     stream = backend_device.stream  # a cupy Stream (cupy backend) or a CUstream handle (nvcuda: primary context)
     record = backend_device.start_event
 
-    def start_event():
+    def start_event() -> None:
         spin(stream)
         record()
 

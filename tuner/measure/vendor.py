@@ -3,8 +3,11 @@ in the same process and on the same inputs as the tuned kernels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import ModuleType
 
-def cupy_or_none():
+
+def cupy_or_none() -> ModuleType | None:
     try:
         import cupy
 
@@ -14,7 +17,7 @@ def cupy_or_none():
         return None
 
 
-def time_with_events(fn, repeats: int = 50, warmup: int = 5, delayed: bool = True) -> list[float]:
+def time_with_events(fn: Callable[[], object], repeats: int = 50, warmup: int = 5, delayed: bool = True) -> list[float]:
     """Milliseconds of each of `repeats` calls of fn(), each between its own pair of events; `delayed`: the
     GPU spins before each start event, so fn's host-side launch overhead is not counted (tuner/measure/timing.py),
     as for the tuned kernels."""
@@ -38,7 +41,7 @@ def time_with_events(fn, repeats: int = 50, warmup: int = 5, delayed: bool = Tru
     return times
 
 
-def copy_timer(nbytes: int):
+def copy_timer(nbytes: int) -> Callable[[int], list[float]]:
     """A timer (repeats -> [ms, ...]) of a device-to-device copy of nbytes, its buffers allocated once;
     the caller counts 2 * nbytes moved (read + write)."""
     import cupy

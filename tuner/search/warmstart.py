@@ -21,15 +21,22 @@ def warm_evaluations(workload_name: str, root=None, own: pd.DataFrame | None = N
     from tuner.workloads import get_workload
 
     own = store.load_evaluations(workload_name, root) if own is None else own
-    frames = [df for df in [own, *(store.load_evaluations(n, root) for n in get_workload(workload_name).shares_program_with)]
-              if not df.empty]
+    sharing = get_workload(workload_name).shares_program_with
+    frames = [df for df in [own, *(store.load_evaluations(n, root) for n in sharing)] if not df.empty]
     if len(frames) > 1:
         return pd.concat(frames, ignore_index=True)
     return frames[0] if frames else own
 
 
-def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str, gpu: str | None,
-                 count: int = 5, per_recording: int = 3) -> list[dict]:
+def warm_configs(
+    evaluations: pd.DataFrame,
+    space: Space,
+    size: dict,
+    dtype: str,
+    gpu: str | None,
+    count: int = 5,
+    per_recording: int = 3,
+) -> list[dict]:
     """Up to `count` configs to try first for (size, dtype, gpu): the `per_recording` best of each other
     recorded (size, dtype, gpu) in `evaluations` (this workload's, and those of workloads sharing its program:
     warm_evaluations), nearest recordings first (same GPU, then same dtype, then the nearest size), taken
@@ -50,9 +57,11 @@ def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str
 
     recordings = []
     for (size_vars, rec_dtype, rec_gpu), rows in ok.groupby(["size_vars", "dtype", "gpu"]):
-        ranked = ({k: json.loads(c).get(k) for k in space.params} for c in config_medians(rows, space.maximize).index)
+        ranked = (
+            {k: json.loads(str(c)).get(k) for k in space.params} for c in config_medians(rows, space.maximize).index
+        )
         best = [c for c in ranked if valid(c)][:per_recording]
-        key = (rec_gpu != gpu, rec_dtype != dtype, size_distance(size, json.loads(size_vars)))
+        key = (rec_gpu != gpu, rec_dtype != dtype, size_distance(size, json.loads(str(size_vars))))
         if best:
             recordings.append((key, best))
     recordings.sort(key=lambda r: r[0])
@@ -62,8 +71,8 @@ def warm_configs(evaluations: pd.DataFrame, space: Space, size: dict, dtype: str
         for configs in nearest:
             if rank >= len(configs):
                 continue
-            key = json.dumps(configs[rank], sort_keys=True)
-            if key not in seen:
-                seen.add(key)
+            text = json.dumps(configs[rank], sort_keys=True)
+            if text not in seen:
+                seen.add(text)
                 out.append(configs[rank])
     return out[:count]

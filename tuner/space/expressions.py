@@ -3,6 +3,8 @@ evaluated with nothing but their variables and a few math functions in scope."""
 
 import ast
 import math
+from collections.abc import Iterable
+from typing import Any
 
 FUNCTIONS = {
     "ceil": lambda x: int(math.ceil(x)),
@@ -17,17 +19,50 @@ FUNCTIONS = {
 }
 
 _ALLOWED_NODES = (
-    ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Call, ast.Name,
-    ast.Load, ast.Constant, ast.And, ast.Or, ast.Not, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv,
-    ast.Mod, ast.Pow, ast.USub, ast.UAdd, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In,
-    ast.NotIn, ast.Tuple, ast.List, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift,
+    ast.Expression,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.And,
+    ast.Or,
+    ast.Not,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.USub,
+    ast.UAdd,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.In,
+    ast.NotIn,
+    ast.Tuple,
+    ast.List,
+    ast.BitAnd,
+    ast.BitOr,
+    ast.BitXor,
+    ast.LShift,
+    ast.RShift,
 )
 
 
 class Expression:
     """A parsed expression; `names` are the free variables it reads."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.text = str(text)
         try:
             tree = ast.parse(self.text, mode="eval")
@@ -41,13 +76,13 @@ class Expression:
         self.names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(FUNCTIONS)
         self._code = compile(tree, "<expression>", "eval")
 
-    def check_names(self, known) -> None:
+    def check_names(self, known: Iterable[str]) -> None:
         unknown = sorted(self.names - set(known))
         if unknown:
             raise ValueError(f"unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
 
-    def __call__(self, variables: dict):
+    def __call__(self, variables: dict) -> Any:
         return eval(self._code, {"__builtins__": {}, **FUNCTIONS}, dict(variables))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Expression({self.text!r})"

@@ -5,25 +5,23 @@ each error one line naming the file and the key path."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
+from typing import Any, cast
 
 import jsonschema
 import yaml
 
 from tuner.errors import TunerError
+from tuner.space.declaration import check_declaration
+from tuner.space.errors import SpaceError, kernel_path
 from tuner.space.expressions import Expression
 from tuner.space.model import METRIC_INPUTS, Space, metric_var
 
 
 def _schema() -> dict:
     return json.loads(resources.files("tuner.space").joinpath("space.schema.json").read_text())
-
-
-class SpaceError(TunerError):
-    def __init__(self, path, key_path, message):
-        where = ".".join(str(k) for k in key_path) or "(top level)"
-        super().__init__(f"{path}: at {where}: {message}")
 
 
 def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space:
@@ -44,21 +42,23 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
 
     errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
-        e = jsonschema.exceptions.best_match(errors)
-        raise SpaceError(path, list(e.absolute_path), _explain(e))
+        worst = jsonschema.exceptions.best_match(errors)
+        raise SpaceError(path, list(worst.absolute_path), _explain(worst))
 
     params = doc["parameters"]
     size_sets = {name: set(v) for name, v in doc["sizes"].items()}
     first = next(iter(size_sets.values()))
     for name, keys in size_sets.items():
         if keys != first:
-            raise SpaceError(path, ["sizes", name], f"every size must set the same variables ({', '.join(sorted(first))})")
+            raise SpaceError(
+                path, ["sizes", name], f"every size must set the same variables ({', '.join(sorted(first))})"
+            )
     size_vars = set(first)
     clash = size_vars & set(params)
     if clash:
         raise SpaceError(path, ["sizes"], f"size variables clash with parameters: {', '.join(sorted(clash))}")
 
-    def expr(text, key_path, known):
+    def expr(text: str, key_path: list, known: Iterable[str]) -> Expression:
         try:
             e = Expression(text)
             e.check_names(known)
@@ -69,9 +69,13 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
     defaults = doc.get("defaults", {})
     for name, value in defaults.items():
         if name not in params:
-            raise SpaceError(path, ["defaults", name], f"'{name}' is not a parameter; expected one of {', '.join(params)}")
+            raise SpaceError(
+                path, ["defaults", name], f"'{name}' is not a parameter; expected one of {', '.join(params)}"
+            )
         if value not in params[name]:
-            raise SpaceError(path, ["defaults", name], f"{value!r} is not one of its values ({', '.join(map(str, params[name]))})")
+            raise SpaceError(
+                path, ["defaults", name], f"{value!r} is not one of its values ({', '.join(map(str, params[name]))})"
+            )
 
     restrictions = doc.get("restrictions", [])
     for i, r in enumerate(restrictions):
@@ -84,7 +88,9 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
     launch = doc.get("launch", {"block": [], "grid": []})
     for i, b in enumerate(launch["block"]):
         if b not in params:
-            raise SpaceError(path, ["launch", "block", i], f"'{b}' is not a parameter; expected one of {', '.join(params)}")
+            raise SpaceError(
+                path, ["launch", "block", i], f"'{b}' is not a parameter; expected one of {', '.join(params)}"
+            )
     grid = [expr(str(g), ["launch", "grid", i], set(params) | size_vars) for i, g in enumerate(launch["grid"])]
 
     metrics, known = {}, set(params) | size_vars | set(METRIC_INPUTS)
@@ -93,13 +99,20 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         known.add(metric_var(name))
     objective = doc["objective"]["metric"]
     if objective != "time" and objective not in metrics:
-        raise SpaceError(path, ["objective", "metric"], f"'{objective}' is neither 'time' nor one of the metrics ({', '.join(metrics)})")
+        raise SpaceError(
+            path,
+            ["objective", "metric"],
+            f"'{objective}' is neither 'time' nor one of the metrics ({', '.join(metrics)})",
+        )
 
     default_size = doc.get("default_size", next(iter(doc["sizes"])))
     if default_size not in doc["sizes"]:
-        raise SpaceError(path, ["default_size"], f"'{default_size}' is not one of the sizes ({', '.join(doc['sizes'])})")
+        raise SpaceError(
+            path, ["default_size"], f"'{default_size}' is not one of the sizes ({', '.join(doc['sizes'])})"
+        )
 
     source = kernel_path(path, doc["kernel"]["source"], ["kernel", "source"], sources_within)
+    declaration = check_declaration(doc, path, size_vars, set(params), list(doc["dtypes"]))
 
     verify = doc.get("verify", {})
     return Space(
@@ -127,33 +140,21 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         baselines=doc.get("baselines", []),
         defaults=defaults,
         doc=doc,
+        declaration=declaration,
     )
-
-
-def kernel_path(space_path: Path, name: str, key_path: list, within: Path | None = None) -> Path:
-    """A source file a space names (relative to the space file), checked to exist and to lie inside `within`
-    (default: the space file's folder), so a workload cannot reach files outside its own folder."""
-    folder = Path(space_path).resolve().parent
-    source = (folder / name).resolve()
-    allowed = Path(within).resolve() if within is not None else folder
-    if not source.is_relative_to(allowed):
-        raise SpaceError(space_path, key_path, f"'{name}' lies outside the workload's folder {allowed}")
-    if not source.is_file():
-        raise SpaceError(space_path, key_path, f"kernel source '{name}' does not exist")
-    return source
 
 
 def _explain(e: jsonschema.ValidationError) -> str:
     """Say what was expected in words, not in schema jargon."""
-    v = e.validator
+    v, expected = e.validator, cast(Any, e.validator_value)
     if v == "required":
         return f"missing key {e.message.split(' ')[0]}"
     if v == "additionalProperties":
         return f"unexpected key: {e.message.split('(')[-1].rstrip(')')}"
     if v == "type":
-        return f"expected {e.validator_value if isinstance(e.validator_value, str) else ' or '.join(e.validator_value)}, got {e.instance!r}"
+        return f"expected {expected if isinstance(expected, str) else ' or '.join(expected)}, got {e.instance!r}"
     if v == "enum":
-        return f"expected one of {', '.join(map(str, e.validator_value))}, got {e.instance!r}"
+        return f"expected one of {', '.join(map(str, expected))}, got {e.instance!r}"
     if v == "minItems":
         return "expected a non-empty list"
     if v == "uniqueItems":

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.errors import TunerError
+from tuner.space.declaration import Declaration
 from tuner.space.expressions import Expression
 
 # names every metric expression may read besides the parameters and the size variables
@@ -49,6 +51,8 @@ class Space:
     # kernel's own default), so older recordings keep counting (store.load_evaluations, kt.align_cache)
     defaults: dict = field(default_factory=dict)
     doc: dict = field(default_factory=dict, repr=False)  # the YAML as written (keys a workload reads itself)
+    # its `arguments`, `reference` and `seed`, parsed and checked (None where it declares no arguments)
+    declaration: Declaration | None = field(default=None, repr=False)
 
     # ---- derived views -------------------------------------------------------------------------
     def complete(self, config: dict) -> dict:
@@ -73,13 +77,18 @@ class Space:
         missing = set(self.params) - set(config)
         unknown = set(config) - set(self.params)
         if missing or unknown:
-            raise TunerError(f"{what} must set the parameters of {self.workload} (those with a default may be "
-                             "left out): " + (f"missing {', '.join(sorted(missing))} " if missing else "")
-                             + (f"unknown {', '.join(sorted(unknown))}" if unknown else ""))
+            raise TunerError(
+                f"{what} must set the parameters of {self.workload} (those with a default may be "
+                "left out): "
+                + (f"missing {', '.join(sorted(missing))} " if missing else "")
+                + (f"unknown {', '.join(sorted(unknown))}" if unknown else "")
+            )
         bad = {k: v for k, v in config.items() if v not in self.params[k]}
         if bad:
-            raise TunerError(f"{what}: values outside the space: "
-                             + ", ".join(f"{k}={v} (allowed {self.params[k]})" for k, v in bad.items()))
+            raise TunerError(
+                f"{what}: values outside the space: "
+                + ", ".join(f"{k}={v} (allowed {self.params[k]})" for k, v in bad.items())
+            )
         if not self.is_valid(config):
             raise TunerError(f"{what} breaks a restriction of the space: {config}")
         return dict(config)
@@ -127,7 +136,9 @@ class Space:
         return a > b if self.maximize else a < b
 
     # ---- sizes ---------------------------------------------------------------------------------
-    def resolve_size(self, text: str | None, parse_hook=None) -> tuple[str, dict]:
+    def resolve_size(
+        self, text: str | None, parse_hook: Callable[[str], dict | None] | None = None
+    ) -> tuple[str, dict]:
         """A named size, `k=v,...`, or a workload's own notation (e.g. 1024x512x2048)."""
         text = text or self.default_size
         if text in self.sizes:
@@ -186,5 +197,3 @@ def size_distance(a: dict, b: dict) -> float:
 def metric_var(name: str) -> str:
     """Metrics may name earlier metrics; 'GB/s' is read as GB_s."""
     return re.sub(r"\W", "_", name)
-
-

@@ -6,6 +6,7 @@ from tuner.store.paths import (
     cache_path,
     gpu_slug,
     new_campaign_id,
+    read_roots,
     results_root,
     safe_name,
     workload_dir,
@@ -21,6 +22,24 @@ from tuner.store.rows import (
     without_superseded,
 )
 
-__all__ = ["PartWriter", "cache_path", "canonical_config", "complete_configs", "config_medians", "gpu_slug",
-           "load_baselines", "load_evaluations", "new_campaign_id", "read_parts", "recorded_gpu", "results_root",
-           "safe_name", "same_protocol", "timing_matches", "without_superseded", "workload_dir", "write_parquet"]
+__all__ = [
+    "PartWriter",
+    "cache_path",
+    "canonical_config",
+    "complete_configs",
+    "config_medians",
+    "gpu_slug",
+    "load_baselines",
+    "load_evaluations",
+    "new_campaign_id",
+    "read_parts",
+    "read_roots",
+    "recorded_gpu",
+    "results_root",
+    "safe_name",
+    "same_protocol",
+    "timing_matches",
+    "without_superseded",
+    "workload_dir",
+    "write_parquet",
+]

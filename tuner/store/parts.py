@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from tuner.store.paths import read_roots
+
 
 class PartWriter:
     """Rows of one campaign into one Parquet part, rewritten atomically (write, then rename)."""
 
-    def __init__(self, path: Path, min_interval_s: float = 0.0):
+    def __init__(self, path: Path, min_interval_s: float = 0.0) -> None:
         self.path = Path(path)
         self.rows: list[dict] = []
         self.min_interval_s = min_interval_s
@@ -44,14 +46,19 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 def read_parts(pattern: str, root: Path) -> pd.DataFrame:
+    """The rows of every part matching `pattern` under the store `root` (and the recordings an installed
+    package ships: tuner.store.paths.read_roots), merged."""
     frames = []
-    for part in sorted(Path(root).glob(pattern)):
+    for part in [p for r in read_roots(root) for p in sorted(Path(r).glob(pattern))]:
         try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
             frames.append(pd.read_parquet(io.BytesIO(part.read_bytes())))
         except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all)
             # one damaged file (copied in half from another host, say) must not take every query down with it
-            warnings.warn(f"{part}: not a readable Parquet file ({str(e).splitlines()[0]}); left out: move it "
-                          "aside or copy it again", stacklevel=2)
+            warnings.warn(
+                f"{part}: not a readable Parquet file ({str(e).splitlines()[0]}); left out: move it "
+                "aside or copy it again",
+                stacklevel=2,
+            )
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

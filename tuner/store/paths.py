@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tuner import locations
@@ -16,8 +16,18 @@ def results_root() -> Path:
     return locations.project().results
 
 
+def read_roots(root: Path) -> list[Path]:
+    """The folders a query reads: the project's store, and, in an installed package, the recordings the
+    built-in workloads ship with (read-only package data; a campaign never writes there)."""
+    roots = [Path(root)]
+    shipped = locations.BUILTIN_RESULTS
+    if locations.INSTALLED and shipped.is_dir() and shipped.resolve() != Path(root).resolve():
+        roots.append(shipped)
+    return roots
+
+
 def new_campaign_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
 def safe_name(text: str) -> str:

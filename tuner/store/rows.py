@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from tuner.store.parts import read_parts
 from tuner.store.paths import results_root
 from tuner.workloads import get_workload
+
+if TYPE_CHECKING:
+    from tuner.space import Space
 
 
 def canonical_config(config: dict) -> str:
@@ -33,24 +37,24 @@ def load_evaluations(workload: str | None = None, root: Path | None = None) -> p
     return df
 
 
-def same_protocol(row, space, timing: str | None) -> bool:
+def same_protocol(row: dict, space: Space, timing: str | None) -> bool:
     """Whether a stored time was taken as one taken now would be: over the space's number of launches and,
     for kernels (host code times itself), with the same timing protocol (tuner/measure/timing.py; rows from before
     the column existed were taken "plain")."""
     return _launches_match(row, space) and timing_matches(row, space, timing)
 
 
-def _launches_match(row, space) -> bool:
+def _launches_match(row: dict, space: Space) -> bool:
     return row["times"] is not None and len(row["times"]) == space.iterations
 
 
-def timing_matches(row, space, timing) -> bool:
+def timing_matches(row: dict, space: Space, timing: str | None) -> bool:
     """Whether `row` (a stored evaluation or check baseline) was timed with the protocol `timing`."""
     recorded = row.get("timing")
     return space.lang == "host" or (recorded if isinstance(recorded, str) else "plain") == timing
 
 
-def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
+def without_superseded(df: pd.DataFrame, space: Space) -> pd.DataFrame:
     """Of the successful rows of a (GPU, size, dtype), only those taken nearest the current protocol count
     (the current timing protocol, tuner/measure/timing.py, first, then the space's number of launches): times taken
     another way are not comparable, so one ranking never mixes them. The files keep every row."""
@@ -60,15 +64,20 @@ def without_superseded(df: pd.DataFrame, space) -> pd.DataFrame:
         return df
     ok = df["status"] == "ok"
     columns = ["times"] + (["timing"] if "timing" in df else [])
-    rank = pd.Series([2 * timing_matches(r, space, PROTOCOL) + _launches_match(r, space) if good else -1
-                      for r, good in zip(df[columns].to_dict("records"), ok)], index=df.index)
+    rank = pd.Series(
+        [
+            2 * timing_matches(r, space, PROTOCOL) + _launches_match(r, space) if good else -1
+            for r, good in zip(df[columns].to_dict("records"), ok)
+        ],
+        index=df.index,
+    )
     best = rank.groupby([df["gpu"], df["size_vars"], df["dtype"]]).transform("max")
     if (rank[ok] == best[ok]).all():
         return df
     return df[~ok | (rank == best)].reset_index(drop=True)
 
 
-def complete_configs(df: pd.DataFrame, space) -> pd.DataFrame:
+def complete_configs(df: pd.DataFrame, space: Space) -> pd.DataFrame:
     """Rows whose config lacks a defaulted parameter get it (Space.complete), in `config` and its `p_` column."""
     if not space.defaults or "config" not in df:
         return df

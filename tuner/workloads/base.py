@@ -42,6 +42,7 @@ class Workload:
     space_path: Path | None = None
     sources_within: Path | None = None
     origin: str = ""  # where the registry found it: "built-in", a folder, or an installed package
+    device: int = 0  # the GPU the measuring process runs on (set by it)
 
     @property
     def space(self) -> Space:
@@ -56,6 +57,14 @@ class Workload:
     def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         """Kernel arguments (numpy arrays and scalars) for one problem size."""
         raise NotImplementedError
+
+    def constant_arguments(self, args: list, size: dict, dtype: str) -> dict:
+        """The kernel's constant memory for the arguments `args` (as arguments() made them): {symbol: numpy
+        array}, each array copied to the kernel's `__constant__` variable of that name after every compile,
+        before the kernel runs (Kernel Tuner's `cmem_args`; 64 KiB in all at most). The measuring process
+        asks for it after arguments() and answer(), so the data must be what answer() computed the reference
+        from. Default: none."""
+        return {}
 
     def answer(self, args: list, size: dict, dtype: str) -> list:
         """The numpy reference: one entry per argument, None where the output is not checked."""

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,13 +25,18 @@ from tuner.errors import TunerError
 from tuner.workloads import Workload
 from tuner.workloads.graph_io import INF, random_graph, read_graph, write_distances
 
+if TYPE_CHECKING:
+    import argparse
+
+    from scipy.sparse import csr_matrix
+
 GRAPH_SEED = 2026  # the graphs of the named sizes: random_graph(n, m, GRAPH_SEED)
 EDGES_PER_VERTEX = 6  # m when a size gives only n
 DENSE_REFERENCE_MAX_N = 1500  # up to here plain Floyd-Warshall in numpy; above, Dijkstra from every vertex
 
 
 # ---- the reference ---------------------------------------------------------------------------------
-def run_pipeline(fn, n: int, edges: np.ndarray, dist: np.ndarray, gpus: int = 1) -> float:
+def run_pipeline(fn: Callable[..., float], n: int, edges: np.ndarray, dist: np.ndarray, gpus: int = 1) -> float:
     """Run a built pipeline (tuner.measure.hostcode.build) on an edge list: the distances land in `dist` (n x n int32);
     returns the GPU time of the rounds in ms, negative after a CUDA error (which the pipeline printed)."""
     edges = np.ascontiguousarray(edges, dtype=np.int32)
@@ -52,7 +59,7 @@ def floyd_warshall_numpy(n: int, edges: np.ndarray) -> np.ndarray:
     return d.astype(np.int32)  # entries never exceed INF
 
 
-def _csr(n: int, edges: np.ndarray):
+def _csr(n: int, edges: np.ndarray) -> csr_matrix:
     """The graph for scipy: the lightest of parallel edges, each weight + 1/(4n) so zero-weight edges stay
     edges (scipy drops explicit zeros); a path has < n edges, so rounding the distance removes the extra."""
     from scipy.sparse import csr_matrix
@@ -85,9 +92,31 @@ def _dijkstra_parallel(n: int, edges: np.ndarray) -> np.ndarray:
     with tempfile.TemporaryDirectory(prefix="fw-ref-") as tmp:
         graph = Path(tmp) / "edges.npy"
         np.save(graph, edges)
-        procs = [(lo, hi, Path(tmp) / f"rows{lo}.npy",) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-        running = [subprocess.Popen([sys.executable, "-m", "tuner.workloads.floyd_warshall", "rows", str(graph),
-                                     str(n), str(lo), str(hi), str(path)]) for lo, hi, path in procs]
+        procs = [
+            (
+                lo,
+                hi,
+                Path(tmp) / f"rows{lo}.npy",
+            )
+            for lo, hi in itertools.pairwise(bounds)
+            if hi > lo
+        ]
+        running = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tuner.workloads.floyd_warshall",
+                    "rows",
+                    str(graph),
+                    str(n),
+                    str(lo),
+                    str(hi),
+                    str(path),
+                ]
+            )
+            for lo, hi, path in procs
+        ]
         for (lo, hi, path), p in zip(procs, running):
             if p.wait() != 0:
                 raise RuntimeError(f"the reference's Dijkstra worker for rows {lo}..{hi} failed")
@@ -119,7 +148,7 @@ class FloydWarshall(Workload):
     name = "floyd-warshall"
     run_help = "all-pairs shortest paths of a graph in the course's binary format, on the GPU"
 
-    def parse_size(self, text):
+    def parse_size(self, text: str) -> dict | None:
         """`n=5000` (m = 6n edges, one GPU), or with any of m=..., gpus=... besides."""
         parts = dict(re.findall(r"(\w+)\s*=\s*(\d+)", text))
         if "n" not in parts or set(parts) - {"n", "m", "gpus"} or len(parts) != text.count("="):
@@ -128,26 +157,26 @@ class FloydWarshall(Workload):
         m = int(parts.get("m", min(EDGES_PER_VERTEX * n, n * (n - 1))))
         return {"n": n, "m": m, "gpus": int(parts.get("gpus", 1))}
 
-    def arguments(self, size, dtype, rng):
+    def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         # the graph depends on the size only (not on rng), so every campaign of a size sees the same one
         n, m = size["n"], size["m"]
         edges = random_graph(n, m, GRAPH_SEED)
         dist = np.zeros((n, n), dtype=np.int32)
         return [edges, dist, np.int32(n), np.int32(m), np.int32(size["gpus"])]
 
-    def answer(self, args, size, dtype):
+    def answer(self, args: list, size: dict, dtype: str) -> list:
         return [None, reference(size["n"], args[0]), None, None, None]
 
-    def tolerances(self, size, dtype):
+    def tolerances(self, size: dict, dtype: str) -> tuple[float, float]:
         return 0.0, 0.0
 
     # ---- `tuner run floyd-warshall INPUT OUTPUT` ------------------------------------------------
-    def add_run_arguments(self, parser):
+    def add_run_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("input", help="graph: int32 n, int32 m, then m (source, destination, weight) int32 triples")
         parser.add_argument("output", help="where the n x n int32 distances go (2^30 - 1: no path)")
         parser.add_argument("--gpus", type=int, default=1, help="GPUs to split the work over (default 1)")
 
-    def run(self, args, config_for) -> int:
+    def run(self, args: argparse.Namespace, config_for: Callable[[dict, str], dict]) -> int:
         from tuner.measure.hostcode import build
 
         if args.gpus < 1:
@@ -162,20 +191,25 @@ class FloydWarshall(Workload):
         start = time.perf_counter()
         ms = run_pipeline(fn, n, edges, dist, args.gpus)
         if ms < 0:
-            raise TunerError("the GPU pipeline failed (its CUDA error is printed above): is there a CUDA GPU "
-                             f"(and {args.gpus} of them)?")
+            raise TunerError(
+                "the GPU pipeline failed (its CUDA error is printed above): is there a CUDA GPU "
+                f"(and {args.gpus} of them)?"
+            )
         total = time.perf_counter() - start
         write_distances(args.output, dist)
-        print(f"{n} vertices, {len(edges)} edges: {ms / 1e3:.4f} s on the GPU ({n**3 / (ms / 1e3) / 1e12:.2f} T "
-              f"relaxations/s), {total:.3f} s with set-up and copies; config "
-              + ", ".join(f"{k}={v}" for k, v in config.items()), file=sys.stderr)
+        print(
+            f"{n} vertices, {len(edges)} edges: {ms / 1e3:.4f} s on the GPU ({n**3 / (ms / 1e3) / 1e12:.2f} T "
+            f"relaxations/s), {total:.3f} s with set-up and copies; config "
+            + ", ".join(f"{k}={v}" for k, v in config.items()),
+            file=sys.stderr,
+        )
         return 0
 
 
 WORKLOAD = FloydWarshall()
 
 
-def _rows_main(argv) -> int:
+def _rows_main(argv: list[str]) -> int:
     """python -m tuner.workloads.floyd_warshall rows EDGES.npy N LO HI OUT.npy (a reference worker)."""
     graph, n, lo, hi, out = argv
     np.save(out, dijkstra_rows(int(n), np.load(graph), int(lo), int(hi)))

@@ -39,14 +39,14 @@ class Gemm(Workload):
     name = "gemm"
     check_reference = "cublas"  # compute-bound: normalise by cuBLAS timed in the same round
 
-    def parse_size(self, text):
+    def parse_size(self, text: str) -> dict | None:
         match = _SIZE.fullmatch(text)
         if match is None:
             return None
         m, n, k = (int(g) for g in match.groups())
         return {"m": m, "n": n, "k": k}
 
-    def arguments(self, size, dtype, rng):
+    def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         m, n, k = size["m"], size["n"], size["k"]
         if dtype == "int32":  # small integers: every sum is exact in int32 (|C| <= 64 K)
             a = rng.integers(-8, 9, (m, k), dtype=np.int32)
@@ -57,17 +57,17 @@ class Gemm(Workload):
         c = np.zeros((m, n), dtype=dtype)
         return [a, b, c, np.int32(m), np.int32(n), np.int32(k)]
 
-    def answer(self, args, size, dtype):
+    def answer(self, args: list, size: dict, dtype: str) -> list:
         # float64 BLAS: exact for the int32 inputs (|C| < 2^53), the reference for float32
         exact = args[0].astype(np.float64) @ args[1].astype(np.float64)
         return [None, None, exact.astype(np.int32) if dtype == "int32" else exact, None, None, None]
 
-    def tolerances(self, size, dtype):
+    def tolerances(self, size: dict, dtype: str) -> tuple[float, float]:
         if dtype == "int32":
             return 0.0, 0.0
         return float32_tolerance(size["k"]), 0.0
 
-    def reference_timers(self, args, size, dtype):
+    def reference_timers(self, args: list, size: dict, dtype: str) -> dict:
         if dtype != "float32":
             return {}  # cuBLAS has no int32 GEMM with int32 output
         # cupy asks cuBLAS for TF32 only when CUPY_TF32 > 0; NVIDIA_TF32_OVERRIDE=0 forbids it library-wide
@@ -85,7 +85,7 @@ class Gemm(Workload):
         out = cp.empty_like(c)
         return {"cublas": lambda repeats: time_with_events(lambda: cp.matmul(a, b, out=out), repeats)}
 
-    def baseline_metrics(self, name, time_ms, size, dtype):
+    def baseline_metrics(self, name: str, time_ms: float, size: dict, dtype: str) -> dict:
         return {"GFLOP/s": 2.0 * size["m"] * size["n"] * size["k"] / (time_ms / 1e3) / 1e9}
 
 

@@ -39,8 +39,10 @@ def check_graph(n: int, edges: np.ndarray, where: str = "the graph") -> None:
         raise TunerError(f"{where}: edge {bad[0]} has a negative weight ({edges[bad[0], 2]})")
     heaviest = int(edges[:, 2].max())
     if heaviest * (n - 1) >= INF:
-        raise TunerError(f"{where}: weights up to {heaviest} on {n} vertices could make a path as long as "
-                         f"INF = 2^30 - 1; use weights below {INF // max(n - 1, 1) + 1}")
+        raise TunerError(
+            f"{where}: weights up to {heaviest} on {n} vertices could make a path as long as "
+            f"INF = 2^30 - 1; use weights below {INF // max(n - 1, 1) + 1}"
+        )
 
 
 def read_graph(path: str | Path) -> tuple[int, np.ndarray]:
@@ -57,8 +59,10 @@ def read_graph(path: str | Path) -> tuple[int, np.ndarray]:
         raise TunerError(f"{path}: m = {m} edges")
     expected = 8 + 12 * m
     if len(data) < expected:
-        raise TunerError(f"{path}: truncated: m = {m} edges need {expected} bytes, the file has {len(data)} "
-                         f"({(len(data) - 8) // 12} whole edges)")
+        raise TunerError(
+            f"{path}: truncated: m = {m} edges need {expected} bytes, the file has {len(data)} "
+            f"({(len(data) - 8) // 12} whole edges)"
+        )
     if len(data) > expected:
         raise TunerError(f"{path}: {len(data) - expected} bytes after the {m} edges the header announces")
     edges = np.frombuffer(data, INT32, 3 * m, offset=8).reshape(m, 3).astype(np.int32)
@@ -100,9 +104,10 @@ def random_graph(n: int, m: int, seed: int = 0) -> np.ndarray:
     return np.stack([src, dst, weight], axis=1).astype(np.int32)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tuner.workloads.graph_io", description="write a random graph in "
-                                "the course's binary format")
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m tuner.workloads.graph_io", description="write a random graph in the course's binary format"
+    )
     p.add_argument("n", type=int)
     p.add_argument("m", type=int)
     p.add_argument("output")

@@ -8,7 +8,9 @@ import ctypes
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +30,10 @@ from tuner.workloads.locvolcalib_io import (
 )
 from tuner.workloads.locvolcalib_ref import price
 
-# our own float64 numpy prices of the named sizes (benchmarks/lvc_references.py)
+if TYPE_CHECKING:
+    import argparse
+
+# our own float64 numpy prices of the named sizes (benchmarks/locvolcalib/references.py)
 REFERENCE_DIR = BUILTIN_ROOT / "data" / "locvolcalib" / "reference"
 # Finpar's datasets with their outputs are public benchmark data that stays outside the project (SPEC, "Data
 # here"): tests read them from ../shared/locvolcalib/data, or from TUNER_FINPAR_DATA, and skip without them
@@ -42,7 +47,7 @@ def reference_path(size_name: str) -> Path:
 
 def reference_prices(size: dict) -> np.ndarray:
     """The float64 numpy prices: read from data/locvolcalib/reference/ for a named size
-    (benchmarks/lvc_references.py writes them), else computed."""
+    (benchmarks/locvolcalib/references.py writes them), else computed."""
     from tuner.workloads import get_workload
 
     for name, named in get_workload("locvolcalib").space.sizes.items():
@@ -53,8 +58,15 @@ def reference_prices(size: dict) -> np.ndarray:
 
 def host_arguments(problem: Problem, dtype: str) -> list:
     """The host function's arguments: res[K], params[5] (double), K, M, N, T, variant."""
-    return [np.zeros(problem.outer, dtype=dtype), problem.params, np.int32(problem.outer), np.int32(problem.num_x),
-            np.int32(problem.num_y), np.int32(problem.num_t), np.int32(VARIANT_CODE[problem.variant])]
+    return [
+        np.zeros(problem.outer, dtype=dtype),
+        problem.params,
+        np.int32(problem.outer),
+        np.int32(problem.num_x),
+        np.int32(problem.num_y),
+        np.int32(problem.num_t),
+        np.int32(VARIANT_CODE[problem.variant]),
+    ]
 
 
 class LocVolCalib(Workload):
@@ -62,7 +74,7 @@ class LocVolCalib(Workload):
     check_reference = "copy"
     run_help = "price the options of a LocVolCalib input (Finpar or course format) on the GPU"
 
-    def parse_size(self, text):
+    def parse_size(self, text: str) -> dict | None:
         """variant:KxMxNxT, e.g. course:128x256x256x128."""
         m = re.fullmatch(r"\s*(finpar|course):(\d+)x(\d+)x(\d+)x(\d+)\s*", text)
         if m is None:
@@ -70,35 +82,38 @@ class LocVolCalib(Workload):
         k, mx, ny, t = map(int, m.groups()[1:])
         return {"outer": k, "numX": mx, "numY": ny, "numT": t, "variant": VARIANT_CODE[m.group(1)]}
 
-    def arguments(self, size, dtype, rng):
+    def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         return host_arguments(problem_from_size(size), dtype)
 
-    def answer(self, args, size, dtype):
+    def answer(self, args: list, size: dict, dtype: str) -> list:
         return [reference_prices(size)] + [None] * 6
 
-    def tolerances(self, size, dtype):
+    def tolerances(self, size: dict, dtype: str) -> tuple[float, float]:
         return TOLERANCES[dtype]
 
-    def reference_timers(self, args, size, dtype):
+    def reference_timers(self, args: list, size: dict, dtype: str) -> dict:
         if cupy_or_none() is None:
             return {}
         nbytes = size["outer"] * size["numX"] * size["numY"] * np.dtype(dtype).itemsize  # one value array
         return {"copy": copy_timer(nbytes)}
 
-    def baseline_metrics(self, name, time_ms, size, dtype):
+    def baseline_metrics(self, name: str, time_ms: float, size: dict, dtype: str) -> dict:
         nbytes = size["outer"] * size["numX"] * size["numY"] * np.dtype(dtype).itemsize
         return {"GB/s": 2 * nbytes / (time_ms / 1e3) / 1e9} if name == "copy" else {}
 
     # ---- tuner run locvolcalib -----------------------------------------------------------------
-    def add_run_arguments(self, parser):
+    def add_run_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("input", help="input.data: Finpar (9 values) or course (4 integers)")
         parser.add_argument("--variant", choices=VARIANTS, help="the input's format (default: told by its length)")
-        parser.add_argument("--precision", choices=("float64", "float32"),
-                            help="REAL of the computation (default float64; same as --dtype)")
+        parser.add_argument(
+            "--precision",
+            choices=("float64", "float32"),
+            help="REAL of the computation (default float64; same as --dtype)",
+        )
         parser.add_argument("--reference", help="output.data to validate against (absolute 1e-5, the original rule)")
         parser.add_argument("-o", "--output", help="write the prices here (default: standard output)")
 
-    def run(self, args, config_for) -> int:
+    def run(self, args: argparse.Namespace, config_for: Callable[[dict, str], dict]) -> int:
         from tuner.measure.hostcode import build
 
         if args.precision and args.dtype and args.precision != args.dtype:
@@ -107,7 +122,9 @@ class LocVolCalib(Workload):
         problem = read_input(args.input, args.variant)
         reference = read_output(args.reference) if args.reference else None
         if reference is not None and reference.size != problem.outer:
-            raise TunerError(f"{args.reference} has {reference.size} values, {args.input} prices {problem.outer} options")
+            raise TunerError(
+                f"{args.reference} has {reference.size} values, {args.input} prices {problem.outer} options"
+            )
         config = config_for(problem.size, dtype)
         fn = build(self.space, config, dtype)
         host = host_arguments(problem, dtype)

@@ -4,12 +4,17 @@ parameters), the output array literal, and the original validation rule (absolut
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tuner.errors import TunerError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 VARIANTS = ("finpar", "course")
 VARIANT_CODE = {"finpar": 1, "course": 2}  # the size variable `variant`, the host function's argument
@@ -33,8 +38,13 @@ class Problem:
     @property
     def size(self) -> dict:
         """The workload's size variables."""
-        return {"outer": self.outer, "numX": self.num_x, "numY": self.num_y, "numT": self.num_t,
-                "variant": VARIANT_CODE[self.variant]}
+        return {
+            "outer": self.outer,
+            "numX": self.num_x,
+            "numY": self.num_y,
+            "numT": self.num_t,
+            "variant": VARIANT_CODE[self.variant],
+        }
 
     @property
     def params(self) -> np.ndarray:
@@ -78,8 +88,10 @@ def parse_input(text: str, variant: str | None = None, where: str = "input") -> 
     if variant is None:
         variant = {9: "finpar", 4: "course"}.get(len(toks))
         if variant is None:
-            raise TunerError(f"{where}: expected 9 values (Finpar: OUTER NUM_X NUM_Y NUM_T s0 t alpha nu beta) "
-                             f"or 4 (course: OUTER NUM_X NUM_Y NUM_T), got {len(toks)}")
+            raise TunerError(
+                f"{where}: expected 9 values (Finpar: OUTER NUM_X NUM_Y NUM_T s0 t alpha nu beta) "
+                f"or 4 (course: OUTER NUM_X NUM_Y NUM_T), got {len(toks)}"
+            )
     if variant not in VARIANTS:
         raise TunerError(f"{where}: unknown variant '{variant}' (finpar or course)")
     want = 9 if variant == "finpar" else 4
@@ -145,7 +157,7 @@ def read_output(path: str | Path) -> np.ndarray:
     return parse_output(text, where=str(path))
 
 
-def format_output(values, variant: str) -> str:
+def format_output(values: Iterable[float], variant: str) -> str:
     """Finpar's write_1Darr ('%f', ' , ' separated) or the course's 6 significant digits, one per line."""
     if variant == "finpar":
         body = " , ".join(f"{v:f}" for v in values)
@@ -153,7 +165,7 @@ def format_output(values, variant: str) -> str:
     return "[\n" + ",\n".join(f"{v:.6g}" for v in values) + "\n]\n"
 
 
-def validate(result, reference) -> tuple[bool, str]:
+def validate(result: ArrayLike, reference: ArrayLike) -> tuple[bool, str]:
     """ParseInput.h::validate: the first entry with |ref - res| > 1e-5 (held in a float) or a NaN/Inf
     result makes the whole result INVALID."""
     result, reference = np.asarray(result, dtype=np.float64), np.asarray(reference, dtype=np.float64)

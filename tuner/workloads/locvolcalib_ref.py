@@ -11,7 +11,7 @@ import numpy as np
 from tuner.workloads.locvolcalib_io import Problem
 
 
-def init_grid(p: Problem, dtype=np.float64):
+def init_grid(p: Problem, dtype: type[np.floating] = np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     """timeline[T], X[M], Y[N] and the indices of (s0, ln alpha), evaluated in REAL (SPEC §2.1)."""
     R = np.dtype(dtype).type
     s0, t, alpha, nu = R(p.s0), R(p.t), R(p.alpha), R(p.nu)
@@ -37,7 +37,7 @@ def second_derivative(z: np.ndarray) -> np.ndarray:
     return dd
 
 
-def thomas_factors(a, b, c):
+def thomas_factors(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(beta, uu) of the forward sweep along axis 0 (SPEC §3), for a batch of systems in the other axis."""
     n = a.shape[0]
     beta, uu = np.zeros_like(a), np.empty_like(b)
@@ -48,7 +48,7 @@ def thomas_factors(a, b, c):
     return beta, uu
 
 
-def thomas_solve(u, beta, uu, c):
+def thomas_solve(u: np.ndarray, beta: np.ndarray, uu: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Solve in place along axis 0 of u[n, K, L], the factors [n, L] shared by the K batches."""
     n = u.shape[0]
     for i in range(1, n):
@@ -59,7 +59,7 @@ def thomas_solve(u, beta, uu, c):
     return u
 
 
-def price(p: Problem, dtype=np.float64) -> np.ndarray:
+def price(p: Problem, dtype: type[np.floating] = np.float64) -> np.ndarray:
     """res[k] = R_k[indX][indY] after the T-1 backward steps, for the K strikes 0.001*k.
 
     The value array is held as R[i][k][j] (and transposed to [j][k][i] for the y-solves), so that every

@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -38,6 +38,7 @@ BUILTINS = {
 @dataclass(frozen=True)
 class Found:
     """Where one workload is defined: how to load it, and what `tuner list` shows as its origin."""
+
     name: str
     origin: str  # "built-in", the folder, or "package <dist> (<entry point>)"
     space_path: Path
@@ -47,8 +48,10 @@ class Found:
 
 
 def _builtins() -> list[Found]:
-    return [Found(name, "built-in", locations.BUILTIN_SPACES / f"{name}.yaml", locations.BUILTIN_ROOT, module=module)
-            for name, module in BUILTINS.items()]
+    return [
+        Found(name, "built-in", locations.BUILTIN_SPACES / f"{name}.yaml", locations.BUILTIN_ROOT, module=module)
+        for name, module in BUILTINS.items()
+    ]
 
 
 def folder_workloads(folder: Path) -> list[Found]:
@@ -64,36 +67,59 @@ def folder_workloads(folder: Path) -> list[Found]:
 
 
 def _installed() -> list[Found]:
-    """Entry points name a package folder laid out as a user's workload folder (space.yaml, kernels,
-    workload.py): `name = "pkg.module"` resolves to that module's folder."""
+    """Entry points name an importable package laid out as a user's workload folder (space.yaml, kernels,
+    optionally workload.py): `name = "pkg.subpackage"`."""
     found = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        spec = importlib.util.find_spec(ep.value.split(":")[0])
-        if spec is None or not spec.submodule_search_locations and not spec.origin:
-            raise TunerError(f"entry point '{ep.name}' of group {ENTRY_POINT_GROUP} names '{ep.value}', which "
-                             "cannot be imported")
-        folder = Path(next(iter(spec.submodule_search_locations or []), None) or Path(spec.origin).parent)
+        package = ep.value.split(":")[0]
+        spec = importlib.util.find_spec(package)
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            raise TunerError(
+                f"entry point '{ep.name}' of group {ENTRY_POINT_GROUP} names '{ep.value}', which is not "
+                "an importable package (a folder with space.yaml)"
+            )
+        folder = Path(folders[0])
         dist = getattr(ep, "dist", None)
-        origin = f"package {dist.name if dist else '?'} ({ep.value})"
-        module = ep.value.split(":")[0] if (folder / MODULE_FILE).is_file() or spec.origin else None
-        found.append(Found(ep.name, origin, folder / SPACE_FILE, folder, module=module))
+        module = f"{package}.workload" if (folder / MODULE_FILE).is_file() else None
+        found.append(
+            Found(
+                ep.name,
+                f"package {dist.name if dist else '?'} ({ep.value})",
+                folder / SPACE_FILE,
+                folder,
+                module=module,
+            )
+        )
     return found
 
 
 @lru_cache(maxsize=8)
-def _discover(workloads_folder: Path) -> dict[str, Found]:
+def _discover(workloads_folder: Path, stamp: int | None = None) -> dict[str, Found]:
+    """`stamp`: the folder's modification time, so a workload added meanwhile (`tuner init` from a notebook)
+    is found."""
     table: dict[str, Found] = {}
     for f in [*_builtins(), *folder_workloads(workloads_folder), *_installed()]:
         if f.name in table:
-            raise TunerError(f"workload '{f.name}' is defined twice: {table[f.name].origin} and {f.origin}; "
-                             "rename one of the folders")
+            raise TunerError(
+                f"workload '{f.name}' is defined twice: {table[f.name].origin} and {f.origin}; "
+                "rename one of the folders"
+            )
         table[f.name] = f
     return table
 
 
+def _folder_stamp(folder: Path) -> int | None:
+    try:
+        return folder.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def discover() -> dict[str, Found]:
     """Every workload this project sees, by name, in discovery order."""
-    return _discover(locations.project().workloads.resolve())
+    folder = locations.project().workloads.resolve()
+    return _discover(folder, _folder_stamp(folder))
 
 
 def _instantiate(found: Found) -> Workload:
@@ -102,6 +128,7 @@ def _instantiate(found: Found) -> Workload:
     elif found.module_file is not None:
         module_name = f"tuner_user_workload_{found.name.replace('-', '_')}"
         spec = importlib.util.spec_from_file_location(module_name, found.module_file)
+        assert spec is not None and spec.loader is not None  # a .py file always has a spec and a loader
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
         try:
@@ -120,16 +147,17 @@ def _instantiate(found: Found) -> Workload:
     return workload
 
 
-@lru_cache(maxsize=None)
-def _get(name: str, workloads_folder: Path) -> Workload:
-    table = _discover(workloads_folder)
+@cache
+def _get(name: str, workloads_folder: Path, stamp: int | None) -> Workload:
+    table = _discover(workloads_folder, stamp)
     if name not in table:
         raise TunerError(f"unknown workload '{name}'; known: {', '.join(sorted(table))}")
     return _instantiate(table[name])
 
 
 def get_workload(name: str) -> Workload:
-    return _get(name, locations.project().workloads.resolve())
+    folder = locations.project().workloads.resolve()
+    return _get(name, folder, _folder_stamp(folder))
 
 
 def all_workloads() -> list[Workload]:

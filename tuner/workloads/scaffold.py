@@ -26,8 +26,10 @@ def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None,
     around the user's `kernel`, or the import of a T1 file (with its kernel, or with `kernel` instead)."""
     pattern = _workload_pattern()
     if not re.fullmatch(pattern, name):
-        raise TunerError(f"'{name}' is not a valid workload name (expected lowercase letters, digits, '-' and '_', "
-                         f"starting with a letter: {pattern})")
+        raise TunerError(
+            f"'{name}' is not a valid workload name (expected lowercase letters, digits, '-' and '_', "
+            f"starting with a letter: {pattern})"
+        )
     workloads_dir = Path(workloads_dir)
     target = workloads_dir / name
     if target.exists():
@@ -36,6 +38,7 @@ def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None,
     if kernel is not None and not kernel.is_file():
         raise TunerError(f"{kernel}: no such kernel file")
 
+    files: dict[str, str | bytes]  # file name -> content
     if t1 is not None:
         from tuner.workloads.t1 import kernel_file_of, space_from_t1
 
@@ -106,15 +109,15 @@ extern "C" __global__ void saxpy(int n, T a, const T *__restrict__ x, T *__restr
 SAXPY_SPACE = """\
 # The workload '{name}', made by `tuner init`: saxpy (y = a * x + y), a worked example to copy from.
 # Tune it with `tuner tune {name}`; change the kernel and this file to make it your own.
-# Every key is described in the space schema (tuner/space/space.schema.json).
+# Every key is described in the docs' space file reference (made from tuner/space/space.schema.json).
 workload: {name}
 description: >-
   saxpy: y = a * x + y over n elements. block_size_x threads per block, each thread computing WPT
   elements (work per thread).
 
 kernel:
-  source: {name}.cu          # relative to this file; it must stay inside this folder
-  name: saxpy                # the __global__ function
+  source: {name}.cu   # relative to this file; it must stay inside this folder
+  name: saxpy   # the __global__ function
 
 # Tunable parameters: Kernel Tuner compiles one binary per config, with `#define name value` for each.
 parameters:
@@ -133,8 +136,8 @@ launch:
 
 # Problem sizes by name: `tuner tune {name} --size large`, or any `--size n=...`.
 sizes:
-  small: {n: 1048576}        # 2^20: 8 MB of float32 in all, mostly in L2 on a large GPU
-  large: {n: 67108864}       # 2^26: 768 MB of float32 in all, well past L2
+  small: {n: 1048576}        # 2^20: x and y take 8 MB in float32, which fits in a large GPU's L2 cache
+  large: {n: 67108864}       # 2^26: 512 MB in float32, well past L2: the bandwidth of the GPU's memory
 default_size: small
 size_limits:
   n: {min: 1, max: 2147483647}   # the kernel takes n as an int
@@ -168,13 +171,32 @@ verify: {atol: 1.0e-5, rtol: 1.0e-5}
 # ---- a skeleton around the user's kernel ---------------------------------------------------------------
 # C types of kernel parameters, as numpy dtypes
 C_TYPES = {
-    "float": "float32", "double": "float64", "half": "float16", "__half": "float16",
-    "int": "int32", "signed int": "int32", "unsigned": "uint32", "unsigned int": "uint32",
-    "long long": "int64", "long long int": "int64", "unsigned long long": "uint64",
-    "unsigned long long int": "uint64", "size_t": "uint64",
-    "short": "int16", "unsigned short": "uint16", "char": "int8", "signed char": "int8", "unsigned char": "uint8",
-    "int8_t": "int8", "int16_t": "int16", "int32_t": "int32", "int64_t": "int64",
-    "uint8_t": "uint8", "uint16_t": "uint16", "uint32_t": "uint32", "uint64_t": "uint64",
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "__half": "float16",
+    "int": "int32",
+    "signed int": "int32",
+    "unsigned": "uint32",
+    "unsigned int": "uint32",
+    "long long": "int64",
+    "long long int": "int64",
+    "unsigned long long": "uint64",
+    "unsigned long long int": "uint64",
+    "size_t": "uint64",
+    "short": "int16",
+    "unsigned short": "uint16",
+    "char": "int8",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "int8_t": "int8",
+    "int16_t": "int16",
+    "int32_t": "int32",
+    "int64_t": "int64",
+    "uint8_t": "uint8",
+    "uint16_t": "uint16",
+    "uint32_t": "uint32",
+    "uint64_t": "uint64",
 }
 # the words between __global__ and the name: `void`, `static`, `__launch_bounds__(256)`, ...
 _TOKEN = r"(?:__launch_bounds__\s*\([^)]*\)\s*|[A-Za-z_][\w:]*\s+)"
@@ -229,24 +251,26 @@ def _skeleton_yaml(name: str, kernel: Path) -> str:
         "# TODO: the kernel's tunable #defines, each with its values",
         "parameters:",
         "  block_size_x: [32, 64, 128, 256, 512, 1024]",
-        "# TODO: configs that must not be compiled, e.g. \"block_size_x * WPT <= 4096\"",
+        '# TODO: configs that must not be compiled, e.g. "block_size_x * WPT <= 4096"',
         "restrictions: []",
         "launch:",
         "  block: [block_size_x]",
-        "  grid: [\"ceil(n / block_size_x)\"]   # TODO: blocks per grid, over the parameters and the size variables",
+        '  grid: ["ceil(n / block_size_x)"]   # TODO: blocks per grid, over the parameters and the size variables',
         "# TODO: the problem sizes (every size sets the same variables)",
         "sizes:",
         "  default: {n: 1048576}",
         "dtypes:",
         "  float32: {}   # TODO: with `defines: {T: float}` if the kernel's element type is a #define",
         "metrics:",
-        "  GB/s: \"n * itemsize / (time / 1e3) / 1e9\"   # TODO: the bytes the kernel reads and writes",
+        '  GB/s: "n * itemsize / (time / 1e3) / 1e9"   # TODO: the bytes the kernel reads and writes',
         "objective: {metric: time, direction: minimize}",
     ]
     if params:
-        lines += ["# The kernel's arguments, read from its signature. TODO: check shapes and fills; mark the results",
-                  "# `output: true` and add a `reference` (see the example of `tuner init`) so that every config is checked.",
-                  "arguments:"]
+        lines += [
+            "# The kernel's arguments, read from its signature. TODO: check shapes and fills; mark the results",
+            "# `output: true` and add a `reference` (see the example of `tuner init`) so that every config is checked.",
+            "arguments:",
+        ]
         for arg, dtype, pointer in params:
             todo = "" if dtype else "   # TODO: the element type (unknown C type)"
             dt = dtype or "$dtype"
@@ -257,10 +281,12 @@ def _skeleton_yaml(name: str, kernel: Path) -> str:
             else:
                 lines.append(f"  - {{name: {arg}, scalar: 1.0, dtype: {dt}}}   # TODO: its value{todo}")
     else:
-        lines += ["# TODO: the kernel's arguments (its signature could not be read); see the example of `tuner init`",
-                  "# arguments:",
-                  "#   - {name: n, scalar: n, dtype: int32}",
-                  "#   - {name: x, shape: [n], dtype: float32, fill: {kind: uniform}}"]
+        lines += [
+            "# TODO: the kernel's arguments (its signature could not be read); see the example of `tuner init`",
+            "# arguments:",
+            "#   - {name: n, scalar: n, dtype: int32}",
+            "#   - {name: x, shape: [n], dtype: float32, fill: {kind: uniform}}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -278,17 +304,17 @@ class _FlowLists(yaml.SafeDumper):
     small mappings of plain values: the layout of the built-in spaces."""
 
 
-def _represent_list(dumper, data):
+def _represent_list(dumper: _FlowLists, data: list) -> yaml.nodes.SequenceNode:
     flat = all(not isinstance(x, (dict, list)) for x in data)
     flat = flat and (len(str(data)) < 100 or not any(isinstance(x, str) for x in data))  # long expressions: a line each
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
 
 
-def _represent_dict(dumper, data):
+def _represent_dict(dumper: _FlowLists, data: dict) -> yaml.nodes.MappingNode:
     return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=len(str(data)) < 100)
 
 
-def _represent_str(dumper, data):
+def _represent_str(dumper: _FlowLists, data: str) -> yaml.nodes.ScalarNode:
     style = ">" if len(data) > 80 and "\n" not in data else None  # a long description, folded
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
@@ -297,15 +323,17 @@ _FlowLists.add_representer(list, _represent_list)
 _FlowLists.add_representer(dict, _represent_dict)
 _FlowLists.add_representer(str, _represent_str)
 _FlowLists.add_representer(
-    _Block, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=False))
+    _Block, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=False)
+)
 
 
 def _t1_yaml(doc: dict, t1: Path) -> str:
-    head = (f"# The workload '{doc['workload']}', imported by `tuner init --from-t1 {t1.name}`.\n"
-            f"# Read the description (what was inferred), then `tuner tune {doc['workload']}`.\n")
+    head = (
+        f"# The workload '{doc['workload']}', imported by `tuner init --from-t1 {t1.name}`.\n"
+        f"# Read the description (what was inferred), then `tuner tune {doc['workload']}`.\n"
+    )
     parts = []
     for key, value in doc.items():  # one top-level key at a time: a blank line between them
         value = _Block(value) if isinstance(value, dict) and key not in ("objective", "metrics") else value
-        parts.append(yaml.dump(_Block({key: value}), Dumper=_FlowLists, sort_keys=False, width=110,
-                               allow_unicode=True))
+        parts.append(yaml.dump(_Block({key: value}), Dumper=_FlowLists, sort_keys=False, width=110, allow_unicode=True))
     return head + "\n".join(parts)

@@ -5,6 +5,9 @@ to row length, cuSPARSE baselines, and the size notation `CLASS:rows=N,mean=M[,s
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,22 +19,34 @@ from tuner.workloads import spmv_matrices as mats
 
 MANTISSA_BITS = {"float32": 24, "float64": 53}
 # the seed's two kernels as it wrote them (no hints, no unrolling, one row per thread), at every block size
-SEED_CONFIGS = [{"variant": v, "block_size_x": b, "threads_per_row": 1, "row_iters": 1, "unroll": 1, "ldg": 0,
-                 "stream": 0, "vec": 1, "full_occupancy": 0} for v in (0, 1) for b in (128, 256, 512)]
+SEED_CONFIGS = [
+    {
+        "variant": v,
+        "block_size_x": b,
+        "threads_per_row": 1,
+        "row_iters": 1,
+        "unroll": 1,
+        "ldg": 0,
+        "stream": 0,
+        "vec": 1,
+        "full_occupancy": 0,
+    }
+    for v in (0, 1)
+    for b in (128, 256, 512)
+]
 Y = 4  # index of y in the argument list
 
 
 def min_traffic_bytes(size: dict, itemsize: int) -> int:
     """Values and column indices, row pointers, x once and y: what any CSR SpMV must move."""
-    return (size["nnz"] * (itemsize + 4) + (size["rows"] + 1) * 4
-            + (size["cols"] + size["rows"]) * itemsize)
+    return size["nnz"] * (itemsize + 4) + (size["rows"] + 1) * 4 + (size["cols"] + size["rows"]) * itemsize
 
 
 class SpMV(Workload):
     name = "spmv"
     check_reference = "cusparse"
 
-    def parse_size(self, text):
+    def parse_size(self, text: str) -> dict | None:
         text = text.strip()
         if text.startswith("mtx:"):
             return mats.register_file(text[4:])
@@ -44,8 +59,10 @@ class SpMV(Workload):
             raise TunerError(f"size '{text}': each of rows=, mean=, seed=, cols= at most once")
         unknown = set(fields) - {"rows", "mean", "seed", "cols"}
         if unknown or "rows" not in fields or "mean" not in fields:
-            raise TunerError(f"size '{text}': give rows= and mean= (and optionally seed=, cols=); "
-                             f"unknown: {', '.join(sorted(unknown)) or 'none'}")
+            raise TunerError(
+                f"size '{text}': give rows= and mean= (and optionally seed=, cols=); "
+                f"unknown: {', '.join(sorted(unknown)) or 'none'}"
+            )
         return mats.size_for(m.group(1), fields["rows"], fields["mean"], fields.get("seed", 1), fields.get("cols"))
 
     def matrix(self, size: dict) -> sp.csr_matrix:
@@ -53,8 +70,10 @@ class SpMV(Workload):
         got = {"rows": m.shape[0], "cols": m.shape[1], "nnz": int(m.nnz)}
         wrong = {k: (size[k], v) for k, v in got.items() if size[k] != v}
         if wrong:
-            raise TunerError("the size does not describe its matrix: "
-                             + ", ".join(f"{k}={a} given, the matrix has {b}" for k, (a, b) in wrong.items()))
+            raise TunerError(
+                "the size does not describe its matrix: "
+                + ", ".join(f"{k}={a} given, the matrix has {b}" for k, (a, b) in wrong.items())
+            )
         return m
 
     def carry_length(self, size: dict) -> int:
@@ -64,21 +83,29 @@ class SpMV(Workload):
         items_per_block = min(p["block_size_x"]) * min(p["row_iters"])  # nonzeros (4) or rows + nonzeros (5)
         return max(-(-size["rows"] // rows_per_block), -(-(size["rows"] + size["nnz"]) // items_per_block)) + 1
 
-    def arguments(self, size, dtype, rng):
+    def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         m = self.matrix(size)
         x = rng.integers(-mats.X_MAX, mats.X_MAX + 1, size["cols"]).astype(dtype)
         n_carry = self.carry_length(size)
         pad = 1 if m.nnz == 0 else 0  # no zero-length buffers (a 0-byte cudaMalloc fails); never read past nnz
-        return [m.indptr.astype(np.int32), np.append(m.indices, [0] * pad).astype(np.int32),
-                np.append(m.data, [0] * pad).astype(dtype), x,
-                np.zeros(size["rows"], dtype=dtype), np.zeros(2 * n_carry, dtype=dtype), np.zeros(n_carry, dtype=np.int32),
-                np.zeros(1 + n_carry, dtype=np.uint32), np.int32(size["rows"]), np.int32(size["cols"])]
+        return [
+            m.indptr.astype(np.int32),
+            np.append(m.indices, [0] * pad).astype(np.int32),
+            np.append(m.data, [0] * pad).astype(dtype),
+            x,
+            np.zeros(size["rows"], dtype=dtype),
+            np.zeros(2 * n_carry, dtype=dtype),
+            np.zeros(n_carry, dtype=np.int32),
+            np.zeros(1 + n_carry, dtype=np.uint32),
+            np.int32(size["rows"]),
+            np.int32(size["cols"]),
+        ]
 
-    def answer(self, args, size, dtype):
+    def answer(self, args: list, size: dict, dtype: str) -> list:
         y = reference(args, size)
         return [None] * Y + [y] + [None] * (len(args) - Y - 1)
 
-    def tolerances(self, size, dtype):
+    def tolerances(self, size: dict, dtype: str) -> tuple[float, float]:
         """Exact integer data whose |a||x| row sums fit the mantissa: any order is exact, so 0.5 catches any
         lost or doubled product. Otherwise a probabilistic rounding bound, 4 u sqrt(L) sum|a||x|, for the
         longest row L (Higham & Mary)."""
@@ -90,15 +117,19 @@ class SpMV(Workload):
         u = 2.0 ** -MANTISSA_BITS[dtype]
         return 4 * u * np.sqrt(longest) * bound, 0.0
 
-    def _value_stats(self, size):
+    def _value_stats(self, size: dict) -> tuple[np.ndarray, float, bool]:
         if size["matrix"] == 0:
             m = mats.generate(size)
             data = m.data
-            return np.diff(m.indptr), float(np.abs(data).max()) if data.size else 0.0, bool(np.all(data == np.round(data)))
+            return (
+                np.diff(m.indptr),
+                float(np.abs(data).max()) if data.size else 0.0,
+                bool(np.all(data == np.round(data))),
+            )
         amax = 4.0 if size["matrix"] == mats.CLASSES["laplace2d"] else float(np.abs(mats.VALUES).max())
         return mats.row_lengths(size), amax, True
 
-    def reference_timers(self, args, size, dtype):
+    def reference_timers(self, args: list, size: dict, dtype: str) -> dict:
         cp = cupy_or_none()
         if cp is None or size["nnz"] == 0:
             return {}
@@ -113,24 +144,33 @@ class SpMV(Workload):
         run = _cusparse_spmv(cp, a, x)
         if not np.allclose(run().get(), expected, rtol=0, atol=atol):
             raise RuntimeError("the cuSPARSE baseline computed a wrong product")
-        return {"cusparse": lambda repeats: time_with_events(run, repeats),
-                "cupyx": lambda repeats: time_with_events(lambda: a @ x, repeats, delayed=False)}  # host set-up counts
+        return {
+            "cusparse": lambda repeats: time_with_events(run, repeats),
+            "cupyx": lambda repeats: time_with_events(lambda: a @ x, repeats, delayed=False),
+        }  # host set-up counts
 
     def nearest_size(self, size: dict, measured: dict) -> str | None:
         """Of the measured sizes (key -> size), the matrix nearest by features (rows, mean and spread of
         nonzeros per row, longest row); files not registered here are skipped."""
         want = mats.size_features(size)
-        scored = [(mats.feature_distance(want, f), key) for key, other in measured.items()
-                  if (f := mats.size_features(other)) is not None]
-        return min(scored)[1] if scored and want is not None else None
+        if want is None:
+            return None
+        scored = [
+            (mats.feature_distance(want, f), key)
+            for key, other in measured.items()
+            if (f := mats.size_features(other)) is not None
+        ]
+        return min(scored)[1] if scored else None
 
-    def baseline_metrics(self, name, time_ms, size, dtype):
+    def baseline_metrics(self, name: str, time_ms: float, size: dict, dtype: str) -> dict:
         seconds = time_ms / 1e3
-        return {"GB/s": min_traffic_bytes(size, np.dtype(dtype).itemsize) / seconds / 1e9,
-                "GFLOP/s": 2 * size["nnz"] / seconds / 1e9}
+        return {
+            "GB/s": min_traffic_bytes(size, np.dtype(dtype).itemsize) / seconds / 1e9,
+            "GFLOP/s": 2 * size["nnz"] / seconds / 1e9,
+        }
 
 
-def reference(args, size) -> np.ndarray:
+def reference(args: list, size: dict) -> np.ndarray:
     """scipy's CSR product in float64 of the kernel's own inputs."""
     row_ptr, col, val, x = args[:4]
     nnz = int(row_ptr[-1])
@@ -138,7 +178,7 @@ def reference(args, size) -> np.ndarray:
     return a @ x.astype(np.float64)
 
 
-def _cusparse_spmv(cp, a, x):
+def _cusparse_spmv(cp: ModuleType, a: Any, x: Any) -> Callable[[], Any]:
     """cusparseSpMV (default algorithm, as cupyx calls it) with its descriptors and work buffer made once,
     so that the timing holds the library's kernel(s), not Python's per-call set-up."""
     from cupy._core import _dtype
@@ -147,21 +187,27 @@ def _cusparse_spmv(cp, a, x):
     from cupyx import cusparse
 
     y = cp.zeros(a.shape[0], a.dtype)
-    desc_a, desc_x, desc_y = (cusparse.SpMatDescriptor.create(a), cusparse.DnVecDescriptor.create(x),
-                              cusparse.DnVecDescriptor.create(y))
+    desc_a, desc_x, desc_y = (
+        cusparse.SpMatDescriptor.create(a),
+        cusparse.DnVecDescriptor.create(x),
+        cusparse.DnVecDescriptor.create(y),
+    )
     handle = device.get_cusparse_handle()
     alpha, beta = np.array(1, a.dtype).ctypes, np.array(0, a.dtype).ctypes
     cuda_dtype = _dtype.to_cuda_dtype(a.dtype)
     op, alg = lib.CUSPARSE_OPERATION_NON_TRANSPOSE, lib.CUSPARSE_MV_ALG_DEFAULT
-    size = lib.spMV_bufferSize(handle, op, alpha.data, desc_a.desc, desc_x.desc, beta.data, desc_y.desc, cuda_dtype, alg)
+    size = lib.spMV_bufferSize(
+        handle, op, alpha.data, desc_a.desc, desc_x.desc, beta.data, desc_y.desc, cuda_dtype, alg
+    )
     buffer = cp.empty(max(size, 1), cp.int8)
 
-    def run():
-        lib.spMV(handle, op, alpha.data, desc_a.desc, desc_x.desc, beta.data, desc_y.desc, cuda_dtype, alg,
-                 buffer.data.ptr)
+    def run() -> Any:
+        lib.spMV(
+            handle, op, alpha.data, desc_a.desc, desc_x.desc, beta.data, desc_y.desc, cuda_dtype, alg, buffer.data.ptr
+        )
         return y
 
-    run.keep = (desc_a, desc_x, desc_y, alpha, beta, buffer)  # alive as long as run is
+    run.keep = (desc_a, desc_x, desc_y, alpha, beta, buffer)  # type: ignore[attr-defined]  # alive as long as run is
     return run
 
 

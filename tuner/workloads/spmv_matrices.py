@@ -39,7 +39,7 @@ X_MAX = 3  # x holds integers in [-3, 3]
 
 
 # ---- Matrix Market ------------------------------------------------------------------------------------------
-def read_matrix_market(path) -> sp.csr_matrix:
+def read_matrix_market(path: str | Path) -> sp.csr_matrix:
     """A .mtx file (coordinate; real, integer or pattern; general, symmetric or skew-symmetric) as CSR with
     float64 values, rows' columns sorted, duplicates summed. Anything else is a one-line TunerError."""
     path = Path(path)
@@ -54,7 +54,9 @@ def read_matrix_market(path) -> sp.csr_matrix:
     if field not in ("real", "integer", "pattern"):
         raise TunerError(f"{path}: Matrix Market field '{field}' is not supported (real, integer or pattern)")
     if symmetry not in ("general", "symmetric", "skew-symmetric"):
-        raise TunerError(f"{path}: Matrix Market symmetry '{symmetry}' is not supported (general, symmetric, skew-symmetric)")
+        raise TunerError(
+            f"{path}: Matrix Market symmetry '{symmetry}' is not supported (general, symmetric, skew-symmetric)"
+        )
     try:
         m = scipy.io.mmread(str(path))
     except (ValueError, OSError, OverflowError, IndexError, TypeError) as e:
@@ -69,7 +71,7 @@ def read_matrix_market(path) -> sp.csr_matrix:
     return m
 
 
-def file_hash(path) -> int:
+def file_hash(path: str | Path) -> int:
     crc = 0
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
@@ -77,7 +79,7 @@ def file_hash(path) -> int:
     return crc & 0x7FFFFFFF
 
 
-def register_file(path) -> dict:
+def register_file(path: str | Path) -> dict:
     """The problem size of a Matrix Market file; remembers its path for this process and its workers."""
     path = Path(path).resolve()
     m = _load_file(str(path))
@@ -85,8 +87,14 @@ def register_file(path) -> dict:
     files = json.loads(os.environ.get(FILES_ENV, "{}"))
     files[str(key)] = str(path)
     os.environ[FILES_ENV] = json.dumps(files)
-    return {"matrix": 0, "rows": m.shape[0], "cols": m.shape[1], "nnz": int(m.nnz),
-            "mean": max(1, round(m.nnz / m.shape[0])), "seed": key}
+    return {
+        "matrix": 0,
+        "rows": m.shape[0],
+        "cols": m.shape[1],
+        "nnz": int(m.nnz),
+        "mean": max(1, round(m.nnz / m.shape[0])),
+        "seed": key,
+    }
 
 
 def registered_path(size: dict) -> str | None:
@@ -128,8 +136,10 @@ def generate(size: dict) -> sp.csr_matrix:
     if cls == 0:
         path = registered_path(size)
         if path is None:
-            raise TunerError(f"size {size} is a Matrix Market file (hash {size['seed']}) that was not given: "
-                             "pass it with --matrix FILE")
+            raise TunerError(
+                f"size {size} is a Matrix Market file (hash {size['seed']}) that was not given: "
+                "pass it with --matrix FILE"
+            )
         return _load_file(path)
     if cls == 3:
         return _laplace2d(rows, cols)
@@ -166,14 +176,16 @@ def _laplace2d(rows: int, cols: int) -> sp.csr_matrix:
     return sp.csr_matrix((values, columns.astype(np.int32), indptr.astype(np.int32)), shape=(rows, cols))
 
 
-def _laplace_neighbours(rows: int):
+def _laplace_neighbours(rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Column offsets of the 5-point stencil (in column order, so rows come out sorted) and, per row,
     which of them lie on the grid."""
     width = max(1, math.isqrt(rows))
     r = np.arange(rows, dtype=np.int64)
     offsets = np.array([-width, -1, 0, 1, width])
-    present = np.stack([r >= width, r % width != 0, np.ones(rows, bool),
-                        (r % width != width - 1) & (r + 1 < rows), r + width < rows], axis=1)
+    present = np.stack(
+        [r >= width, r % width != 0, np.ones(rows, bool), (r % width != width - 1) & (r + 1 < rows), r + width < rows],
+        axis=1,
+    )
     if width == 1:  # a single column of grid points: the -1/+1 neighbours are the -width/+width ones
         present[:, 1] = present[:, 3] = False
     return offsets, present
@@ -188,11 +200,15 @@ def size_for(cls_name: str, rows: int, mean: int, seed: int = 1, cols: int | Non
     cols = cols or rows
     # CSR with 32-bit indices, said before a row-length array of that many rows is allocated
     if max(rows, cols) > INDEX_MAX - 1 or rows * mean > INDEX_MAX:
-        raise TunerError(f"rows={rows}, cols={cols}, mean={mean}: too large for 32-bit CSR indices "
-                         f"(rows and cols at most {INDEX_MAX - 1}, about rows x mean nonzeros at most {INDEX_MAX})")
+        raise TunerError(
+            f"rows={rows}, cols={cols}, mean={mean}: too large for 32-bit CSR indices "
+            f"(rows and cols at most {INDEX_MAX - 1}, about rows x mean nonzeros at most {INDEX_MAX})"
+        )
     if cls_name in ("uniform", "denserow") and 2 * mean > cols:
-        raise TunerError(f"mean={mean} with cols={cols}: a {cls_name} row holds up to 2 x mean distinct "
-                         "columns, more than the matrix has")
+        raise TunerError(
+            f"mean={mean} with cols={cols}: a {cls_name} row holds up to 2 x mean distinct "
+            "columns, more than the matrix has"
+        )
     size = {"matrix": CLASSES[cls_name], "rows": rows, "cols": cols, "nnz": 0, "mean": mean, "seed": seed}
     size["nnz"] = int(row_lengths(size).sum())
     return size
@@ -204,9 +220,12 @@ def features(lengths: np.ndarray) -> dict:
     and the longest row relative to the mean."""
     lengths = np.asarray(lengths, dtype=np.float64)
     mean = float(lengths.mean()) if lengths.size else 0.0
-    return {"rows": int(lengths.size), "mean": mean,
-            "cv": float(lengths.std() / mean) if mean else 0.0,
-            "max_over_mean": float(lengths.max() / mean) if mean else 0.0}
+    return {
+        "rows": int(lengths.size),
+        "mean": mean,
+        "cv": float(lengths.std() / mean) if mean else 0.0,
+        "max_over_mean": float(lengths.max() / mean) if mean else 0.0,
+    }
 
 
 def size_features(size: dict) -> dict | None:
@@ -219,7 +238,13 @@ def size_features(size: dict) -> dict | None:
 
 def feature_distance(a: dict, b: dict) -> float:
     """log-scale distance: a factor of 2 in rows, mean, (1 + spread) or longest row counts the same."""
-    def lg(v):
+
+    def lg(v: float) -> float:
         return math.log2(1 + v)
-    return math.sqrt((lg(a["rows"]) - lg(b["rows"])) ** 2 + (lg(a["mean"]) - lg(b["mean"])) ** 2
-                     + (lg(a["cv"]) - lg(b["cv"])) ** 2 + (lg(a["max_over_mean"]) - lg(b["max_over_mean"])) ** 2)
+
+    return math.sqrt(
+        (lg(a["rows"]) - lg(b["rows"])) ** 2
+        + (lg(a["mean"]) - lg(b["mean"])) ** 2
+        + (lg(a["cv"]) - lg(b["cv"])) ** 2
+        + (lg(a["max_over_mean"]) - lg(b["max_over_mean"])) ** 2
+    )

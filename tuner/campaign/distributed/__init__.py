@@ -18,9 +18,12 @@ of workers join it, each a process bound to one GPU with its own isolated worker
 
 Workers stay until no trial is running anywhere, so a trial left by a worker that dies is always retried.
 
-Modules: storage (the database), study (a campaign's settings and trials), worker (one GPU's process),
-replay (simulation mode behind the worker protocol), cache_parts (Kernel Tuner's cache, a part per worker),
-status (progress and result), launch (a whole campaign on one host).
+Modules: study (a campaign's settings and trials), worker (one GPU's process), campaign_loop (the search
+loop of tuner/search/loop.py with the workers' claims and brute force's queue), scheduler (measuring on one
+thread, the bookkeeping on another), liveness (heartbeats, stale and orphaned trials), optuna_private (the
+one place that reaches past Optuna's public API, and why), cache_parts (Kernel Tuner's cache, a part per
+worker), status (progress and result), launch (a whole campaign on one host). The database is opened by
+tuner/campaign/storage.py; a replayed campaign measures with tuner/measure/replay.py.
 """
 
 from tuner.campaign.distributed.cache_parts import merge_cache_parts
@@ -33,7 +36,6 @@ from tuner.campaign.distributed.status import (
     format_status,
     format_summary,
 )
-from tuner.campaign.storage import default_storage, open_storage
 from tuner.campaign.distributed.study import (
     Campaign,
     create_campaign,
@@ -41,7 +43,23 @@ from tuner.campaign.distributed.study import (
     lost_trials,
 )
 from tuner.campaign.distributed.worker import measuring_process, run_worker
+from tuner.campaign.storage import default_storage, open_storage
 
-__all__ = ["Campaign", "campaign_names", "campaign_result", "campaign_rows", "campaign_status", "create_campaign",
-           "default_name", "default_storage", "format_status", "format_summary", "lost_trials", "measuring_process",
-           "merge_cache_parts", "open_storage", "run_distributed", "run_worker"]
+__all__ = [
+    "Campaign",
+    "campaign_names",
+    "campaign_result",
+    "campaign_rows",
+    "campaign_status",
+    "create_campaign",
+    "default_name",
+    "default_storage",
+    "format_status",
+    "format_summary",
+    "lost_trials",
+    "measuring_process",
+    "merge_cache_parts",
+    "open_storage",
+    "run_distributed",
+    "run_worker",
+]

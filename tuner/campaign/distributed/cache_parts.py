@@ -17,13 +17,15 @@ if TYPE_CHECKING:
 
 def cache_part(root: Path, gpu: str, camp: Campaign, me: str) -> Path:
     """Worker `me`'s part, beside the campaign's cache on `gpu`."""
-    return store.cache_path(root, gpu, camp.workload, camp.size, camp.dtype).parent / "cache-parts" / part_name(camp, me)
+    return (
+        store.cache_path(root, gpu, camp.workload, camp.size, camp.dtype).parent / "cache-parts" / part_name(camp, me)
+    )
 
 
 def part_name(camp: Campaign, me: str) -> str:
     """Named by its campaign and worker, so nothing merges another campaign's live part."""
     main = store.cache_path(Path("."), "x", camp.workload, camp.size, camp.dtype).name
-    return f"{main[:-len('.cache.json')]}.{store.safe_name(camp.name)}.{me}.cache.json"
+    return f"{main[: -len('.cache.json')]}.{store.safe_name(camp.name)}.{me}.cache.json"
 
 
 def merge_cache_parts(main: Path, parts: list[Path]) -> int:
@@ -56,8 +58,11 @@ def merge_cache_parts(main: Path, parts: list[Path]) -> int:
         merged = {}
         for doc in docs:
             for key, entry in doc["cache"].items():
-                merged[key] = {k: (str(v) if isinstance(v, ErrorConfig) else v) for k, v in entry.items()
-                               if not (k == "__error__" and not isinstance(v, str))}
+                merged[key] = {
+                    k: (str(v) if isinstance(v, ErrorConfig) else v)
+                    for k, v in entry.items()
+                    if not (k == "__error__" and not isinstance(v, str))
+                }
         # Kernel Tuner's own layout (header, then one entry a line), so it can append to it later
         text = json.dumps({**header, "cache": {}}, cls=NpEncoder, indent="")[:-3]
         text += "".join("\n" + json.dumps({k: v}, cls=NpEncoder)[1:-1] + "," for k, v in merged.items())

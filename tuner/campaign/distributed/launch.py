@@ -5,41 +5,71 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tuner import store
 from tuner.campaign.distributed.cache_parts import merge_cache_parts, part_name
 from tuner.campaign.distributed.status import campaign_result, campaign_status
-from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.request import CampaignRequest
+from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.errors import TunerError
 from tuner.formatting import readable
 
 
-def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | None = None, name: str | None = None,
-                    url: str | None = None, allow_mixed_gpus: bool = False, worker_target: str | None = None,
-                    heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_S, log=print) -> CampaignResult:
+def run_distributed(
+    req: CampaignRequest,
+    workers: int,
+    *,
+    devices: list[int] | None = None,
+    name: str | None = None,
+    url: str | None = None,
+    allow_mixed_gpus: bool = False,
+    measure_target: str | None = None,
+    heartbeat_s: int = HEARTBEAT_S,
+    grace_s: int = GRACE_S,
+    log: Callable[[str], object] = print,
+) -> CampaignResult:
     """`tuner tune ... --workers N`: create (or resume) the campaign and run N worker processes here,
     one per GPU; other hosts may join with `tuner worker`. Returns the campaign's result."""
     camp, url = create_campaign(req, name, url, heartbeat_s=heartbeat_s, grace_s=grace_s)
     devices = list(devices) if devices is not None else [req.device + i for i in range(workers)]
     if workers < 0 or len(devices) != workers:
         raise TunerError(f"--workers {workers} needs {workers} devices, got {devices}")
-    log(f"campaign {camp.name} in {redact(url)}; more workers: tuner worker {camp.name} --storage {redact(url)} --device D")
+    log(
+        f"campaign {camp.name} in {redact(url)}; more workers: tuner worker {camp.name} --storage {redact(url)} --device D"
+    )
     root = Path(req.results or store.results_root())
     if workers == 0:
         return campaign_result(camp.name, url, root)
     procs = []
     # each worker launches its measuring process first thing, so that its set-up (a CUDA context, the inputs)
     # overlaps the worker's own imports and study loading: seconds of a campaign's wall time
-    launch = json.dumps(measuring_process(camp, worker_target))
+    launch = json.dumps(measuring_process(camp, measure_target))
     for d in devices:
-        cmd = [sys.executable, "-m", "tuner", "--results", str(root), "worker", camp.name, "--storage", url,
-               "--device", str(d), "--quiet", "--launch", launch] + (["--allow-mixed-gpus"] if allow_mixed_gpus else []) \
-            + (["--worker-target", worker_target] if worker_target else [])
+        cmd = (
+            [
+                sys.executable,
+                "-m",
+                "tuner",
+                "--results",
+                str(root),
+                "worker",
+                camp.name,
+                "--storage",
+                url,
+                "--device",
+                str(d),
+                "--quiet",
+                "--launch",
+                launch,
+            ]
+            + (["--allow-mixed-gpus"] if allow_mixed_gpus else [])
+            + (["--measure-target", measure_target] if measure_target else [])
+        )
         procs.append(subprocess.Popen(cmd, stdout=2))  # their messages to our stderr: stdout may carry --json
     try:
         for p in procs:  # each wait returns as its worker exits (the campaign's end is not a polling period late)
@@ -50,8 +80,10 @@ def run_distributed(req: CampaignRequest, workers: int, *, devices: list[int] | 
                 except subprocess.TimeoutExpired:
                     if not req.quiet:
                         s = campaign_status(camp.name, url)
-                        log(f"{s['done']}/{s['total']} done, {s['running']} running"
-                            + (f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else ""))
+                        log(
+                            f"{s['done']}/{s['total']} done, {s['running']} running"
+                            + (f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else "")
+                        )
     finally:
         for p in procs:
             if p.poll() is None:

@@ -8,16 +8,12 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from tuner import store
-from tuner.campaign.storage import open_storage, redact
-from tuner.campaign.distributed.study import (
-    TrialCodec,
-    load_campaign,
-    lost_trials,
-    tally_trials,
-)
+from tuner.campaign.distributed.study import TrialCodec, load_campaign, lost_trials, retry_of, tally_trials
 from tuner.campaign.local import CampaignResult
+from tuner.campaign.storage import open_storage, redact
 from tuner.formatting import config_text, readable
 from tuner.measure import kt
+from tuner.search import trial_kinds
 from tuner.workloads import get_workload
 
 
@@ -30,61 +26,95 @@ def campaign_status(name: str, url: str) -> dict:
     tally = tally_trials(trials, codec)
     attrs = study.user_attrs
     workers = {k.split(":", 1)[1]: {**v, "done": 0, "running": 0} for k, v in attrs.items() if k.startswith("worker:")}
-    failures, best = {}, None
+    failures: dict[str | None, int] = {}
+    best = None
     for t in tally["done"].values():
-        info = t.user_attrs["tuner"]
+        info = trial_kinds.info(t)
         w = workers.setdefault(info["worker"], {"done": 0, "running": 0})
         w["done"] += 1
         if info.get("status") != "ok":
             failures[info.get("status")] = failures.get(info.get("status"), 0) + 1
         elif best is None or space.better(info["objective"], best["value"]):
-            best = {"config": json.loads(info["config"]), "objective": space.objective, "value": info["objective"],
-                    "time_ms": info.get("time_ms"), "worker": info["worker"], "trial": t.number}
+            best = {
+                "config": json.loads(info["config"]),
+                "objective": space.objective,
+                "value": info["objective"],
+                "time_ms": info.get("time_ms"),
+                "worker": info["worker"],
+                "trial": t.number,
+            }
     for t in trials:
         if t.state == TrialState.RUNNING and t.user_attrs.get("worker"):
             workers.setdefault(t.user_attrs["worker"], {"done": 0, "running": 0})["running"] += 1
     total = min(camp.max_evals or searchspace.size, searchspace.size)
-    return {"campaign": name, "storage": redact(url), "workload": camp.workload, "size": camp.size, "dtype": camp.dtype,
-            "strategy": camp.strategy, "gpu": attrs.get("gpu"), "simulated": camp.simulate, "total": total,
-            "done": len(tally["done"]), "running": tally["running"], "waiting": tally["waiting"],
-            "retried": sum(1 for t in trials if "failed_trial" in t.system_attrs),
-            "lost_workers": len(lost_trials(trials)),
-            "failures": failures, "best": best, "confirmed": attrs.get("confirmed"), "workers": workers}
+    return {
+        "campaign": name,
+        "storage": redact(url),
+        "workload": camp.workload,
+        "size": camp.size,
+        "dtype": camp.dtype,
+        "strategy": camp.strategy,
+        "gpu": attrs.get("gpu"),
+        "simulated": camp.simulate,
+        "total": total,
+        "done": len(tally["done"]),
+        "running": tally["running"],
+        "waiting": tally["waiting"],
+        "retried": sum(1 for t in trials if retry_of(t) is not None),
+        "lost_workers": len(lost_trials(trials)),
+        "failures": failures,
+        "best": best,
+        "confirmed": attrs.get("confirmed"),
+        "workers": workers,
+    }
 
 
 def campaign_names(url: str) -> list[str]:
     """The tuner campaigns in a storage (its other Optuna studies, such as single-process searches, left out)."""
     import optuna
 
-    return sorted(s.study_name for s in optuna.get_all_study_summaries(open_storage(url), include_best_trial=False)
-                  if "campaign" in s.user_attrs)
+    return sorted(
+        s.study_name
+        for s in optuna.get_all_study_summaries(open_storage(url), include_best_trial=False)
+        if "campaign" in s.user_attrs
+    )
 
 
 def format_summary(s: dict) -> str:
     """One line of `tuner status` without a campaign name."""
     best = f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else ""
-    return (f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
-            f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, running {s['running']}{best}"
-            + (", confirmed" if s.get("confirmed") else ""))
+    return (
+        f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
+        f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, running {s['running']}{best}"
+        + (", confirmed" if s.get("confirmed") else "")
+    )
 
 
 def format_status(s: dict) -> str:
-    lines = [f"campaign {s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
-             + (" (simulated)" if s["simulated"] else ""),
-             f"done {s['done']}/{s['total']}, running {s['running']}, queued {s['waiting']}, "
-             f"retried after a lost worker {s['retried']}"
-             + (", failures: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items())) if s["failures"] else "")]
+    lines = [
+        f"campaign {s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
+        + (" (simulated)" if s["simulated"] else ""),
+        f"done {s['done']}/{s['total']}, running {s['running']}, queued {s['waiting']}, "
+        f"retried after a lost worker {s['retried']}"
+        + (", failures: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items())) if s["failures"] else ""),
+    ]
     if s["best"]:
         b = s["best"]
-        lines.append(f"best so far: {readable(b['value'])} {b['objective']}  {config_text(b['config'])}  (by {b['worker']})")
+        lines.append(
+            f"best so far: {readable(b['value'])} {b['objective']}  {config_text(b['config'])}  (by {b['worker']})"
+        )
     if s.get("confirmed"):
         c = s["confirmed"]
-        lines.append(f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {config_text(c['config'])}")
+        lines.append(
+            f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {config_text(c['config'])}"
+        )
     for w, info in sorted(s["workers"].items()):
         where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, device {info.get('device', '?')})"
         lines.append(f"  worker {w}: {info['done']} done, {info['running']} running  {where}")
         if info.get("timeline_s"):  # seconds from the worker process's start to the end of each stage so far
-            lines.append("    seconds after its start: " + ", ".join(f"{k} {v:.1f}" for k, v in info["timeline_s"].items()))
+            lines.append(
+                "    seconds after its start: " + ", ".join(f"{k} {v:.1f}" for k, v in info["timeline_s"].items())
+            )
     return "\n".join(lines)
 
 
@@ -101,15 +131,31 @@ def campaign_rows(name: str, root: Path, simulated: bool, workload: str | None =
 def campaign_result(name: str, url: str, root: Path) -> CampaignResult:
     s = campaign_status(name, url)
     rows = campaign_rows(name, root, s["simulated"], s["workload"])
-    best = {k: v for k, v in s["best"].items() if k in ("config", "objective", "value", "time_ms")} if s["best"] else None
+    best = (
+        {k: v for k, v in s["best"].items() if k in ("config", "objective", "value", "time_ms")} if s["best"] else None
+    )
     if best and s["confirmed"] and s["confirmed"]["config"] != best["config"]:
         # the confirmation's choice among the near-ties, with its own campaign measurement
         chosen = rows[rows["config"] == store.canonical_config(s["confirmed"]["config"])] if not rows.empty else rows
         if not chosen.empty:
             r = chosen.iloc[0]
-            best = {"config": s["confirmed"]["config"], "objective": best["objective"],
-                    "value": float(r["objective_value"]), "time_ms": float(r["time_ms"])}
+            best = {
+                "config": s["confirmed"]["config"],
+                "objective": best["objective"],
+                "value": float(r["objective_value"]),
+                "time_ms": float(r["time_ms"]),
+            }
     if best:
         best["confirmed"] = bool(s["confirmed"])
-    return CampaignResult(s["workload"], s["size"], s["dtype"], s["gpu"] or "?", s["strategy"], evaluated=s["done"],
-                          measured=len(rows), failures=s["failures"], best=best, simulated=s["simulated"])
+    return CampaignResult(
+        s["workload"],
+        s["size"],
+        s["dtype"],
+        s["gpu"] or "?",
+        s["strategy"],
+        evaluated=s["done"],
+        measured=len(rows),
+        failures=s["failures"],
+        best=best,
+        simulated=s["simulated"],
+    )

@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import optuna
-from optuna.trial import TrialState
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner import store
+from tuner.campaign.distributed.optuna_private import fixed_params
+from tuner.campaign.request import CampaignRequest, resolve
 from tuner.campaign.storage import (
     GRACE_S,
     HEARTBEAT_S,
@@ -18,18 +21,17 @@ from tuner.campaign.storage import (
     redact,
     sqlite_path,
 )
-from tuner.campaign.request import CampaignRequest, resolve
-from tuner.store.recordings import find_recording
 from tuner.errors import TunerError
 from tuner.measure.provenance import source_hash
-from tuner.search.strategies import Codec
-
-MEASURED = ("measured", "served")  # trial kinds that hold a result of the campaign
+from tuner.search import trial_kinds
+from tuner.search.codec import Codec
+from tuner.store.recordings import find_recording
 
 
 @dataclass
 class Campaign:
     """What every worker needs to know; kept as the study's user attribute 'campaign'."""
+
     name: str
     workload: str
     size: str
@@ -49,27 +51,49 @@ class Campaign:
     space_hash: str = ""  # Space.space_hash ("" in campaigns created before it was recorded)
 
     def key(self) -> tuple:
-        return (self.workload, json.dumps(self.size_vars, sort_keys=True), self.dtype, self.strategy, self.seed,
-                self.kernel_hash, self.space_hash, self.simulate, self.backend)
+        return (
+            self.workload,
+            json.dumps(self.size_vars, sort_keys=True),
+            self.dtype,
+            self.strategy,
+            self.seed,
+            self.kernel_hash,
+            self.space_hash,
+            self.simulate,
+            self.backend,
+        )
 
 
 def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed) -> str:
     return store.safe_name(f"{workload}-{size_name}-{dtype}-{strategy}-s{seed}")
 
 
-def load_campaign(name: str, url: str, *, heartbeat: bool, sampler=None):
+def load_campaign(name: str, url: str, *, heartbeat: bool, sampler=None) -> tuple[optuna.Study, Campaign]:
+    """The campaign's study and settings; `heartbeat`: on a storage that records workers' heartbeats."""
+    study, _, camp = _load(name, url, heartbeat, sampler)
+    return study, camp
+
+
+def join_campaign(name: str, url: str) -> tuple[optuna.Study, RDBStorage, Campaign]:
+    """What a worker joins: the study on a storage with heartbeats, that storage, the settings."""
+    return _load(name, url, True, None)
+
+
+def _load(name: str, url: str, heartbeat: bool, sampler) -> tuple[optuna.Study, RDBStorage, Campaign]:
     storage = open_storage(url)
     try:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     except KeyError:
-        raise TunerError(f"no campaign '{name}' in {redact(url)} (start one with `tuner tune ... --workers N`)") from None
+        raise TunerError(
+            f"no campaign '{name}' in {redact(url)} (start one with `tuner tune ... --workers N`)"
+        ) from None
     if "campaign" not in study.user_attrs:
         raise TunerError(f"study '{name}' in {redact(url)} is not a distributed tuner campaign")
     camp = Campaign(**study.user_attrs["campaign"])
     if heartbeat:
         storage = open_storage(url, camp.heartbeat_s, camp.grace_s)
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
-    return study, camp
+    return study, storage, camp
 
 
 class TrialCodec(Codec):
@@ -78,12 +102,14 @@ class TrialCodec(Codec):
     def __init__(self, searchspace):
         super().__init__(searchspace.tune_params)
 
-    def config_of(self, trial) -> tuple | None:
-        return self.decode(trial.params) or self.decode(trial.system_attrs.get("fixed_params") or {})
+    def config_of(self, trial: FrozenTrial) -> tuple | None:
+        """A trial's config: its params, or those it was queued with (a WAITING trial has no params yet)."""
+        return self.decode(trial.params) or self.decode(fixed_params(trial) or {})
 
 
-def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, heartbeat_s: int = HEARTBEAT_S,
-                    grace_s: int = GRACE_S) -> tuple[Campaign, str]:
+def create_campaign(
+    req: CampaignRequest, name: str | None, url: str | None, *, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_S
+) -> tuple[Campaign, str]:
     """Create the study (or check that an existing one has the same settings). Returns the campaign and
     its storage URL. Resuming is running it again: the workers take what no trial holds yet."""
     r = resolve(req, distributed=True)
@@ -91,11 +117,25 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
     root = Path(req.results or store.results_root())
     recording = str(find_recording(root, req.workload, size_name, dtype, req.gpu).resolve()) if req.simulate else None
     name = name or default_name(req.workload, size_name, dtype, req.strategy, req.seed)
-    camp = Campaign(name=name, workload=req.workload, size=size_name, size_vars=size, dtype=dtype, strategy=req.strategy,
-                    max_evals=max_evals, time_limit=req.time_limit, seed=req.seed if req.seed is not None else 1,
-                    backend=req.backend, timeout=req.timeout, kernel_hash=source_hash(space.source_text),
-                    simulate=req.simulate, recording=recording, heartbeat_s=heartbeat_s, grace_s=grace_s,
-                    space_hash=space.space_hash)
+    camp = Campaign(
+        name=name,
+        workload=req.workload,
+        size=size_name,
+        size_vars=size,
+        dtype=dtype,
+        strategy=req.strategy,
+        max_evals=max_evals,
+        time_limit=req.time_limit,
+        seed=req.seed if req.seed is not None else 1,
+        backend=req.backend,
+        timeout=req.timeout,
+        kernel_hash=source_hash(space.source_text),
+        simulate=req.simulate,
+        recording=recording,
+        heartbeat_s=heartbeat_s,
+        grace_s=grace_s,
+        space_hash=space.space_hash,
+    )
     url = url or default_storage(root)
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder
         Path(sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
@@ -106,30 +146,40 @@ def create_campaign(req: CampaignRequest, name: str | None, url: str | None, *, 
     else:
         old = Campaign(**existing)
         if old.key() != camp.key():
-            changed = ("; its kernel or search space has changed since" if (old.kernel_hash, old.space_hash)
-                       != (camp.kernel_hash, camp.space_hash) else "")
-            raise TunerError(f"campaign '{name}' exists in {redact(url)} with other settings ({old.workload} {old.size} "
-                             f"{old.dtype} {old.strategy} seed {old.seed}{changed}): choose another --campaign name")
+            changed = (
+                "; its kernel or search space has changed since"
+                if (old.kernel_hash, old.space_hash) != (camp.kernel_hash, camp.space_hash)
+                else ""
+            )
+            raise TunerError(
+                f"campaign '{name}' exists in {redact(url)} with other settings "
+                f"({old.workload} {old.size} {old.dtype} {old.strategy} seed {old.seed}{changed}): "
+                "choose another --campaign name"
+            )
         camp = Campaign(**{**existing, "max_evals": max_evals, "time_limit": req.time_limit})
         study.set_user_attr("campaign", asdict(camp))
-    if req.simulate and "gpu" not in study.user_attrs:
+    if recording is not None and "gpu" not in study.user_attrs:  # a simulated campaign
         from kernel_tuner.util import read_cache
 
         # the store's name of the GPU (a host-code space's cache names the CPU that ran its host code)
-        study.set_user_attr("gpu", store.recorded_gpu(recording) or read_cache(recording, open_cache=False)["device_name"])
+        study.set_user_attr(
+            "gpu", store.recorded_gpu(Path(recording)) or read_cache(recording, open_cache=False)["device_name"]
+        )
     return camp, url
 
 
-def tally_trials(trials, codec) -> dict:
+def tally_trials(trials: list[FrozenTrial], codec: TrialCodec) -> dict:
     """The configs held by trials: done (measured or served, the first trial of each), running, waiting."""
-    done, held, running, waiting = {}, set(), 0, 0
+    done: dict[tuple | None, FrozenTrial] = {}
+    held: set[tuple] = set()
+    running = waiting = 0
     for t in trials:
         config = codec.config_of(t)
         if t.state == TrialState.RUNNING:
             running += 1
         elif t.state == TrialState.WAITING:
             waiting += 1
-        elif t.state == TrialState.COMPLETE and t.user_attrs.get("tuner", {}).get("kind") in MEASURED:
+        elif trial_kinds.holds_result(t):
             done.setdefault(config, t)
         else:
             continue
@@ -138,8 +188,14 @@ def tally_trials(trials, codec) -> dict:
     return {"done": done, "held": held, "running": running, "waiting": waiting}
 
 
-def lost_trials(trials) -> set[int]:
+def lost_trials(trials: list[FrozenTrial]) -> set[int]:
     """The numbers of the trials given up for lost (their worker died) and retried. Not 'failed and never
     told': a worker killed between recording its result on the trial and telling the study leaves a
     trial with its result attached, and that one is lost and retried too (the retry serves the stored row)."""
-    return {t.system_attrs["failed_trial"] for t in trials if "failed_trial" in t.system_attrs}
+    return {n for t in trials if (n := retry_of(t)) is not None}
+
+
+def retry_of(trial: FrozenTrial) -> int | None:
+    """The number of the lost trial that `trial` retries, or None. What RetryFailedTrialCallback's
+    retried_trial_number reads, without the experimental-feature warning that it gives on every call."""
+    return trial.system_attrs.get("failed_trial")

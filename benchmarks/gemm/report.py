@@ -1,0 +1,200 @@
+"""Markdown tables for docs/results/gemm.md (printed; pasted there by hand) from the stored GEMM campaigns:
+the seeds' ladder re-measured at 2048^3 beside the seeds' own figures, the tuned best vs cuBLAS at 1024^3 /
+2048^3 / 4096^3, and the tuned / cuBLAS ratio over the seeds' 64 shapes; each shape's best config, cuBLAS
+and thread blocks go to results/records/gemm/<gpu>/reports/grid.md. Each ratio divides by the cuBLAS time of
+the best config's own campaign (cuBLAS is timed in every campaign, in the same worker).
+Usage: python benchmarks/gemm/report.py [GPU name]"""
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
+from benchmarks.common.report import (  # noqa: E402
+    baselines,
+    commits,
+    evaluations,
+    gpu_argument,
+    header,
+    records_dir,
+    row,
+    shown,
+    software,
+)
+from tuner.store import canonical_config, config_medians  # noqa: E402
+from tuner.workloads.gemm import SEED_VERSIONS  # noqa: E402
+
+GPU = gpu_argument()
+OPS_2048 = 2 * 2048**3
+# seed 002 (K40, float, GFLOP/s at M = N = K = 2048, each version at its best tile) and seed 004
+# (course cluster GPU, int, ms at 2048 x 2048)
+SEED_002 = {"naive": 112.8, "coalesced A": 186.5, "shared A and B": 365.7, "cuBLAS": 2363.8}
+SEED_004_MS = {"naive": 34.73, "shared A and B": 27.53, "merged x16": 11.01}
+DIMS = (256, 512, 1024, 2048)
+
+evals = evaluations("gemm", GPU, ok=True)
+base = baselines("gemm", GPU, "cublas")
+
+
+def size_key(m, n, k):
+    return json.dumps({"m": m, "n": n, "k": k}, sort_keys=True)
+
+
+def at(m, n, k, dtype="float32"):
+    return evals[(evals.size_vars == size_key(m, n, k)) & (evals.dtype == dtype)]
+
+
+def best_row(rows):
+    """The best config by the median of its measurements, reported by its best-measured row's campaign."""
+    med = config_medians(rows, maximize=True)
+    config = med.index[0]
+    row = rows[rows.config == config].sort_values("objective_value").iloc[-1].copy()
+    row["objective_value"] = med[config]
+    return row
+
+
+def cublas_for(row):
+    """cuBLAS GFLOP/s of the campaign that measured this row (else the latest at that size)."""
+    same = base[base.campaign_id == row.campaign_id]
+    if same.empty:
+        same = base[(base.size_vars == row.size_vars) & (base.dtype == row.dtype)].sort_values("timestamp").tail(1)
+    return json.loads(same.iloc[0].metrics)["GFLOP/s"] if not same.empty else float("nan")
+
+
+def describe(c):
+    if c["variant"] < 4:
+        tile = f"{c['block_size_x']}x{c['block_size_x']} tile, {c['block_size_x']}x{c['block_size_y']} threads"
+        return tile + (f", {c['tile_m']} outputs/thread" if c["tile_m"] > 1 else "") + (", unroll 4" if c["unroll"] else "")
+    return (f"{c['block_size_y'] * c['tile_m']}x{c['block_size_x'] * c['tile_n']}x{c['tile_k']} block tile, "
+            f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}, warp {c['warp_x']}x"
+            f"{32 // c['warp_x']}, {'2 stages' if c['double_buffer'] else '1 stage'}, pad {c['pad_a']}, "
+            f"vector {c['vector']}")
+
+
+def ladder():
+    rows = at(2048, 2048, 2048)
+    ints = at(2048, 2048, 2048, "int32")
+    print(header("version", "K40, float (seed 002)", "cluster GPU, int (seed 004)", "H100 config", "H100 float32 GFLOP/s",
+                 "ms", "/ cuBLAS", "H100 int32 GOP/s"))
+    for name, config in SEED_VERSIONS.items():
+        key = canonical_config(config)
+        r, i = rows[rows.config == key], ints[ints.config == key]
+        seed2 = f"{SEED_002[name]} GFLOP/s" if name in SEED_002 else ""
+        seed4 = f"{OPS_2048 / SEED_004_MS[name] / 1e6:.0f} GOP/s ({SEED_004_MS[name]} ms)" if name in SEED_004_MS else ""
+        f32 = r.objective_value.median() if not r.empty else float("nan")
+        ms = r.time_ms.median() if not r.empty else float("nan")
+        ratio = f32 / cublas_for(r.iloc[0]) if not r.empty else float("nan")
+        i32 = f"{i.objective_value.median():.0f}" if not i.empty else "not measured"
+        print(row(name, seed2, seed4, describe(config), f"{f32:.0f}", f"{ms:.3f}", f"{ratio:.3f}", i32))
+    b = best_row(rows)
+    i32 = f"{best_row(ints).objective_value:.0f}" if not ints.empty else ""
+    print(row("tuned best", "", "", describe(json.loads(b.config)), f"{b.objective_value:.0f}", f"{b.time_ms:.3f}",
+              f"{b.objective_value / cublas_for(b):.3f}", f"{i32} (best int32 measured)"))
+    cublas = cublas_for(b)
+    print(row("cuBLAS SGEMM (TF32 off)", f"{SEED_002['cuBLAS']} GFLOP/s", "", "", f"{cublas:.0f}",
+              f"{OPS_2048 / cublas / 1e6:.3f}", "1.000", ""))
+
+
+def cublas_all(m, n, k):
+    rows = base[(base.size_vars == size_key(m, n, k)) & (base.dtype == "float32")]
+    return [json.loads(x)["GFLOP/s"] for x in rows.metrics]
+
+
+def geomean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def squares():
+    """Three references, since cuBLAS's own time moves between campaigns: the best config's campaign,
+    the median of every campaign at that size, and the fastest cuBLAS measurement of all."""
+    print(header("M = N = K", "tuned GFLOP/s", "cuBLAS GFLOP/s: same campaign / median / fastest (campaigns)",
+                 "tuned / cuBLAS: same / median / fastest", "configs measured", "best config"))
+    ratios = {"same": [], "median": [], "fastest": []}
+    for n in (1024, 2048, 4096):
+        rows = at(n, n, n)
+        if rows.empty:
+            print(row(n, "not measured", "", "", "", ""))
+            continue
+        b = best_row(rows)
+        all_ = cublas_all(n, n, n)
+        refs = {"same": cublas_for(b), "median": statistics.median(all_), "fastest": max(all_)}
+        for key, ref in refs.items():
+            ratios[key].append(b.objective_value / ref)
+        print(row(n, f"{b.objective_value:.0f}",
+                  f"{refs['same']:.0f} / {refs['median']:.0f} / {refs['fastest']:.0f} ({len(all_)})",
+                  f"{ratios['same'][-1]:.3f} / {ratios['median'][-1]:.3f} / {ratios['fastest'][-1]:.3f}",
+                  rows.config.nunique(), describe(json.loads(b.config))))
+    if ratios["same"]:
+        print(f"\nGeometric mean of tuned / cuBLAS over {len(ratios['same'])} sizes: "
+              + ", ".join(f"{geomean(v):.3f} ({k})" for k, v in ratios.items()))
+
+
+def grid():
+    print(header("M x N \\ K", *DIMS))
+    ratios, shapes = [], []
+    for m in DIMS:
+        for n in DIMS:
+            cells = []
+            for k in DIMS:
+                rows = at(m, n, k)
+                if rows.empty:
+                    cells.append("")
+                    continue
+                b = best_row(rows)
+                ratios.append(b.objective_value / cublas_for(b))
+                shapes.append((m, n, k))
+                cells.append(f"{b.objective_value / 1e3:.1f} ({ratios[-1]:.2f})")
+            if any(cells):
+                print(row(f"{m} x {n}", *cells))
+    if ratios:
+        gm = geomean(ratios)
+        print(f"\n{len(ratios)} of 64 shapes measured; geometric mean of tuned / cuBLAS {gm:.3f}, "
+              f"from {min(ratios):.2f} to {max(ratios):.2f}; tuned >= cuBLAS at {sum(r >= 1 for r in ratios)}, "
+              f">= 0.9 at {sum(r >= 0.9 for r in ratios)}")
+        by_k = [geomean([r for (_, _, k), r in zip(shapes, ratios) if k == kk]) for kk in DIMS]
+        print("Geometric mean by K: " + ", ".join(f"{k} {r:.2f}" for k, r in zip(DIMS, by_k)))
+
+
+def grid_details() -> str:
+    """Each shape of the grid: the best config, its thread blocks, cuBLAS in the same campaign."""
+    lines = ["# GEMM on the " + GPU + ": the seeds' 64 shapes, float32",
+             "",
+             ("Generated by `python benchmarks/gemm/report.py` from the stored campaigns (benchmarks/gemm/grid.sh). "
+              "cuBLAS: SGEMM through cupy, TF32 off, timed in the campaign that measured the best config. "
+              "Blocks: thread blocks the best config launches (the H100 has 132 SMs)."),
+             "",
+             header("M", "N", "K", "tuned GFLOP/s", "cuBLAS GFLOP/s", "tuned / cuBLAS", "configs measured", "blocks",
+                    "best config", "campaign")]
+    for m in DIMS:
+        for n in DIMS:
+            for k in DIMS:
+                rows = at(m, n, k)
+                if rows.empty:
+                    lines.append(row(m, n, k, "not measured", "", "", "", "", "", ""))
+                    continue
+                b = best_row(rows)
+                c = json.loads(b.config)
+                bm, bn = ((c["block_size_x"],) * 2 if c["variant"] < 4
+                          else (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]))
+                blocks = -(-m // bm) * -(-n // bn)
+                cublas = cublas_for(b)
+                lines.append(row(m, n, k, f"{b.objective_value:.0f}", f"{cublas:.0f}", f"{b.objective_value / cublas:.2f}",
+                                 rows.config.nunique(), blocks, describe(c), f"{b.campaign_id} ({b.git_commit})"))
+    return "\n".join(lines) + "\n"
+
+
+print(f"### The seeds' ladder on the {GPU} (M = N = K = 2048)\n")
+ladder()
+print(f"\n### Tuned best vs cuBLAS on the {GPU} (float32)\n")
+squares()
+print("\n### The seeds' 64 shapes: tuned TFLOP/s (tuned / cuBLAS), float32\n")
+grid()
+print(f"\nProvenance: {len(evals)} successful evaluations in {evals.campaign_id.nunique()} campaigns; {software(evals)}, "
+      f"commits {commits(evals)}")
+if not evals.empty:
+    details = records_dir("gemm", GPU, "reports") / "grid.md"
+    details.parent.mkdir(parents=True, exist_ok=True)
+    details.write_text(grid_details())
+    print(f"\nEach shape's best config: {shown(details)}")

@@ -1,0 +1,68 @@
+"""Trials outlive their workers: a worker beats for the trials it holds, and every worker now and then
+fails the trials of workers that stopped beating, which Optuna's RetryFailedTrialCallback (configured on the
+storage, tuner.campaign.storage) queues again for a worker still alive."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.trial import Trial, TrialState
+
+from tuner.campaign.distributed import optuna_private
+
+
+class Heartbeat:
+    """A trial's heartbeat, recorded at once and then every `interval` seconds until `stop()`: what
+    Study.optimize does for its trials, for a worker that asks and tells on its own."""
+
+    def __init__(self, storage: RDBStorage, trial_id: int, interval: float):
+        self.storage, self.trial_id, self.interval = storage, trial_id, interval
+        self._stopped = threading.Event()
+        storage.record_heartbeat(trial_id)  # before anything else: a trial that never beat is an orphan
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{trial_id}", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self.interval):
+            self.storage.record_heartbeat(self.trial_id)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
+class Liveness:
+    """One worker's part: heartbeats for its own trials, and the periodic look for others' lost ones."""
+
+    def __init__(self, study: optuna.Study, storage: RDBStorage, heartbeat_s: float, grace_s: float):
+        self.study, self.storage, self.heartbeat_s, self.grace_s = study, storage, heartbeat_s, grace_s
+        self.next_check = 0.0  # when to look for trials of dead workers next
+
+    def beat(self, trial: Trial) -> Heartbeat:
+        return Heartbeat(self.storage, optuna_private.trial_id(trial), self.heartbeat_s)
+
+    def check(self) -> None:
+        """At most every heartbeat (and four times a grace period): a dead worker's trial goes back to the queue."""
+        if time.monotonic() < self.next_check:
+            return
+        adopt_orphans(self.study, self.storage, self.grace_s)
+        optuna.storages.fail_stale_trials(self.study)
+        self.next_check = time.monotonic() + min(self.heartbeat_s, self.grace_s / 4)
+
+
+def adopt_orphans(study: optuna.Study, storage: RDBStorage, grace_s: float) -> None:
+    """A worker killed between taking a trial and its first heartbeat leaves a RUNNING trial that Optuna's
+    stale check never fails (it looks at heartbeats only). Once such a trial is older than the grace period,
+    give it one heartbeat: nobody renews it, so the next check fails it and it is retried like any other."""
+    old = datetime.now() - timedelta(seconds=grace_s)  # Optuna stamps datetime_start in local time
+    candidates = [
+        optuna_private.trial_id(t)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if t.datetime_start is not None and t.datetime_start < old
+    ]
+    for trial_id in optuna_private.never_beat(storage, candidates):
+        storage.record_heartbeat(trial_id)

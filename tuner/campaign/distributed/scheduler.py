@@ -1,0 +1,194 @@
+"""One worker's two threads around its search loop (tuner.campaign.distributed.campaign_loop): the calling
+thread measures, one config at a time; a scheduler thread keeps the books with the study (asks for the next
+trial while the current one measures, then stores its row and tells it), so the GPU waits for the database
+only when a measurement is quicker than the bookkeeping."""
+
+from __future__ import annotations
+
+import queue
+import statistics
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+from optuna.storages import RDBStorage
+
+from tuner import store
+from tuner.campaign.distributed.campaign_loop import CampaignLoop
+from tuner.campaign.distributed.study import Campaign
+from tuner.campaign.request import CampaignRequest
+from tuner.campaign.session import Session, known_rows, store_row
+from tuner.formatting import readable
+from tuner.measure import kt
+from tuner.search.loop import Proposal
+from tuner.space import Space
+
+POLL_S = 1.0  # how often an idle worker looks again while others still measure
+
+
+class Scheduler:
+    """A worker's search: `run()` measures, on the calling thread, what its scheduler thread proposes."""
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        storage: RDBStorage,
+        camp: Campaign,
+        space: Space,
+        searchspace,
+        session: Session,
+        me: str,
+        root: Path,
+        req: CampaignRequest,
+        log: Callable[[str], None],
+    ):
+        from kernel_tuner.strategies.common import CostFunc
+
+        self.study, self.camp, self.space, self.searchspace = study, camp, space, searchspace
+        self.session, self.me, self.root, self.req, self.log = session, me, root, req, log
+        self.counts = {"measured": 0, "served": 0}
+        self.last_row = None
+        self.stopping = threading.Event()
+        self.scheduler_error: BaseException | None = None
+        self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
+        self.loop = CampaignLoop(
+            study, storage, camp, searchspace, me, halted=self._halted, on_retry=self._read_known_rows, log=log
+        )
+        runner = session.runner
+        runner.known = self._known_rows()
+        runner.on_row = self._on_row
+        self.cost_func = CostFunc(
+            searchspace, kt.tuning_options(space, camp.size_vars, camp.dtype, seed=camp.seed), runner, snap=False
+        )
+
+    def _known_rows(self) -> dict:
+        return known_rows(
+            store.load_evaluations(self.camp.workload, self.root),
+            self.space,
+            self.session.common,
+            self.session.provenance,
+            self.camp.timeout,
+        )
+
+    def _read_known_rows(self) -> None:
+        """A retry: its dead worker may have stored the row already, and then it is served, not measured."""
+        self.session.runner.known.update(self._known_rows())
+
+    def _on_row(self, row, fresh):
+        self.last_row = (row, fresh)  # written to the store by the scheduler, before it tells the study
+
+    def _halted(self) -> bool:
+        return self.stopping.is_set() or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+    def run(self) -> dict:
+        """Search until the campaign is done; a summary of this worker's trials."""
+        todo: queue.Queue[Proposal | None] = queue.Queue()  # the scheduler keeps at most two trials in flight
+        done: queue.Queue[tuple[Proposal, object]] = queue.Queue()
+        with warnings.catch_warnings():  # heartbeats outside Study.optimize are what we mean
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+            scheduler = threading.Thread(target=self._schedule, args=(todo, done), name="scheduler", daemon=True)
+            scheduler.start()
+            try:
+                while (job := todo.get()) is not None:
+                    self.last_row = None
+                    try:
+                        cost = self.cost_func(list(job.config), check_restrictions=False)
+                    except BaseException as e:
+                        done.put((job, e))
+                        raise
+                    done.put((job, (cost, self.last_row)))
+            finally:
+                self.stopping.set()  # after an error here, the scheduler asks for nothing more
+                scheduler.join(timeout=60)
+                self.loop.close()
+        if self.scheduler_error is not None:
+            raise self.scheduler_error
+        # handed back: trials told at once, without a measurement (invalid, repeat, taken, surplus)
+        return {
+            "worker": self.me,
+            "gpu": self.session.gpu["gpu"],
+            **self.counts,
+            "trials": self.loop.asked,
+            "handed_back": self.loop.settled,
+        }
+
+    def _schedule(self, todo, done):
+        """Keep one trial measuring and one waiting behind it; finish each as its result comes back."""
+        inflight = 0
+        try:
+            while not self.stopping.is_set():
+                while inflight and not done.empty():
+                    if not self._finish(*done.get()):
+                        return
+                    inflight -= 1
+                if inflight < 2 and not self._halted():
+                    proposal = self.loop.propose()
+                    if proposal is not None:
+                        todo.put(proposal)
+                        inflight += 1
+                        continue
+                    if self.loop.running == 0 and inflight == 0:
+                        return  # nothing left to ask and nobody measuring anywhere
+                elif inflight == 0:
+                    return  # out of time
+                try:
+                    if not self._finish(*done.get(timeout=POLL_S)):
+                        return
+                    inflight -= 1
+                except queue.Empty:
+                    pass  # still measuring here, or others are; the trial of one that dies comes back
+            while not done.empty():  # stopped by the measuring thread: tell what it left (its failure)
+                self._finish(*done.get())
+        except BaseException as e:  # noqa: BLE001  (raised again by the measuring thread)
+            self.scheduler_error = e
+        finally:
+            todo.put(None)
+
+    def _finish(self, job: Proposal, result) -> bool:
+        """Store and tell one measured trial; False when the measuring thread failed (it raises)."""
+        trial, config = job
+        try:
+            if isinstance(result, BaseException):
+                self.loop.abandon(trial)
+                return False
+            cost, (row, fresh) = result
+            if fresh:  # the row first: a retry of this trial looks for it in the store
+                self.session.writer.append(
+                    {
+                        **store_row(
+                            row,
+                            self.space,
+                            self.camp.size_vars,
+                            self.camp.dtype,
+                            self.session.common,
+                            self.session.provenance,
+                            self.req,
+                        ),
+                        "worker": self.me,
+                    }
+                )
+            ok = row["status"] == "ok"
+            value = self.space.objective_value(row, self.camp.size_vars, self.camp.dtype) if ok else None
+            self.counts["measured" if fresh else "served"] += 1
+            named = dict(zip(self.loop.codec.names, config, strict=True))
+            self.loop.record(
+                trial,
+                config,
+                cost,
+                "measured" if fresh else "served",
+                status=row["status"],
+                objective=value,
+                config=store.canonical_config(named),
+                time_ms=statistics.median(row["times"]) if ok and row.get("times") else None,
+            )
+            self.log(
+                f"{self.me}: {row['status']:<12} {named}"
+                + (f"  {readable(value)} {self.space.objective}" if value is not None else "")
+            )
+            return True
+        finally:
+            self.loop.release(trial)

@@ -1,0 +1,82 @@
+"""`tuner check`: re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from tuner.cli.common import console, parse_assignment, write_text
+from tuner.errors import TunerError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `tuner check`."""
+    from tuner.measure.kt import BACKENDS
+
+    s = subparsers.add_parser(
+        "check", help="re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run"
+    )
+    s.add_argument("workloads", nargs="*", help="default: every workload with a baseline")
+    s.add_argument("--rounds", type=int, default=20)
+    s.add_argument(
+        "--threshold",
+        type=float,
+        default=0.03,  # tuner.answers.stats.THRESHOLD (imported lazily)
+        help="smallest slowdown reported, as a fraction (default 0.03: a 5%% slowdown is caught)",
+    )
+    s.add_argument(
+        "--allow-different", action="store_true", help="compare even across GPU models or major driver/CUDA versions"
+    )
+    s.add_argument(
+        "--retune",
+        type=int,
+        default=0,
+        metavar="BUDGET",
+        help="re-tune a regressed kernel with this many evaluations and print the config found",
+    )
+    s.add_argument(
+        "--plant",
+        action="append",
+        metavar="NAME=VALUE",
+        help="measure the baseline config with this parameter changed (validates the check on a runner)",
+    )
+    s.add_argument("--junit", help="write a JUnit XML report")
+    s.add_argument("--markdown", help="write a markdown summary")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
+    s.add_argument("--device", type=int, default=0)
+    s.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the check, print and write its reports; the exit code is the verdict."""
+    from tuner.answers import check
+
+    plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None
+    for path in filter(None, (args.junit, args.markdown)):  # found out now, not after minutes of measuring
+        folder = Path(path).resolve().parent
+        if not folder.is_dir():
+            raise TunerError(f"cannot write {path}: no folder {folder}")
+    results = check.run_check(
+        args.workloads or None,
+        rounds=args.rounds,
+        threshold=args.threshold,
+        allow_different=args.allow_different,
+        backend=args.backend,
+        device=args.device,
+        root=args.results,
+        plant=plant,
+        retune=args.retune,
+        log=Console(stderr=True).print if args.json else console.print,
+    )  # stdout: the JSON
+    if args.json:
+        print(check.as_json(results))
+    else:
+        console.print(check.markdown(results), highlight=False)
+    if args.junit:
+        write_text(args.junit, check.junit(results))
+    if args.markdown:
+        write_text(args.markdown, check.markdown(results))
+    return check.exit_code(results)

@@ -1,0 +1,75 @@
+"""What the subcommands share: the console, writing a file, printing a wide table, and the arguments that
+several commands take the same way (--size/--matrix, NAME=VALUE, the campaign storage)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tuner.errors import TunerError
+
+console = Console()
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `text` to `path`; a failure is one line naming the file."""
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise TunerError(f"cannot write {path}: {e.strerror}") from None
+
+
+def print_table(table: Table) -> None:
+    """At its natural width: squeezed into a narrow terminal (or rich's 80 columns for a pipe), a table of
+    many parameters would show each header as a letter and an ellipsis."""
+    width = max(console.width, console.measure(table, options=console.options.update_width(1000)).maximum)
+    (Console(width=width, highlight=False) if width > console.width else console).print(table)
+
+
+def size_text(args: argparse.Namespace) -> str | None:
+    """--matrix FILE (spmv) is the size `mtx:FILE`: the workload reads the Matrix Market file."""
+    if not getattr(args, "matrix", None):
+        return args.size
+    if args.workload != "spmv" or args.size:
+        raise TunerError("--matrix is for the spmv workload, instead of --size")
+    return f"mtx:{args.matrix}"
+
+
+def shown_path(path: Path) -> str:
+    """A path relative to the working directory when it is inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """NAME=VALUE, the value as JSON where it parses (numbers, booleans), else as text."""
+    key, _, value = text.partition("=")
+    if not value:
+        raise TunerError(f"expected NAME=VALUE, got '{text}'")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def storage_url(args: argparse.Namespace) -> str:
+    """--storage, else the SQLite file beside the results that `tune --workers` uses by default."""
+    from tuner.campaign.storage import default_storage, sqlite_path
+    from tuner.store import results_root
+
+    if args.storage:
+        return args.storage
+    url = default_storage(args.results or results_root())
+    if not Path(sqlite_path(url)).is_file():
+        raise TunerError(
+            f"no campaign database at {url} (`tuner tune ... --workers N` creates it; --storage URL for another)"
+        )
+    return url

@@ -1,0 +1,78 @@
+"""`tuner list`: every workload this project sees, where it comes from, its kernel, space and sizes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from tuner.cli.common import console, shown_path
+from tuner.errors import TunerError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `tuner list`."""
+    s = subparsers.add_parser("list", help="workloads, where each comes from, their kernels, spaces and problem sizes")
+    s.add_argument("--json", action="store_true", help="one JSON document for scripts")
+    s.set_defaults(func=command)
+
+
+def describe(name: str, origin: str) -> dict[str, Any]:
+    """One workload as `tuner list --json` shows it; a workload that cannot be loaded is a TunerError that
+    names where it comes from."""
+    from tuner.measure import kt
+    from tuner.workloads import get_workload
+
+    try:
+        w = get_workload(name)
+        s = w.space
+        configurations = kt.searchspace(s).size
+    except TunerError as e:
+        where = "" if origin in str(e) else f" ({origin})"
+        raise TunerError(f"workload '{name}'{where}: {e}") from None
+    return {
+        "workload": w.name,
+        "origin": w.origin,
+        "kernel": s.kernel_name,
+        "source": shown_path(s.kernel_source),
+        "space": shown_path(s.path),
+        "parameters": s.params,
+        "configurations": configurations,
+        "sizes": s.sizes,
+        "default_size": s.default_size,
+        "dtypes": list(s.dtypes),
+        "objective": {"metric": s.objective, "maximize": s.maximize},
+    }
+
+
+def command(args: argparse.Namespace) -> int:
+    """Print the workloads as a table, or as JSON."""
+    from tuner.workloads import discover
+
+    found = discover()  # a name defined twice is an error here, naming both places
+    docs = [describe(name, found[name].origin) for name in sorted(found)]
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return 0
+    table = Table(title="workloads")
+    for col in ("workload", "origin", "kernel", "space", "valid configs", "sizes", "dtypes", "objective"):
+        table.add_column(col)
+    for d in docs:
+        names = list(d["sizes"])  # the variables of each: `tuner list --json`
+        sizes = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        origin = shown_path(Path(d["origin"])) if Path(d["origin"]).is_absolute() else d["origin"]
+        table.add_row(
+            d["workload"],
+            origin,
+            f"{d['kernel']} ({d['source']})",
+            d["space"],
+            str(d["configurations"]),
+            sizes,
+            ", ".join(d["dtypes"]),
+            f"{d['objective']['metric']} ({'max' if d['objective']['maximize'] else 'min'})",
+        )
+    console.print(table)
+    return 0

@@ -1,0 +1,66 @@
+"""`tuner results`: the measured configs of a GPU, size and dtype as a table, or the best per parameter value."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.markup import escape
+
+from tuner.cli.common import console, print_table, size_text, write_text
+from tuner.errors import TunerError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `tuner results`."""
+    s = subparsers.add_parser(
+        "results",
+        help="the measured configs of a GPU, size and dtype as a table, best first, "
+        "or the best per value of one or two parameters (--by)",
+    )
+    s.add_argument("workload")
+    s.add_argument("--size")
+    s.add_argument("--matrix", help="spmv: a Matrix Market file (its nearest measured matrix by features)")
+    s.add_argument("--dtype")
+    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
+    s.add_argument("--top", type=int, default=20, help="show the best N configs (default 20)")
+    s.add_argument("--all", action="store_true", help="show every config measured")
+    s.add_argument(
+        "--by", nargs="+", metavar="PARAM", help="one parameter: best and median per value; two: a grid of the best"
+    )
+    s.add_argument("--csv", help="also write the table (every row) to this CSV file")
+    s.add_argument("--json", action="store_true", help="the table as JSON records")
+    s.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Print the table (and write it as CSV), or the rows as JSON."""
+    from tuner.answers.best_config import select
+    from tuner.answers.tables import (
+        by_parameters,
+        config_table,
+        objective_column,
+        render,
+    )
+
+    if args.top < 1:
+        raise TunerError(f"--top {args.top}: show at least 1 config (--all for every one)")
+    sel = select(args.workload, size_text(args), args.dtype, gpu=args.gpu, root=args.results)
+    space = sel.workload.space
+    table = config_table(sel)
+    shown = by_parameters(table, args.by, objective_column(space), space.maximize) if args.by else table
+    grid = len(args.by or []) == 2  # its rows are named by the first parameter's values
+    if args.csv:
+        write_text(args.csv, shown.to_csv(index=grid))
+    if args.json:
+        doc = shown.reset_index() if grid else shown
+        print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
+        return 0
+    for note in sel.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    heading, out = render(sel, table, shown, args.by, None if args.all else args.top)
+    console.print(heading, highlight=False)
+    print_table(out)
+    if args.csv:
+        console.print(f"wrote {len(shown)} row(s) to {args.csv}", highlight=False)
+    return 0

@@ -1,0 +1,42 @@
+"""`tuner run WORKLOAD`: a workload's own program, run with the best stored config (or --config)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tuner.cli.common import parse_assignment
+
+
+def register(subparsers: argparse._SubParsersAction, programs: bool = True) -> None:
+    """Add `tuner run`; with `programs`, a sub-command for each workload that has a program (which imports
+    every workload: only worth it when the command may be `run`)."""
+    s = subparsers.add_parser("run", help="run a workload's program with the best stored config (or --config)")
+    sub = s.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    if not programs:
+        return
+    from tuner.workloads import all_workloads
+
+    for w in all_workloads():
+        if w.run_help:
+            prog = sub.add_parser(w.name, help=w.run_help, description=w.run_help)
+            w.add_run_arguments(prog)
+            prog.add_argument(
+                "--config", nargs="+", metavar="NAME=VALUE", help="run this config instead of the best stored"
+            )
+            prog.add_argument("--dtype", help="element type (default: the space's first)")
+            prog.add_argument("--gpu", help="take the best config stored for this GPU (default: this machine's)")
+            prog.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the workload's program; it asks for the config of each size and dtype it runs."""
+    from tuner.answers.best_config import run_config
+    from tuner.workloads import get_workload
+
+    given = dict(parse_assignment(a) for a in args.config) if args.config else None
+
+    def config_for(size: dict, dtype: str) -> dict:
+        return run_config(args.workload, size, dtype, given, gpu=args.gpu, log=lambda m: print(m, file=sys.stderr))
+
+    return get_workload(args.workload).run(args, config_for)

@@ -1,0 +1,145 @@
+"""`tuner tune`: a tuning campaign on this GPU, spread over several (--workers), or replayed (--simulate)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tuner.cli.common import console, size_text
+from tuner.errors import TunerError
+from tuner.formatting import config_text, readable
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `tuner tune`."""
+    from tuner.measure.kt import BACKENDS
+    from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY
+
+    s = subparsers.add_parser("tune", help="run a tuning campaign (or replay one with --simulate)")
+    s.add_argument("workload")
+    s.add_argument("--size", help="a named size of the space, or k=v,... (default: the space's default size)")
+    s.add_argument("--matrix", help="spmv: a Matrix Market file (.mtx) as the problem")
+    s.add_argument("--dtype", help="element type (default: the space's first)")
+    s.add_argument(
+        "--strategy",
+        default=DEFAULT_STRATEGY,
+        help="tpe (default), cmaes, gp, random, qmc, brute_force, or kt:<Kernel Tuner strategy>",
+    )
+    s.add_argument(
+        "--budget", help="evaluations (150) or a duration (90s, 10m, 2h); default: 100, the whole space for brute_force"
+    )
+    s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
+    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="Optuna strategies stop after this many evaluations without a 0.5%% gain "
+        f"(default: {DEFAULT_PATIENCE} without --budget, never with one; 0: never)",
+    )
+    s.add_argument(
+        "--no-warm-start",
+        action="store_true",
+        help="Optuna strategies start from scratch, not from the best configs stored for other sizes",
+    )
+    s.add_argument("--timeout", type=float, default=60.0, help="seconds one configuration may take before it is killed")
+    s.add_argument("--storage", help="Optuna storage URL (default: SQLite beside the results)")
+    s.add_argument(
+        "--simulate", action="store_true", help="replay from results/ in Kernel Tuner's simulation mode (no GPU)"
+    )
+    s.add_argument("--gpu", help="with --simulate: which recorded GPU to replay")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="spread the campaign over N worker processes here, one per GPU; 0: only create it for "
+        "`tuner worker` elsewhere (see README: Distributed campaigns)",
+    )
+    s.add_argument(
+        "--devices", help="with --workers: the GPUs' ordinals, comma-separated (default: --device, --device+1, ...)"
+    )
+    s.add_argument(
+        "--campaign", help="with --workers: the campaign's name (default: workload-size-dtype-strategy-seed)"
+    )
+    s.add_argument(
+        "--allow-mixed-gpus", action="store_true", help="with --workers: let workers on other GPU models join"
+    )
+    s.add_argument("--measure-target", help=argparse.SUPPRESS)  # tests: a GPU-free worker process, module:function
+    s.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the campaign and print what it found; exit 1 if no configuration ran successfully."""
+    from tuner.campaign.local import run_campaign
+    from tuner.campaign.request import CampaignRequest, parse_budget
+
+    max_evals, time_limit = parse_budget(args.budget)
+    req = CampaignRequest(
+        workload=args.workload,
+        size=size_text(args),
+        dtype=args.dtype,
+        strategy=args.strategy,
+        max_evals=max_evals,
+        time_limit=time_limit,
+        backend=args.backend,
+        device=args.device,
+        seed=args.seed,
+        timeout=args.timeout,
+        storage=args.storage,
+        results=args.results,
+        simulate=args.simulate,
+        gpu=args.gpu,
+        quiet=args.quiet,
+        warm_start=not args.no_warm_start,
+        patience=args.patience,
+    )
+    if args.workers is not None:
+        from tuner.campaign.distributed import run_distributed
+
+        try:
+            devices = [int(d) for d in args.devices.split(",")] if args.devices else None
+        except ValueError:
+            raise TunerError(f"--devices '{args.devices}': give GPU ordinals, comma-separated (0,1)") from None
+        result = run_distributed(
+            req,
+            args.workers,
+            devices=devices,
+            name=args.campaign,
+            url=args.storage,
+            allow_mixed_gpus=args.allow_mixed_gpus,
+            measure_target=args.measure_target,
+            log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        )
+    else:
+        result = run_campaign(req)
+    if args.json:
+        print(json.dumps(result.__dict__, indent=2, default=str))
+        return 0 if result.best else 1  # as without --json: no configuration ran successfully
+    resumed = result.evaluated - result.measured
+    done = (
+        "replayed from the recording (simulation, no GPU)"
+        if result.simulated
+        else f"{result.measured} newly measured" + (f", {resumed} resumed from the store" if resumed > 0 else "")
+    )
+    console.print(
+        f"[bold]{result.workload}[/] {result.size} {result.dtype} on {result.gpu} with {result.strategy}: "
+        f"{result.evaluated} configs evaluated; {done}"
+    )
+    if result.failures:
+        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
+    if result.best:
+        b = result.best
+        console.print(
+            f"best: {config_text(b['config'])}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)",
+            highlight=False,
+        )
+    else:
+        console.print("[red]no configuration ran successfully[/]")
+        return 1
+    for name, ms in result.baselines.items():
+        console.print(f"baseline {name}: {readable(ms)} ms", highlight=False)
+    return 0

@@ -1,0 +1,32 @@
+"""Kernel Tuner's own search strategies (`kt:<name>`, and brute force), seeded and told the budget."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from kernel_tuner.interface import Options, strategy_map
+
+
+class KernelTunerStrategy:
+    """One of Kernel Tuner's strategies, seeded (they draw from numpy's and Python's global generators)."""
+
+    def __init__(self, name: str, seed: int | None):
+        self.name, self.seed = name, seed
+
+    def tune(self, searchspace, runner, tuning_options: Options) -> list:
+        if self.seed is not None:
+            np.random.seed(self.seed)
+            random.seed(self.seed)
+        max_fevals = tuning_options.budget.max_fevals
+        if max_fevals is not None and self.name != "brute_force":  # brute_force refuses the option
+            # Kernel Tuner's tune_kernel() tells the strategies the budget this way; without it random_sample
+            # stops at 10% of the space and greedy_ils at 100 evaluations, whatever the budget
+            tuning_options = Options(
+                {
+                    **tuning_options,
+                    "max_fevals": max_fevals,
+                    "strategy_options": Options({**tuning_options.strategy_options, "max_fevals": max_fevals}),
+                }
+            )
+        return strategy_map[self.name].tune(searchspace, runner, tuning_options)

@@ -1,0 +1,100 @@
+"""Optuna's samplers as a Kernel Tuner strategy: `tune(searchspace, runner, tuning_options)` runs the
+search loop (tuner.search.loop) and Kernel Tuner's runner (live, isolated or simulated) measures."""
+
+from __future__ import annotations
+
+import random
+
+import optuna
+from kernel_tuner.strategies.common import CostFunc
+from kernel_tuner.util import StopCriterionReached, get_result_cost
+
+from tuner.errors import TunerError
+from tuner.search.codec import Codec, Repair
+from tuner.search.loop import FAILED, SearchLoop
+from tuner.search.samplers import make_sampler
+from tuner.search.stopping import Patience
+
+
+class OptunaStrategy:
+    """Optuna's ask/tell loop over Kernel Tuner's search space.
+
+    - Numeric parameters are encoded as the index into their sorted values (ordinal), so samplers see that
+      64 lies between 32 and 128; `encoding="categorical"` gives every parameter a categorical distribution.
+    - A suggestion that breaks a restriction, or repeats a measured config, costs no benchmark: Optuna is
+      told a penalty (or the known value) at once, and the next trial is the unmeasured valid config
+      nearest to the suggestion, so the search never stalls on its own suggestions.
+    - Trials live in Optuna storage (SQLite by default), so an interrupted campaign resumes its study.
+    """
+
+    def __init__(
+        self,
+        sampler: str,
+        *,
+        seed: int | None = None,
+        storage=None,
+        study_name: str | None = None,
+        encoding: str = "ordinal",
+        warm_start=(),
+        patience: int | None = None,
+    ):
+        if encoding not in ("ordinal", "categorical"):
+            raise TunerError(f"unknown encoding '{encoding}' (ordinal or categorical)")
+        self.warm_start, self.patience = list(warm_start), patience
+        self.sampler_name, self.seed, self.storage = sampler, seed, storage
+        self.study_name, self.encoding = study_name, encoding
+
+    def tune(self, searchspace, runner, tuning_options) -> list:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        codec = Codec(searchspace.tune_params, self.encoding)
+        study = optuna.create_study(
+            storage=self.storage,
+            study_name=self.study_name,
+            load_if_exists=True,
+            direction="minimize",
+            sampler=make_sampler(self.sampler_name, self.seed),
+        )
+        cost_func = CostFunc(searchspace, tuning_options, runner, snap=False)
+        loop = SearchLoop(
+            study, codec, Repair(searchspace, codec, random.Random(self.seed)), searchspace.is_param_config_valid
+        )
+        earlier = loop.measured_before()  # this study's results from an interrupted run
+        for config in earlier:
+            loop.repair.mark(config)
+        for warm in self.warm_start:  # tried first, in order (Optuna serves enqueued trials before sampling)
+            config = tuple(warm.get(n) for n in codec.names)
+            if config not in earlier and None not in config and searchspace.is_param_config_valid(config):
+                loop.enqueue(config, skip_if_exists=True)
+        stop = Patience(self.patience)
+
+        try:
+            # a resumed study's configs go through the runner again, which serves them from the store: they
+            # count toward the budget and the patience, and are among the results (the best, the confirmation)
+            for config in earlier:
+                cost = cost_func(list(config), check_restrictions=False)
+                loop.known(config, cost)
+                if stop.update(cost if cost < FAILED else None):
+                    return cost_func.results
+            while (proposal := loop.propose()) is not None:
+                trial, config = proposal
+                evaluated = len(cost_func.results)
+                try:
+                    cost = cost_func(list(config), check_restrictions=False)
+                except StopCriterionReached:
+                    if len(cost_func.results) > evaluated:  # measured, and that used up the budget: a trial like any
+                        loop.record(trial, config, _cost_of(cost_func.results[-1], tuning_options))
+                    else:
+                        loop.abandon(trial)
+                    raise
+                loop.record(trial, config, cost)
+                if stop.update(cost if cost < FAILED else None):
+                    break
+        except StopCriterionReached:
+            pass
+        return cost_func.results
+
+
+def _cost_of(result: dict, tuning_options) -> float:
+    """Kernel Tuner's cost of one evaluation (what its cost function returns for it)."""
+    cost = get_result_cost(result, tuning_options.objective, tuning_options.objective_higher_is_better)
+    return cost[0] if len(cost) == 1 else cost

@@ -8,15 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tuner.answers.check import (
-    BASELINE_SESSIONS,
-    CheckResult,
-    check_one,
-    exit_code,
-    junit,
-    markdown,
-    session_noise,
-)
+from tuner.answers.baseline import BASELINE_SESSIONS, session_noise
+from tuner.answers.check import CheckResult, check_one, exit_code
+from tuner.answers.check_report import junit, markdown
 from tuner.answers.stats import compare, normalise
 from tuner.measure.protocol import MeasureSpec
 from tuner.measure.runner import _Opts
@@ -196,6 +190,7 @@ def test_cli_check_without_gpu_cannot_run(monkeypatch, capsys):
 
 def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatch, tmp_path, capsys):
     """tuner baseline stores each kernel at once; tuner check passes, then flags a planted 10% slowdown."""
+    import tuner.answers.baseline
     import tuner.answers.check
     from tests.fake_worker import fake_worker_main
     from tuner.campaign.local import run_campaign
@@ -204,10 +199,10 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
                                  max_evals=30, timeout=3.0, quiet=True, measure_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.check, "measure_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
     monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "4"]) == 0
-    stored = tuner.answers.check.load_baselines()
+    stored = tuner.answers.baseline.load_baselines()
     assert len(stored) == 1 and stored.iloc[0]["sessions"] == 4 and len(stored.iloc[0]["rounds"]) == 40
     report = tmp_path / "r.xml"
     assert main(["check", "--junit", str(report)]) == 0
@@ -225,6 +220,7 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
 def _stand_in_baseline(results, monkeypatch):
     """A 10-evaluation campaign and a 2-session baseline of reduction seed float32, both by the stand-in
     worker (which `tuner check` then uses too). The baseline file's path."""
+    import tuner.answers.baseline
     import tuner.answers.check
     from tests.fake_worker import fake_worker_main
     from tuner.campaign.local import run_campaign
@@ -233,7 +229,7 @@ def _stand_in_baseline(results, monkeypatch):
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
                                  max_evals=10, timeout=3.0, quiet=True, measure_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.check, "measure_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
     monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
     return next(results.glob("*/reduction/check/baseline.parquet"))
@@ -302,7 +298,7 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
     """Baselines taken before kernels' start events waited for their launch (no `timing` column: "plain")
     carry 8-20 us of launch overhead: compared with times taken now, they would hide a regression of that
     size. Such a check says to record the baseline again instead of measuring."""
-    import tuner.answers.check
+    import tuner.answers.baseline
     from tuner.cli import main
 
     path = _stand_in_baseline(results, monkeypatch)
@@ -310,7 +306,7 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
     assert list(stored["timing"]) == ["delayed-start"]  # the stand-in worker's protocol, recorded
     assert main(["check"]) == 0
     stored.drop(columns="timing").to_parquet(path, index=False)  # as baselines from before the column
-    monkeypatch.setattr(tuner.answers.check.IsolatedRunner, "measure_rounds",
+    monkeypatch.setattr(tuner.answers.baseline.IsolatedRunner, "measure_rounds",
                         lambda *a, **kw: pytest.fail("a stale baseline is not measured"))
     capsys.readouterr()
     assert main(["check"]) == 2
@@ -321,7 +317,7 @@ def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeyp
 def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
     """Every kernel's first session comes before any kernel's second, so the sessions' spread holds the drift
     of the whole run; a size with nothing tuned is skipped once, not per session."""
-    import tuner.answers.check
+    import tuner.answers.baseline
     from tests.fake_worker import fake_worker_main
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest
@@ -329,15 +325,15 @@ def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
     for size in ("seed", "16M"):
         run_campaign(CampaignRequest(workload="reduction", size=size, dtype="float32", strategy="brute_force",
                                      max_evals=10, timeout=3.0, quiet=True, measure_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.check, "measure_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
     log = []
-    rows = tuner.answers.check.take_baseline(["reduction"], ["seed", "16M", "64M"], ["float32"], rounds=3,
-                                     sessions_per_baseline=3, log=log.append)
+    rows = tuner.answers.baseline.take_baseline(["reduction"], ["seed", "16M", "64M"], ["float32"], rounds=3,
+                                                sessions_per_baseline=3, log=log.append)
     order = [(line.split()[2], line.split(",")[1].split(":")[0].strip()) for line in log if line.startswith("baseline")]
     assert order == [(s, f"session {k}/3") for k in (1, 2, 3) for s in ("seed", "16M")]
     assert sum(line.startswith("skip reduction 64M") for line in log) == 1
     assert sorted(r["size"] for r in rows) == ["16M", "seed"] and all(r["sessions"] == 3 for r in rows)
-    stored = tuner.answers.check.load_baselines()
+    stored = tuner.answers.baseline.load_baselines()
     assert len(stored) == 2 and set(stored["sessions"]) == {3} and all(len(r) == 9 for r in stored["rounds"])
 
 

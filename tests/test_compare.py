@@ -7,17 +7,13 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from tuner.answers.compare import (
-    _unique_trace,
+from tuner.answers.compare import _unique_trace, compare, load_recording, run_traces, strategy_trace
+from tuner.answers.compare_scores import (
     best_so_far,
     calculated_random_search,
-    compare,
     evaluations_to,
     fraction_of_optimum,
-    load_recording,
     methodology_score,
-    run_traces,
-    strategy_trace,
 )
 from tuner.cli import main
 from tuner.store import cache_path, results_root

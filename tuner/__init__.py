@@ -8,6 +8,7 @@ stays light for the measuring processes, which import it too.
 
 import os
 import sys
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -39,7 +40,7 @@ _import_kernel_tuner_without_torch()
 __all__ = ["TunerError", "Workload", "best", "load_store", "results", "tune"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in ("tune", "best", "results", "load_store"):
         from tuner import api
 

@@ -20,7 +20,8 @@ import time
 def main():
     # imported here, not at the top: each worker process imports this script again (as multiprocessing's
     # __mp_main__), and these would bring Kernel Tuner, and with it torch, before the worker can keep it out
-    from tuner.answers.check import _worker, check_one, load_baselines
+    from tuner.answers.baseline import _measuring_process, load_baselines
+    from tuner.answers.check import check_one
     from tuner.measure.provenance import gpu_info
     from tuner.workloads import get_workload
 
@@ -52,7 +53,7 @@ def main():
                     break
                 key = (base["workload"], base["size"], base["dtype"])
                 if key not in workers:
-                    workers[key] = _worker(base["workload"], json.loads(base["size_vars"]), base["dtype"], "nvcuda", 0, 120)
+                    workers[key] = _measuring_process(base["workload"], json.loads(base["size_vars"]), base["dtype"], "nvcuda", 0, 120)
                 runner, gpu = workers[key] if a.persistent else workers.pop(key)
                 space = get_workload(base["workload"]).space
                 config = {**json.loads(base["config"]), **(plant or {})}

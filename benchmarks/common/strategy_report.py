@@ -21,7 +21,8 @@ from kernel_tuner.util import read_cache  # noqa: E402
 
 from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
 from tuner import store  # noqa: E402
-from tuner.answers.compare import DEFAULT_STRATEGIES, compare, markdown, plot  # noqa: E402
+from tuner.answers.compare import DEFAULT_STRATEGIES, compare  # noqa: E402
+from tuner.answers.compare_report import markdown, plot  # noqa: E402
 from tuner.measure import kt  # noqa: E402
 from tuner.search.strategies import DEFAULT_PATIENCE  # noqa: E402
 from tuner.workloads import all_workloads  # noqa: E402

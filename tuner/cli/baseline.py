@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--sessions",
         type=int,
         help="independent worker sessions per kernel (their spread sets the noise floor; default 6)",
-    )  # tuner.answers.check.BASELINE_SESSIONS
+    )  # tuner.answers.baseline.BASELINE_SESSIONS
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
     s.set_defaults(func=command)
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Re-measure the best configs and record them; exit 2 if none was recorded."""
-    from tuner.answers.check import BASELINE_SESSIONS, take_baseline
+    from tuner.answers.baseline import BASELINE_SESSIONS, take_baseline
 
     rows = take_baseline(
         args.workloads,

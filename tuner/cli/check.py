@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run the check, print and write its reports; the exit code is the verdict."""
-    from tuner.answers import check
+    from tuner.answers import check, check_report
 
     plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None
     for path in filter(None, (args.junit, args.markdown)):  # found out now, not after minutes of measuring
@@ -72,11 +72,11 @@ def command(args: argparse.Namespace) -> int:
         log=Console(stderr=True).print if args.json else console.print,
     )  # stdout: the JSON
     if args.json:
-        print(check.as_json(results))
+        print(check_report.as_json(results))
     else:
-        console.print(check.markdown(results), highlight=False)
+        console.print(check_report.markdown(results), highlight=False)
     if args.junit:
-        write_text(args.junit, check.junit(results))
+        write_text(args.junit, check_report.junit(results))
     if args.markdown:
-        write_text(args.markdown, check.markdown(results))
+        write_text(args.markdown, check_report.markdown(results))
     return check.exit_code(results)

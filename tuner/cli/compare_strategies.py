@@ -49,7 +49,8 @@ def command(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from tuner.answers.compare import caption, compare, markdown, plot, table_rows
+    from tuner.answers.compare import compare
+    from tuner.answers.compare_report import caption, markdown, plot, table_rows
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     with Progress(

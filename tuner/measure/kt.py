@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kernel_tuner import util
@@ -45,8 +47,10 @@ def kt_metrics(space: Space, size: dict, dtype: str) -> dict:
     return {name: (lambda p, name=name: space.compute_metrics(p, size, dtype)[name]) for name in space.metrics}
 
 
-def verify_function(rtol: float):
-    def verify(answer, result_host, atol=None):
+def verify_function(rtol: float) -> Callable[..., bool]:
+    # Kernel Tuner always passes atol (tuning_options.atol, a float); the default only marks it optional to
+    # Kernel Tuner's util.normalize_verify_function, and numpy's stubs take no None
+    def verify(answer: list, result_host: list, atol: Any = None) -> bool:
         for expected, got in zip(answer, result_host):
             if expected is None:
                 continue
@@ -103,13 +107,13 @@ def tuning_options(
     size: dict,
     dtype: str,
     *,
-    answer=None,
-    strategy_options=None,
-    max_fevals=None,
-    time_limit=None,
-    simulation=False,
-    seed=None,
-    metrics=True,
+    answer: list | None = None,
+    strategy_options: dict[str, Any] | None = None,
+    max_fevals: int | None = None,
+    time_limit: float | None = None,
+    simulation: bool = False,
+    seed: int | None = None,
+    metrics: bool = True,
     tolerances: tuple | None = None,
 ) -> Options:
     """`tolerances` (atol, rtol) overrides the space's verify block (a workload may fit them to the size)."""
@@ -140,7 +144,7 @@ def tuning_options(
     )
 
 
-def align_cache(cachefile, space: Space) -> None:
+def align_cache(cachefile: str | Path, space: Space) -> None:
     """A Kernel Tuner cache recorded before the space gained parameters with defaults (Space.defaults):
     rewrite it in place, losslessly, as if recorded with them. Kernel Tuner keys every config by the full
     parameter list and refuses a cache whose list differs; anything else that differs is left for it to say."""

@@ -14,6 +14,8 @@ import statistics
 import time
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tuner.measure.evaluate import evaluate, open_cache
 from tuner.measure.protocol import (
@@ -29,6 +31,9 @@ from tuner.measure.protocol import (
     UseCache,
     config_key,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 
 class Measurer(ABC):
@@ -46,7 +51,7 @@ class Measurer(ABC):
         """Append fresh measurements to Kernel Tuner's cache at `path` (a replay writes none)."""
 
 
-def serve(conn, make_measurer) -> None:
+def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
     """Set up with `make_measurer()`, say Ready (or Fatal), then answer requests until Stop or a failure
     after which the process must not go on."""
     try:
@@ -78,7 +83,7 @@ def serve(conn, make_measurer) -> None:
             return
 
 
-def live_main(conn, spec: MeasureSpec, entered: float | None = None) -> None:
+def live_main(conn: Connection, spec: MeasureSpec, entered: float | None = None) -> None:
     """The measuring process on the GPU."""
     entered = entered or time.time()  # the parent compares it with its spawn: the cost of a new process
     os.environ.update(spec.env)
@@ -193,8 +198,8 @@ class LiveMeasurer(Measurer):
         return [{**row, "references_s": prepared_s} if row["status"] == "ok" else row for row in rows]
 
 
-def _staged(fn, stage, holder):
-    def wrapper(*a, **kw):
+def _staged(fn: Callable[..., Any], stage: str, holder: Any) -> Callable[..., Any]:
+    def wrapper(*a: Any, **kw: Any) -> Any:
         holder._tuner_stage = stage
         out = fn(*a, **kw)
         if stage == "compile":
@@ -217,7 +222,7 @@ class Fastest:
         self.funcs: dict[str, object] = {}  # cache key -> compiled kernel
         self.ms: dict[str, float] = {}  # cache key -> median time
 
-    def offer(self, key: str, row: dict, dev) -> None:
+    def offer(self, key: str, row: dict, dev: Any) -> None:
         func = getattr(dev, "_tuner_compiled", None)  # what this evaluation compiled
         if not self.keep or func is None or row["status"] != "ok" or not row.get("times"):
             return  # served from a cache or failed: nothing was compiled, or nothing worth keeping

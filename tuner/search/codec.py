@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
+
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
 
 
 def penalty_for(costs: Iterable[float | None]) -> float:
@@ -37,11 +41,11 @@ class Codec:
             else:
                 self.dists[name] = optuna.distributions.CategoricalDistribution(list(values))
 
-    def code(self, name: str, value):
+    def code(self, name: str, value: Any) -> Any:
         """One parameter's value as Optuna sees it."""
         return self._values[name].index(value) if name in self._values else value
 
-    def encode(self, config, names=None) -> dict:
+    def encode(self, config: Sequence, names: Sequence[str] | None = None) -> dict:
         """A config (values in `names` order, default the space's) as Optuna params."""
         return {n: self.code(n, v) for n, v in zip(names or self.names, config, strict=True)}
 
@@ -55,7 +59,7 @@ class Codec:
 class Repair:
     """Nearest unmeasured valid configuration to a suggestion, by L1 distance over value indices."""
 
-    def __init__(self, searchspace, codec: Codec, rng: random.Random):
+    def __init__(self, searchspace: Searchspace, codec: Codec, rng: random.Random):
         self.configs = [tuple(c) for c in searchspace.list]
         self.index = {c: i for i, c in enumerate(self.configs)}
         self.codes = np.array(
@@ -66,7 +70,7 @@ class Repair:
         self.free = np.ones(len(self.configs), dtype=bool)
         self.codec = codec
 
-    def mark(self, config) -> None:
+    def mark(self, config: Sequence) -> None:
         """`config` is measured (or held by a trial): never the nearest free one again."""
         i = self.index.get(tuple(config))
         if i is not None:
@@ -75,7 +79,7 @@ class Repair:
     def exhausted(self) -> bool:
         return not self.free.any()
 
-    def nearest(self, config) -> tuple:
+    def nearest(self, config: Sequence) -> tuple:
         target = np.array(
             [_distance_code(self.codec, n, v) for n, v in zip(self.codec.names, config, strict=True)], dtype=float
         )
@@ -84,7 +88,7 @@ class Repair:
         return self.configs[int(np.argmin(dist))]
 
 
-def _distance_code(codec: Codec, name: str, value):
+def _distance_code(codec: Codec, name: str, value: Any) -> int | np.integer:
     """Ordinal parameters by their index; categorical ones are 0 (equal) or apart by their hash."""
     code = codec.code(name, value)
     return code if isinstance(code, (int, np.integer)) else (hash(code) % 997)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from kernel_tuner.interface import Options, strategy_map
+
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
 
 
 class KernelTunerStrategy:
@@ -14,7 +18,7 @@ class KernelTunerStrategy:
     def __init__(self, name: str, seed: int | None):
         self.name, self.seed = name, seed
 
-    def tune(self, searchspace, runner, tuning_options: Options) -> list:
+    def tune(self, searchspace: Searchspace, runner: Any, tuning_options: Options) -> list:
         if self.seed is not None:
             np.random.seed(self.seed)
             random.seed(self.seed)

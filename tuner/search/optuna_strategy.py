@@ -4,6 +4,8 @@ search loop (tuner.search.loop) and Kernel Tuner's runner (live, isolated or sim
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from kernel_tuner.strategies.common import CostFunc
@@ -14,6 +16,11 @@ from tuner.search.codec import Codec, Repair
 from tuner.search.loop import FAILED, SearchLoop
 from tuner.search.samplers import make_sampler
 from tuner.search.stopping import Patience
+
+if TYPE_CHECKING:
+    from kernel_tuner.interface import Options
+    from kernel_tuner.searchspace import Searchspace
+    from optuna.storages import BaseStorage
 
 
 class OptunaStrategy:
@@ -32,10 +39,10 @@ class OptunaStrategy:
         sampler: str,
         *,
         seed: int | None = None,
-        storage=None,
+        storage: str | BaseStorage | None = None,
         study_name: str | None = None,
         encoding: str = "ordinal",
-        warm_start=(),
+        warm_start: Sequence[dict] = (),
         patience: int | None = None,
     ):
         if encoding not in ("ordinal", "categorical"):
@@ -44,7 +51,7 @@ class OptunaStrategy:
         self.sampler_name, self.seed, self.storage = sampler, seed, storage
         self.study_name, self.encoding = study_name, encoding
 
-    def tune(self, searchspace, runner, tuning_options) -> list:
+    def tune(self, searchspace: Searchspace, runner: Any, tuning_options: Options) -> list:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         codec = Codec(searchspace.tune_params, self.encoding)
         study = optuna.create_study(
@@ -94,7 +101,7 @@ class OptunaStrategy:
         return cost_func.results
 
 
-def _cost_of(result: dict, tuning_options) -> float:
+def _cost_of(result: dict, tuning_options: Options) -> float:
     """Kernel Tuner's cost of one evaluation (what its cost function returns for it)."""
     cost = get_result_cost(result, tuning_options.objective, tuning_options.objective_higher_is_better)
     return cost[0] if len(cost) == 1 else cost

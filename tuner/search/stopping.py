@@ -7,6 +7,8 @@ on recorded spaces."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 MIN_DELTA = 0.005  # improvements under 0.5% are within the timing noise of a single evaluation
 
@@ -22,7 +24,7 @@ class Patience:
         self.reference = math.inf  # the cost a gain is measured from: the best at the last real gain
         self.since = 0
 
-    def update(self, cost) -> bool:
+    def update(self, cost: Any) -> bool:  # float | None; Any: mypy does not narrow it through `finite`
         """True when the search should stop after this evaluation."""
         finite = cost is not None and math.isfinite(cost)
         if finite and (math.isinf(self.reference) or cost < self.reference - self.min_delta * abs(self.reference)):
@@ -34,7 +36,7 @@ class Patience:
         return self.patience is not None and self.since >= self.patience
 
 
-def evaluations_until_stop(costs, patience: int | None, min_delta: float = MIN_DELTA) -> int:
+def evaluations_until_stop(costs: Sequence[float | None], patience: int | None, min_delta: float = MIN_DELTA) -> int:
     """How many of `costs` (in evaluation order) a search with this patience would have used."""
     rule = Patience(patience, min_delta)
     for i, cost in enumerate(costs):

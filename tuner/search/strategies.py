@@ -5,6 +5,9 @@ of tuner.search.loop); Kernel Tuner's own strategies as `kt:<name>` (tuner.searc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from kernel_tuner.interface import strategy_map
 
 from tuner.errors import TunerError
@@ -12,6 +15,9 @@ from tuner.search.codec import Codec, Repair, penalty_for
 from tuner.search.kt_strategies import KernelTunerStrategy
 from tuner.search.optuna_strategy import OptunaStrategy
 from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
+
+if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
 
 __all__ = [
     "DEFAULT_PATIENCE",
@@ -42,12 +48,12 @@ def make_strategy(
     name: str,
     *,
     seed: int | None = None,
-    storage=None,
+    storage: str | BaseStorage | None = None,
     study_name: str | None = None,
     encoding: str = "ordinal",
-    warm_start=(),
+    warm_start: Sequence[dict] = (),
     patience: int | None = None,
-):
+) -> OptunaStrategy | KernelTunerStrategy:
     """`warm_start`: configs (dicts) an Optuna search tries first; `patience`: stop after that many unique
     evaluations without a 0.5% improvement (tuner.search.stopping). Kernel Tuner's strategies take neither."""
     if name in OPTUNA_SAMPLERS:

@@ -6,6 +6,7 @@ its exploration; a search from scratch has to find that region first."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -14,7 +15,7 @@ from tuner.space import Space, size_distance
 from tuner.store import config_medians
 
 
-def warm_evaluations(workload_name: str, root=None, own: pd.DataFrame | None = None) -> pd.DataFrame:
+def warm_evaluations(workload_name: str, root: Path | None = None, own: pd.DataFrame | None = None) -> pd.DataFrame:
     """What a warm start draws on: the workload's recordings (`own`, if the caller has read them already) and
     those of the workloads that ran the same program (Workload.shares_program_with), whose configs count here
     where they lie in this space."""

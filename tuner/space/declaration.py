@@ -17,8 +17,10 @@ the arguments and the reference from it)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -41,6 +43,12 @@ REFERENCE_KINDS = ("expression", "config", "kernel")
 # Tuner and BAT read a T1 file's `MemType: Constant`)
 MEMORY_KINDS = ("global", "constant", "both")
 MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi
+
+if TYPE_CHECKING:
+    # check_declaration's helpers, passed to the checks of each part: raise a SpaceError at a key path; parse
+    # a size expression (an Expression over the size variables) at a key path
+    Fail = Callable[[list, str], NoReturn]
+    SizeExpr = Callable[[Any, list], Expression]
 
 
 @dataclass
@@ -74,17 +82,17 @@ class Declaration:
     kernel: dict  # kind "kernel": source (a Path), name, block, grid (Expressions), compiler_options
 
 
-def check_declaration(doc: dict, path, size_vars: set, params: set, dtypes: list) -> Declaration | None:
+def check_declaration(doc: dict, path: str | Path, size_vars: set, params: set, dtypes: list) -> Declaration | None:
     """The parsed `arguments`, `reference` and `seed` of the space document `doc` (None where it has no
     `arguments`), after the checks its JSON schema cannot make: names, expressions over known names, the
     `$dtype` rules, outputs and their reference, a reference kernel inside the workload's folder. A mistake
     is a SpaceError (one line naming the file and key)."""
     path, size_vars, params, dtypes = Path(path), set(size_vars), set(params), list(dtypes)
 
-    def fail(key_path, message):
+    def fail(key_path: list, message: str) -> NoReturn:
         raise SpaceError(path, key_path, message)
 
-    def size_expr(value, key_path):
+    def size_expr(value: Any, key_path: list) -> Expression:
         try:
             e = Expression(str(value))
             e.check_names(size_vars)
@@ -143,7 +151,7 @@ def check_declaration(doc: dict, path, size_vars: set, params: set, dtypes: list
     return Declaration(args, doc.get("seed"), kind, expressions, config, kernel)
 
 
-def _argument(a: dict, at: list, dtypes: list, size_expr, fail) -> Argument:
+def _argument(a: dict, at: list, dtypes: list, size_expr: SizeExpr, fail: Fail) -> Argument:
     """One entry of `arguments`, at key path `at`: a scalar or an array and its fill, checked against every
     dtype it takes in this space."""
     int_dtypes = [d for d in dtypes if np.issubdtype(np.dtype(d), np.integer)]
@@ -199,7 +207,7 @@ def _argument(a: dict, at: list, dtypes: list, size_expr, fail) -> Argument:
     return Argument(name, dtype, None, shape, fill, bool(a.get("output", False)), memory)
 
 
-def _check_expressions(texts: dict, seen: dict, outputs: list, size_vars: set, fail) -> dict:
+def _check_expressions(texts: dict, seen: dict, outputs: list, size_vars: set, fail: Fail) -> dict:
     """The `expression` reference: one ArrayExpression per output, over the argument names and the size
     variables."""
     expressions = {}
@@ -228,7 +236,7 @@ def _check_expressions(texts: dict, seen: dict, outputs: list, size_vars: set, f
     return expressions
 
 
-def _check_config(config: dict, doc: dict, params: set, fail) -> None:
+def _check_config(config: dict, doc: dict, params: set, fail: Fail) -> None:
     """A trusted config: every parameter without a default, each to one of its values, and valid."""
     at = ["reference", "config"]
     values = doc.get("parameters", {})
@@ -252,7 +260,7 @@ def _check_config(config: dict, doc: dict, params: set, fail) -> None:
             fail(at, f"the config breaks the restriction '{r}'")
 
 
-def _check_reference_kernel(ref: dict, doc: dict, path: Path, size_expr, fail) -> dict:
+def _check_reference_kernel(ref: dict, doc: dict, path: Path, size_expr: SizeExpr, fail: Fail) -> dict:
     """A reference kernel: its source in the workload's folder (the rule of the kernel source), its launch
     geometry over the size variables."""
     at = ["reference", "kernel"]

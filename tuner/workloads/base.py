@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tuner import locations
 from tuner.space import Space, load_space
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def _load_space_cached(path: Path, within: Path | None) -> Space:
@@ -88,10 +92,10 @@ class Workload:
         return {}
 
     # ---- `tuner run <workload>`: the program users run, on the best stored config ------------------
-    def add_run_arguments(self, parser) -> None:
+    def add_run_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Arguments of `tuner run <name>` besides --config, --dtype and --gpu (which every program gets)."""
 
-    def run(self, args, config_for: Callable[[dict, str], dict]) -> int:
+    def run(self, args: argparse.Namespace, config_for: Callable[[dict, str], dict]) -> int:
         """Run the program on `args`; `config_for(size, dtype)` is the config to run with (the one given on
         the command line, else the best stored for this GPU and size, its fallbacks said on stderr)."""
         raise NotImplementedError

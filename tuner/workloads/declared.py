@@ -14,6 +14,7 @@ import itertools
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ class DeclaredWorkload(Workload):
         """Every declared argument for one size, in order (kernel parameters and constant-memory arrays)."""
         if decl.seed is not None:
             rng = np.random.default_rng(decl.seed)
-        out = []
+        out: list = []  # numpy scalars and arrays
         for i, a in enumerate(decl.args):
             dt = np.dtype(dtype if a.dtype == DTYPE_VAR else a.dtype)
             if a.scalar is not None:
@@ -205,7 +206,7 @@ class DeclaredWorkload(Workload):
         )
 
 
-def _evaluate(e, size: dict, path, key_path: list):
+def _evaluate(e: Expression, size: dict, path: Path, key_path: list) -> Any:
     try:
         return e(size)
     except Exception as err:  # noqa: BLE001  (division by zero, a math domain error: said with the key)
@@ -213,7 +214,7 @@ def _evaluate(e, size: dict, path, key_path: list):
         raise TunerError(f"{path}: at {where}: '{e.text}' cannot be computed for size {size}: {err}") from None
 
 
-def _scalar(value, dt: np.dtype, path, i: int):
+def _scalar(value: Any, dt: np.dtype, path: Path, i: int) -> np.generic:
     """A scalar argument in its dtype; a fraction or an overflow for an integer dtype is an error, not a
     silently different number."""
     if np.issubdtype(dt, np.integer):
@@ -251,7 +252,7 @@ def _fill(shape: tuple, dt: np.dtype, fill: dict, rng: np.random.Generator) -> n
     return x.astype(dt, copy=False)
 
 
-def _exact(value):
+def _exact(value: Any) -> Any:
     """An input as a reference expression reads it: floating point in float64 and integers in int64, so the
     reference is computed more accurately than the kernel, then cast back to the output's dtype."""
     a = np.asarray(value)
@@ -262,7 +263,7 @@ def _exact(value):
     return a[()] if a.ndim == 0 else a
 
 
-def _shaped(value, output: np.ndarray, path, name: str) -> np.ndarray:
+def _shaped(value: Any, output: np.ndarray, path: Path, name: str) -> np.ndarray:
     """The expression's value in the output's dtype and shape (the same number of elements in another shape,
     or a value that broadcasts to it, such as a constant)."""
     value = np.asarray(value)

@@ -17,11 +17,11 @@ import random
 import time
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages import RDBStorage
-from optuna.trial import Trial, TrialState
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.campaign.distributed import optuna_private
 from tuner.campaign.distributed.liveness import Heartbeat, Liveness
@@ -30,6 +30,9 @@ from tuner.search import trial_kinds
 from tuner.search.codec import Repair, penalty_for
 from tuner.search.loop import Prior, Proposal, SearchLoop
 from tuner.search.samplers import make_sampler
+
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
 
 FEED = 4  # brute force: a worker tops the queue up with this many configs when it holds fewer
 
@@ -43,7 +46,7 @@ class CampaignLoop(SearchLoop):
         study: optuna.Study,
         storage: RDBStorage,
         camp: Campaign,
-        searchspace,
+        searchspace: Searchspace,
         me: str,
         *,
         halted: Callable[[], bool] = lambda: False,
@@ -161,7 +164,9 @@ class CampaignLoop(SearchLoop):
         return len(picked)
 
 
-def prior_claim(study: optuna.Study, codec: TrialCodec, number: int, config: tuple, settle_s: float = 5.0):
+def prior_claim(
+    study: optuna.Study, codec: TrialCodec, number: int, config: tuple, settle_s: float = 5.0
+) -> FrozenTrial | None:
     """The lowest-numbered other trial holding `config`: measured or served, or running. A lower-numbered
     trial still being asked (its params arrive one by one) is waited for, briefly, so that two workers that
     drew the same config at the same moment both see who came first."""

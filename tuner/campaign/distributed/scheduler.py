@@ -12,6 +12,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages import RDBStorage
@@ -26,6 +27,9 @@ from tuner.measure import kt
 from tuner.search.loop import Proposal
 from tuner.space import Space
 
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
+
 POLL_S = 1.0  # how often an idle worker looks again while others still measure
 
 
@@ -38,7 +42,7 @@ class Scheduler:
         storage: RDBStorage,
         camp: Campaign,
         space: Space,
-        searchspace,
+        searchspace: Searchspace,
         session: Session,
         me: str,
         root: Path,
@@ -50,7 +54,7 @@ class Scheduler:
         self.study, self.camp, self.space, self.searchspace = study, camp, space, searchspace
         self.session, self.me, self.root, self.req, self.log = session, me, root, req, log
         self.counts = {"measured": 0, "served": 0}
-        self.last_row = None
+        self.last_row: tuple[dict, bool] | None = None
         self.stopping = threading.Event()
         self.scheduler_error: BaseException | None = None
         self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
@@ -77,7 +81,7 @@ class Scheduler:
         """A retry: its dead worker may have stored the row already, and then it is served, not measured."""
         self.session.runner.known.update(self._known_rows())
 
-    def _on_row(self, row, fresh):
+    def _on_row(self, row: dict, fresh: bool) -> None:
         self.last_row = (row, fresh)  # written to the store by the scheduler, before it tells the study
 
     def _halted(self) -> bool:
@@ -116,7 +120,7 @@ class Scheduler:
             "handed_back": self.loop.settled,
         }
 
-    def _schedule(self, todo, done):
+    def _schedule(self, todo: queue.Queue[Proposal | None], done: queue.Queue[tuple[Proposal, object]]) -> None:
         """Keep one trial measuring and one waiting behind it; finish each as its result comes back."""
         inflight = 0
         try:
@@ -148,8 +152,9 @@ class Scheduler:
         finally:
             todo.put(None)
 
-    def _finish(self, job: Proposal, result) -> bool:
-        """Store and tell one measured trial; False when the measuring thread failed (it raises)."""
+    def _finish(self, job: Proposal, result: Any) -> bool:
+        """Store and tell one measured trial; False when the measuring thread failed (it raises). `result`: the
+        measuring thread's exception, or (cost, (row, fresh))."""
         trial, config = job
         try:
             if isinstance(result, BaseException):

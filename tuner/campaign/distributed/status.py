@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from optuna.trial import TrialState
 
@@ -15,6 +16,9 @@ from tuner.formatting import config_text, readable
 from tuner.measure import kt
 from tuner.search import trial_kinds
 from tuner.workloads import get_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def campaign_status(name: str, url: str) -> dict:
@@ -118,7 +122,7 @@ def format_status(s: dict) -> str:
     return "\n".join(lines)
 
 
-def campaign_rows(name: str, root: Path, simulated: bool, workload: str | None = None):
+def campaign_rows(name: str, root: Path, simulated: bool, workload: str | None = None) -> pd.DataFrame:
     """The campaign's rows from every worker's part, one per config (the first written, should a worker
     have died between writing its row and telling the study)."""
     base = Path(root) / "simulated" if simulated else Path(root)

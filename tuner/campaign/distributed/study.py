@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.storages import RDBStorage
@@ -26,6 +27,10 @@ from tuner.measure.provenance import source_hash
 from tuner.search import trial_kinds
 from tuner.search.codec import Codec
 from tuner.store.recordings import find_recording
+
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
+    from optuna.samplers import BaseSampler
 
 
 @dataclass
@@ -64,11 +69,13 @@ class Campaign:
         )
 
 
-def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed) -> str:
+def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed: int | None) -> str:
     return store.safe_name(f"{workload}-{size_name}-{dtype}-{strategy}-s{seed}")
 
 
-def load_campaign(name: str, url: str, *, heartbeat: bool, sampler=None) -> tuple[optuna.Study, Campaign]:
+def load_campaign(
+    name: str, url: str, *, heartbeat: bool, sampler: BaseSampler | None = None
+) -> tuple[optuna.Study, Campaign]:
     """The campaign's study and settings; `heartbeat`: on a storage that records workers' heartbeats."""
     study, _, camp = _load(name, url, heartbeat, sampler)
     return study, camp
@@ -79,7 +86,9 @@ def join_campaign(name: str, url: str) -> tuple[optuna.Study, RDBStorage, Campai
     return _load(name, url, True, None)
 
 
-def _load(name: str, url: str, heartbeat: bool, sampler) -> tuple[optuna.Study, RDBStorage, Campaign]:
+def _load(
+    name: str, url: str, heartbeat: bool, sampler: BaseSampler | None
+) -> tuple[optuna.Study, RDBStorage, Campaign]:
     storage = open_storage(url)
     try:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
@@ -99,7 +108,7 @@ def _load(name: str, url: str, heartbeat: bool, sampler) -> tuple[optuna.Study, 
 class TrialCodec(Codec):
     """The campaign's configs <-> Optuna params, encoded as the single-process strategy encodes them."""
 
-    def __init__(self, searchspace):
+    def __init__(self, searchspace: Searchspace) -> None:
         super().__init__(searchspace.tune_params)
 
     def config_of(self, trial: FrozenTrial) -> tuple | None:

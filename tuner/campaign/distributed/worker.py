@@ -6,8 +6,10 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner import store
 from tuner.campaign import confirmation
@@ -23,8 +25,15 @@ from tuner.measure.runner import IsolatedRunner
 from tuner.search import trial_kinds
 from tuner.workloads import get_workload
 
+if TYPE_CHECKING:
+    import optuna
+    from kernel_tuner.searchspace import Searchspace
 
-def _claim_gpu(study, name: str, gpu: str, allow_mixed: bool) -> None:
+    from tuner.campaign.session import Session
+    from tuner.space import Space
+
+
+def _claim_gpu(study: optuna.Study, name: str, gpu: str, allow_mixed: bool) -> None:
     """The first worker sets the campaign's GPU model; the others must match it (timings are per model)."""
     if "gpu" not in study.user_attrs:
         study.set_user_attr("gpu", gpu)
@@ -41,7 +50,7 @@ def worker_id(device: int, pid: int | None = None) -> str:
     return store.safe_name(f"{socket.gethostname()}-gpu{device}-{pid or os.getpid()}")
 
 
-def measuring_process(camp: Campaign, measure_target=None) -> dict:
+def measuring_process(camp: Campaign, measure_target: str | None = None) -> dict:
     """What a worker's measuring process runs (IsolatedRunner.for_campaign's arguments, less the device): a
     replay of the recording for a simulated campaign, else Kernel Tuner on the GPU (or a test's stand-in,
     `measure_target` "module:function"). JSON, so that the parent can hand it to the workers it starts."""
@@ -64,9 +73,9 @@ def run_worker(
     *,
     results: Path | None = None,
     allow_mixed_gpus: bool = False,
-    measure_target=None,
+    measure_target: str | None = None,
     launched: IsolatedRunner | None = None,
-    log=None,
+    log: Callable[[str], None] | None = None,
 ) -> dict:
     """Join campaign `name` on GPU `device`; take trials until the campaign is done. Returns a summary.
     `launched`: its measuring process, launched early by the caller (used if it is the one this needs)."""
@@ -167,7 +176,15 @@ class _Timeline:
         self.marks[stage] = round(time.time() - self.t0, 2)
 
 
-def _confirm_campaign(study, space, searchspace, session, root, me, log) -> None:
+def _confirm_campaign(
+    study: optuna.Study,
+    space: Space,
+    searchspace: Searchspace,
+    session: Session,
+    root: Path,
+    me: str,
+    log: Callable[[str], None],
+) -> None:
     """The campaign is done: re-measure its near-ties in this worker and record the choice (tuner/confirmation.py).
     Every worker that finishes before a choice is recorded measures (workers that finish together do so
     side by side, each on its own GPU); the first choice recorded in the study stands, and each worker's

@@ -125,7 +125,7 @@ class SizeVariables:
                 )
             self.problem.append(str(self.size_var(d, f"problem_{'xyz'[i]}", new=True)) if d >= SIZE_VAR_MIN else d)
 
-    def size_expression(self, size, at: list, params: dict) -> str | int:
+    def size_expression(self, size: int | str, at: list, params: dict) -> str | int:
         """An argument's Size: a number (a size variable if large), or an expression over ProblemSize and
         the parameters (as Kernel Tuner reads it: a parameter stands for its list of values), folded to
         numbers and size variables."""
@@ -139,7 +139,7 @@ class SizeVariables:
             self.fail(at, f"'{size}' is not an expression: {e.msg}")
 
         class Rewrite(ast.NodeTransformer):
-            def visit_Subscript(s, node):
+            def visit_Subscript(s, node: ast.Subscript) -> ast.AST:
                 if (
                     isinstance(node.value, ast.Name)
                     and node.value.id == "ProblemSize"
@@ -149,7 +149,7 @@ class SizeVariables:
                     return self.problem_dim(node.slice.value, at)
                 return s.generic_visit(node)
 
-            def visit_Name(s, node):
+            def visit_Name(s, node: ast.Name) -> ast.AST:
                 if node.id == "ProblemSize":
                     return self.problem_dim(0, at)
                 if node.id in self.sizes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from tuner.space.expressions import Expression
 
@@ -62,7 +63,7 @@ def _values(node: ast.AST) -> list:
     )
 
 
-def _scalar(node: ast.AST, scope: dict):
+def _scalar(node: ast.AST, scope: dict) -> Any:
     """One value: a constant, or arithmetic over constants and the comprehension's variable, evaluated
     by the space's own expression language (no eval of arbitrary code)."""
     if isinstance(node, ast.Constant):
@@ -82,7 +83,7 @@ def fold(tree: ast.AST) -> ast.AST:
     """Sub-expressions without free names evaluated to numbers (`max([15]) - 1` -> 14)."""
 
     class Fold(ast.NodeTransformer):
-        def generic_visit(s, node):
+        def generic_visit(s, node: ast.AST) -> ast.AST:
             node = super().generic_visit(node)
             called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
             free = [n for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in called]

@@ -1,0 +1,83 @@
+"""The outputs of `tuner compare-strategies`: the table's rows and caption, markdown, and the convergence
+plot, all from the document that tuner.answers.compare.summarize makes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from tuner.answers.compare_scores import WITHIN
+
+
+def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the table; `sep` joins a figure and its spread (a newline stacks them on screen)."""
+    header = ["strategy", "score"] + [f"@{c}" for c in doc["checkpoints"]]
+    header += [f"evals to {100 * (1 - w):g}%" for w in WITHIN] + ["evals used"]
+    rows = []
+    for name, e in doc["strategies"].items():
+        m = e["methodology"]
+        row = [name, "n/a" if math.isnan(m["score"]) else f"{m['score']:.3f}{sep}± {m['error']:.3f}"]
+        row += [
+            f"{e['fraction'][str(c)]['mean']:.3f}{sep}± {e['fraction'][str(c)]['std']:.3f}" for c in doc["checkpoints"]
+        ]
+        for w in WITHIN:
+            t = e["evaluations_to"][f"{w:g}"]
+            median = f"> {doc['budget']}" if t["median"] is None else f"{t['median']:g}"
+            row.append(median + (f"{sep}({t['never']}/{doc['repeats']} never)" if t["never"] else ""))
+        row.append(f"{e['unique_evaluations']:.0f}")
+        rows.append(row)
+    return header, rows
+
+
+def caption(doc: dict) -> str:
+    """What was compared, and how to read the table."""
+    first = next(iter(doc["strategies"].values()))["methodology"]["evaluations"]
+    return (
+        f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']}: {doc['configs']} recorded configs, "
+        f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats, budget {doc['budget']} "
+        f"unique evaluations. @k: best found after k unique evaluations as a fraction of the optimum "
+        f"(mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
+        f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
+        f"(± its std over those evaluations)."
+    )
+
+
+def markdown(doc: dict) -> str:
+    header, rows = table_rows(doc)
+    lines = [caption(doc), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    x = np.arange(1, doc["budget"] + 1)
+    for name, e in doc["strategies"].items():
+        (line,) = ax.plot(x, e["curve"]["mean"], label=name, linewidth=1.5)
+        ax.fill_between(x, e["curve"]["p10"], e["curve"]["p90"], color=line.get_color(), alpha=0.12, linewidth=0)
+    ax.plot(x, doc["random_search_calculated"], "k--", linewidth=1, label="random search (calculated)")
+    ax.set_xlabel("unique evaluations")
+    ax.set_ylabel("best found / optimum")
+    ax.set_title(
+        f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']} "
+        f"(mean, band: 10th-90th percentile of {doc['repeats']} repeats)",
+        fontsize=10,
+    )
+    # the differences that matter are within a few percent of the optimum, after the first few evaluations
+    k = min(10, doc["budget"])
+    low = min(e["curve"]["p10"][k - 1] for e in doc["strategies"].values())
+    ax.set_ylim(max(0.0, math.floor((low - 0.01) * 20) / 20), 1.005)
+    ax.set_xscale("log")
+    ax.set_xlim(1, doc["budget"])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -68,27 +68,20 @@ class ArrayExpression(Expression):
     once, evaluated with nothing but its variables and ARRAY_FUNCTIONS in scope; `names` are the free
     variables it reads, and `check_names` is Expression's."""
 
-    def __init__(self, text: str) -> None:
-        self.text = str(text)
-        try:
-            tree = ast.parse(self.text, mode="eval")
-        except SyntaxError as e:
-            raise ValueError(f"not a valid expression: {e.msg}") from None
-        for node in ast.walk(tree):
-            if not isinstance(node, _ARRAY_NODES):
-                raise ValueError(f"'{type(node).__name__}' is not allowed in an expression")
-            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in ARRAY_FUNCTIONS):
-                raise ValueError(f"only these functions may be called: {', '.join(sorted(ARRAY_FUNCTIONS))}")
-            if isinstance(node, ast.Attribute) and node.attr not in ARRAY_ATTRIBUTES:
-                raise ValueError(f"'.{node.attr}' is not allowed; arrays have {', '.join(sorted(ARRAY_ATTRIBUTES))}")
-            if isinstance(node, ast.keyword) and node.arg not in ARRAY_KEYWORDS:
-                raise ValueError(f"keyword '{node.arg}' is not allowed; allowed: {', '.join(sorted(ARRAY_KEYWORDS))}")
-        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        self.names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
-        self._code = compile(tree, "<reference expression>", "eval")
+    nodes = _ARRAY_NODES
+    functions = ARRAY_FUNCTIONS
+    source = "<reference expression>"
 
-    def __call__(self, variables: dict) -> object:
-        return eval(self._code, {"__builtins__": {}, **ARRAY_FUNCTIONS}, dict(variables))
+    def _check(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Attribute) and node.attr not in ARRAY_ATTRIBUTES:
+            raise ValueError(f"'.{node.attr}' is not allowed; arrays have {', '.join(sorted(ARRAY_ATTRIBUTES))}")
+        if isinstance(node, ast.keyword) and node.arg not in ARRAY_KEYWORDS:
+            raise ValueError(f"keyword '{node.arg}' is not allowed; allowed: {', '.join(sorted(ARRAY_KEYWORDS))}")
+
+    def _free_names(self, tree: ast.AST) -> set[str]:
+        """Every name but those called (an argument may be named like a numpy function)."""
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
 
     def __repr__(self) -> str:
         return f"ArrayExpression({self.text!r})"

@@ -60,7 +60,12 @@ _ALLOWED_NODES = (
 
 
 class Expression:
-    """A parsed expression; `names` are the free variables it reads."""
+    """A parsed expression; `names` are the free variables it reads. A subclass widens the language by its
+    class attributes (the syntax `nodes` and the `functions` in scope) and `_check` (tuner/space/array_expressions.py)."""
+
+    nodes: tuple[type, ...] = _ALLOWED_NODES
+    functions: dict = FUNCTIONS
+    source = "<expression>"
 
     def __init__(self, text: str) -> None:
         self.text = str(text)
@@ -69,12 +74,19 @@ class Expression:
         except SyntaxError as e:
             raise ValueError(f"not a valid expression: {e.msg}") from None
         for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED_NODES):
+            if not isinstance(node, self.nodes):
                 raise ValueError(f"'{type(node).__name__}' is not allowed in an expression")
-            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
-                raise ValueError(f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}")
-        self.names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(FUNCTIONS)
-        self._code = compile(tree, "<expression>", "eval")
+            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in self.functions):
+                raise ValueError(f"only these functions may be called: {', '.join(sorted(self.functions))}")
+            self._check(node)
+        self.names = self._free_names(tree)
+        self._code = compile(tree, self.source, "eval")
+
+    def _check(self, node: ast.AST) -> None:
+        """What a subclass refuses besides the syntax and the calls."""
+
+    def _free_names(self, tree: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(self.functions)
 
     def check_names(self, known: Iterable[str]) -> None:
         unknown = sorted(self.names - set(known))
@@ -82,7 +94,7 @@ class Expression:
             raise ValueError(f"unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
 
     def __call__(self, variables: dict) -> Any:
-        return eval(self._code, {"__builtins__": {}, **FUNCTIONS}, dict(variables))
+        return eval(self._code, {"__builtins__": {}, **self.functions}, dict(variables))
 
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"

@@ -18,7 +18,7 @@ python3 -m venv "$work/venv"
 tuner="$work/venv/bin/tuner"
 py="$work/venv/bin/python"
 
-site=$("$py" -c "import pathlib, tuner; print(pathlib.Path(tuner.__file__).parent)")
+site=$(cd "$work" && "$py" -c "import pathlib, tuner; print(pathlib.Path(tuner.__file__).parent)")  # not from here: '' is on sys.path
 case "$site" in "$repo"*) echo "FATAL: tuner was imported from the checkout, not the installed package" >&2; exit 1;; esac
 checksums() { (cd "$site" && find . -type f -not -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum); }
 before=$(checksums)

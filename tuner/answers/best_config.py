@@ -15,6 +15,8 @@ from tuner.errors import TunerError
 from tuner.measure.provenance import gpu_info
 from tuner.space import format_size, size_distance
 from tuner.store import gpu_slug
+from tuner.store.gpu_choice import choose_gpu
+from tuner.store.schema import Degraded, collect
 from tuner.workloads import Workload, get_workload
 
 PROVENANCE = (
@@ -110,19 +112,14 @@ def select(
 
     notes, fallback = [], []
     wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_gpu()
-    if wanted_gpu and (df["gpu"] == wanted_gpu).any():
-        df = df[df["gpu"] == wanted_gpu]
-    else:
-        # another GPU: the one with the most measurements at this size, else overall
-        at_size = df[df["size_vars"] == json.dumps(size, sort_keys=True)]
-        pool = at_size if not at_size.empty else df
-        chosen = pool["gpu"].value_counts().idxmax()
+    chosen, found = choose_gpu(df, wanted_gpu, size)  # else the GPU with the most measurements at this size
+    if not found:
         if wanted_gpu:
             fallback.append("other-gpu")
             notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
         elif gpu is None:
             notes.append(f"no GPU found here; answering from {chosen}")
-        df = df[df["gpu"] == chosen]
+    df = df[df["gpu"] == chosen]
 
     key = json.dumps(size, sort_keys=True)
     if not (df["size_vars"] == key).any():
@@ -153,6 +150,32 @@ def best(
     root: Path | None = None,
     evaluations: pd.DataFrame | None = None,
     baselines: pd.DataFrame | None = None,
+) -> dict:
+    """The answer for one (GPU, size, dtype). Where a part or row of the store was left out (unreadable, or not
+    as tuner.store.schema wants it), the answer says so: `degraded` names them and `fallback` gains "degraded"
+    (given `evaluations` or `baselines`, what their own load left out is the caller's to gather: schema.collect)."""
+    with collect() as degraded:
+        answer = _best(workload_name, size_text, dtype, gpu, root, evaluations, baselines)
+    return with_degraded(answer, degraded)
+
+
+def with_degraded(answer: dict, degraded: Degraded) -> dict:
+    """`answer` saying what the store left out, if anything."""
+    if degraded:
+        kinds = [k for k in answer["fallback"].split("+") if k not in ("exact", "degraded")]
+        answer["fallback"] = "+".join([*kinds, "degraded"])
+        answer["degraded"] = degraded.as_dict()
+    return answer
+
+
+def _best(
+    workload_name: str,
+    size_text: str | None,
+    dtype: str | None,
+    gpu: str | None,
+    root: Path | None,
+    evaluations: pd.DataFrame | None,
+    baselines: pd.DataFrame | None,
 ) -> dict:
     sel = select(workload_name, size_text, dtype, gpu, root, evaluations)
     workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
@@ -206,6 +229,22 @@ def _baselines(
 
 def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root: Path | None = None) -> list[dict]:
     """Every (GPU, size) with a successful measurement, each with its best config (for export)."""
+    return export_answers(workload_name, dtype, root)[0]
+
+
+def export_answers(
+    workload_name: str, dtype: str | None = None, root: Path | None = None
+) -> tuple[list[dict], Degraded]:
+    """best_per_gpu_and_size, with what the whole read left out (said once, not in each answer: each answer's
+    `fallback` says "degraded" then)."""
+    with collect() as degraded:
+        answers = [with_degraded(a, degraded) for a in _per_gpu_and_size(workload_name, dtype, root)]
+    for a in answers:
+        a.pop("degraded", None)
+    return answers, degraded
+
+
+def _per_gpu_and_size(workload_name: str, dtype: str | None, root: Path | None) -> list[dict]:
     workload = get_workload(workload_name)
     df = store.load_evaluations(workload_name, root)
     if df.empty:
@@ -232,7 +271,7 @@ def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root: Pa
     return out
 
 
-__all__ = ["Selection", "best", "best_per_gpu_and_size", "best_row", "select"]
+__all__ = ["Selection", "best", "best_per_gpu_and_size", "best_row", "export_answers", "select"]
 
 
 def run_config(

@@ -16,13 +16,19 @@ def _macro(text: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", str(text).upper()).strip("_")
 
 
-def render(workload: str, answers: list[dict], fmt: str) -> str:
+def render(workload: str, answers: list[dict], fmt: str, degraded: dict | None = None) -> str:
+    """The export; `degraded` (Degraded.as_dict(): what the store left out), where given, is said in it too."""
+    doc = {"workload": workload, "configs": answers, **({"degraded": degraded} if degraded else {})}
     if fmt == "json":
-        return json.dumps({"workload": workload, "configs": answers}, indent=2) + "\n"
+        return json.dumps(doc, indent=2) + "\n"
     if fmt == "yaml":
-        return yaml.safe_dump({"workload": workload, "configs": answers}, sort_keys=False)
+        return yaml.safe_dump(doc, sort_keys=False)
     if fmt == "header":
-        return _header(workload, answers)
+        text = _header(workload, answers)
+        if degraded:
+            left = [p["path"] for p in degraded["parts"]] + [r["path"] for r in degraded["rows"]]
+            text = f"/* degraded store: left out of {', '.join(sorted(set(left)))} */\n" + text
+        return text
     raise TunerError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
 
 

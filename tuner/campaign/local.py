@@ -19,12 +19,13 @@ from tuner.campaign.session import Session, baseline_medians, known_rows, open_s
 from tuner.campaign.storage import open_storage
 from tuner.errors import TunerError
 from tuner.measure import kt
-from tuner.measure.replay import replay
+from tuner.measure.provenance import gpu_info
+from tuner.measure.replay import replay_recording
 from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.space import Space
 from tuner.store import gpu_slug
-from tuner.store.recordings import find_recording
+from tuner.store.recordings import choose_recording
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,6 +45,8 @@ class CampaignResult:
     best: dict | None
     baselines: dict = field(default_factory=dict)
     simulated: bool = False
+    replayed: str | None = None  # a replay: over how many of the space's configs the recording held
+    notes: list[str] = field(default_factory=list)  # a replay: which GPU's recording, where chosen among several
 
 
 def run_campaign(req: CampaignRequest) -> CampaignResult:
@@ -223,25 +226,35 @@ def campaign_strategy(
 
 
 def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
-    """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed."""
-    cachefile = find_recording(root, req.workload, r.size_name, r.dtype, req.gpu)
+    """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed. Without
+    --gpu and with several GPUs recorded, the recording is chosen as `tuner best` chooses, and said."""
+    here = None if req.gpu else local_gpu_name()
+    cachefile, note = choose_recording(root, req.workload, r.size_name, r.dtype, req.gpu, size=r.size, here=here)
     gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
     strategy = campaign_strategy(
         req, r.space, r.size, r.dtype, gpu, root, storage=req.storage and open_storage(req.storage), study_name=None
     )
-    results, gpu = replay(
+    run = replay_recording(
         r.space, r.size, r.dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit, max_evals=r.max_evals
     )
-    summary = _summarize(results, r.space)
+    summary = _summarize(run.results, r.space)
     return CampaignResult(
         req.workload,
         r.size_name,
         r.dtype,
-        gpu,
+        run.gpu,
         req.strategy,
         evaluated=summary["unique"],
         measured=0,
         failures=summary["failures"],
         best=summary["best"],
         simulated=True,
+        replayed=run.coverage,
+        notes=[note] if note else [],
     )
+
+
+def local_gpu_name() -> str | None:
+    """This machine's GPU as the store names it, or None without one."""
+    name = gpu_info().get("gpu")
+    return None if name in (None, "", "unknown") else str(name)

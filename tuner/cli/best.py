@@ -7,7 +7,7 @@ import json
 
 from rich.markup import escape
 
-from tuner.cli.common import console, size_text
+from tuner.cli.common import add_allow_degraded, console, degraded_status, size_text
 from tuner.formatting import config_text, readable
 
 
@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--dtype")
     s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
     s.add_argument("--json", action="store_true")
+    add_allow_degraded(s)
     s.set_defaults(func=command)
 
 
@@ -32,7 +33,7 @@ def command(args: argparse.Namespace) -> int:
     answer = best(args.workload, size_text(args), args.dtype, gpu=args.gpu, root=args.results)
     if args.json:
         print(json.dumps(answer, indent=2, default=str))
-        return 0
+        return degraded_status(answer.get("degraded"), args.allow_degraded)
     for note in answer["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(
@@ -52,4 +53,4 @@ def command(args: argparse.Namespace) -> int:
         f"measured with {p.get('backend')} on driver {p.get('driver')}, CUDA {p.get('cuda')}, "
         f"commit {p.get('git_commit')}, campaign {p.get('campaign_id')}"
     )
-    return 0
+    return degraded_status(answer.get("degraded"), args.allow_degraded)

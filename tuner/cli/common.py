@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,34 @@ def storage_url(args: argparse.Namespace) -> str:
             f"no campaign database at {url} (`tuner tune ... --workers N` creates it; --storage URL for another)"
         )
     return url
+
+
+DEGRADED_EXIT = 3
+DEGRADED_HELP = (
+    "answer even when the store had unreadable or malformed parts or rows, left out (exit 0, not 3; the answer "
+    "still says what was left out)"
+)
+DEGRADED_EPILOG = (
+    "exit status: 0 answered; 2 a clear error; 3 answered from a store with parts or rows left out (unreadable, "
+    'missing or mistyped columns, non-numeric or non-finite values; --json names them under "degraded"), '
+    "unless --allow-degraded"
+)
+
+
+def add_allow_degraded(parser: argparse.ArgumentParser) -> None:
+    """--allow-degraded, and the exit statuses in the help."""
+    parser.add_argument("--allow-degraded", action="store_true", help=DEGRADED_HELP)
+    parser.epilog = DEGRADED_EPILOG
+
+
+def degraded_status(degraded: dict | None, allowed: bool) -> int:
+    """The exit status of an answer: one line on stderr where the store left something out (degraded: as
+    tuner.store.schema.Degraded.as_dict()), and 3 then unless `allowed`."""
+    if not degraded:
+        return 0
+    parts = [p["path"] for p in degraded["parts"]]
+    rows = degraded["rows_left_out"]
+    said = f"{len(parts)} part(s) left out ({', '.join(parts)})" if parts else ""
+    said += ("; " if said and rows else "") + (f"{rows} row(s) left out" if rows else "")
+    print(f"warning: degraded store: {said}; the answer is drawn from the rest", file=sys.stderr)
+    return 0 if allowed else DEGRADED_EXIT

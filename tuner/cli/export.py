@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli.common import console, write_text
+from tuner.cli.common import add_allow_degraded, console, degraded_status, write_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,19 +17,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--format", choices=FORMATS, default="json")
     s.add_argument("--dtype")
     s.add_argument("-o", "--output")
+    add_allow_degraded(s)
     s.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """Write the export to --output, or to stdout."""
-    from tuner.answers.best_config import best_per_gpu_and_size
+    from tuner.answers.best_config import export_answers
     from tuner.answers.export import render
 
-    answers = best_per_gpu_and_size(args.workload, args.dtype, root=args.results)
-    text = render(args.workload, answers, args.format)
+    answers, degraded = export_answers(args.workload, args.dtype, root=args.results)
+    left_out = degraded.as_dict() if degraded else None
+    text = render(args.workload, answers, args.format, left_out)
     if args.output:
         write_text(args.output, text)
         console.print(f"wrote {len(answers)} configuration(s) to {args.output}", highlight=False)
     else:
         sys.stdout.write(text)
-    return 0
+    return degraded_status(left_out, args.allow_degraded)

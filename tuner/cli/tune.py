@@ -121,7 +121,7 @@ def command(args: argparse.Namespace) -> int:
         return 0 if result.best else 1  # as without --json: no configuration ran successfully
     resumed = result.evaluated - result.measured
     done = (
-        "replayed from the recording (simulation, no GPU)"
+        f"{result.replayed or 'replayed from the recording'} (simulation, no GPU)"
         if result.simulated
         else f"{result.measured} newly measured" + (f", {resumed} resumed from the store" if resumed > 0 else "")
     )
@@ -129,6 +129,8 @@ def command(args: argparse.Namespace) -> int:
         f"[bold]{result.workload}[/] {result.size} {result.dtype} on {result.gpu} with {result.strategy}: "
         f"{result.evaluated} configs evaluated; {done}"
     )
+    for note in result.notes:
+        console.print(note, highlight=False)
     if result.failures:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
     if result.best:

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from tuner.atomic import write_atomically
 from tuner.errors import TunerError
 from tuner.space import Space
 
@@ -37,14 +38,16 @@ def build(space: Space, config: dict, dtype: str) -> Callable[..., float]:
         lib.parent.mkdir(parents=True, exist_ok=True)
         src = lib.with_suffix(f".{os.getpid()}.cu")  # this process's: a concurrent build writes its own
         src.write_text(source)
-        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        try:
+
+        def compile_to(tmp: Path) -> None:
             out = subprocess.run([nvcc, *options, "-o", str(tmp), str(src)], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise TunerError(f"nvcc could not build {space.workload} with {config}:\n{out.stderr[-3000:]}")
+
+        try:  # atomic: a concurrent build never loads a half-written library
+            write_atomically(lib, compile_to)
         finally:
             src.unlink(missing_ok=True)
-        if out.returncode != 0:
-            raise TunerError(f"nvcc could not build {space.workload} with {config}:\n{out.stderr[-3000:]}")
-        os.replace(tmp, lib)  # atomic: a concurrent build never loads a half-written library
     fn = getattr(ctypes.CDLL(str(lib)), space.kernel_name)
     fn.restype = ctypes.c_float
     return fn

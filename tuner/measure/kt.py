@@ -4,7 +4,6 @@ process), simulation replays and strategy comparisons all configure Kernel Tuner
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from kernel_tuner.core import KernelSource
 from kernel_tuner.interface import Options
 from kernel_tuner.searchspace import Searchspace
 
+from tuner.atomic import write_atomically
 from tuner.space import Space
 
 BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
@@ -144,18 +144,19 @@ def tuning_options(
     )
 
 
-def align_cache(cachefile: str | Path, space: Space) -> None:
-    """A Kernel Tuner cache recorded before the space gained parameters with defaults (Space.defaults):
-    rewrite it in place, losslessly, as if recorded with them. Kernel Tuner keys every config by the full
-    parameter list and refuses a cache whose list differs; anything else that differs is left for it to say."""
+def aligned_cache(cachefile: str | Path, space: Space) -> dict | None:
+    """The Kernel Tuner cache `cachefile` as if recorded with the space's parameters with defaults
+    (Space.defaults), read and aligned in memory; None where it needs no aligning. Kernel Tuner keys every
+    config by the full parameter list and refuses a cache whose list differs; anything else that differs is
+    left for it to say."""
     path = Path(cachefile)
     if not space.defaults or not path.is_file():
-        return
+        return None
     data = json.loads(util.correct_open_cache(str(path), open_cache=False))
     have, want = data["tune_params_keys"], list(space.params)
     added = [k for k in want if k not in have]
     if not added or [k for k in want if k in have] != have or not set(added) <= set(space.defaults):
-        return
+        return None
     cache = {}
     for entry in data["cache"].values():
         values = {**{k: space.defaults[k] for k in added}, **entry}
@@ -163,6 +164,16 @@ def align_cache(cachefile: str | Path, space: Space) -> None:
     data.update(
         tune_params_keys=want, tune_params={k: data["tune_params"].get(k, space.params[k]) for k in want}, cache=cache
     )
-    tmp = path.with_suffix(".align.tmp")
-    tmp.write_text(json.dumps(data, indent=""))  # a closed cache: Kernel Tuner reopens it for appending
-    os.replace(tmp, path)
+    return data
+
+
+def align_cache(cachefile: str | Path, space: Space) -> None:
+    """A live campaign's own cache recorded before the space gained parameters with defaults: rewrite it in
+    place, losslessly, as if recorded with them (aligned_cache), so Kernel Tuner appends to it. A replay
+    never does: it aligns a copy (tuner.measure.replay)."""
+    path = Path(cachefile)
+    data = aligned_cache(path, space)
+    if data is None:
+        return
+    # a closed cache: Kernel Tuner reopens it for appending
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(data, indent="")))

@@ -5,17 +5,22 @@ without a GPU)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import statistics
+import tempfile
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel_tuner import util
 from kernel_tuner.interface import Options
 from kernel_tuner.runners.simulation import SimulationRunner
+from kernel_tuner.searchspace import Searchspace
 
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -30,15 +35,17 @@ if TYPE_CHECKING:
 
 def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **options: Any) -> tuple:
     """Kernel Tuner's simulation runner and tuning options over the recording `cachefile`, whose times are
-    read as the store ranks them: a config's time is the median of its launches."""
+    read as the store ranks them: a config's time is the median of its launches. The recording is never
+    written: Kernel Tuner reads a copy, aligned to the space in a temporary folder (kt.aligned_cache)."""
     kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
     runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
     tuning_options = kt.tuning_options(space, size, dtype, simulation=True, **options)
-    kt.align_cache(cachefile, space)
-    try:
-        tuning_options["cache"] = util.process_cache(str(cachefile), kernel_options, tuning_options, runner)
-    except ValueError as e:
-        raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
+    with tempfile.TemporaryDirectory(prefix="tuner-replay-") as tmp:
+        copy = _readable_copy(Path(cachefile), space, Path(tmp))
+        try:
+            tuning_options["cache"] = util.process_cache(str(copy), kernel_options, tuning_options, runner)
+        except ValueError as e:
+            raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
     for entry in tuning_options["cache"].values():
         times = entry.get("times")
         if isinstance(times, list) and times and isinstance(entry.get("time"), (int, float)):
@@ -46,6 +53,80 @@ def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **op
             if tuning_options.metrics:
                 util.process_metrics(entry, tuning_options.metrics)
     return runner, tuning_options
+
+
+def _readable_copy(cachefile: Path, space: Space, folder: Path) -> Path:
+    """A copy of the recording in `folder` for Kernel Tuner to read, aligned to the space's parameters with
+    defaults; the recording itself where there is none to copy (Kernel Tuner says so)."""
+    if not cachefile.is_file():
+        return cachefile
+    copy = folder / cachefile.name
+    data = kt.aligned_cache(cachefile, space)
+    if data is None:
+        shutil.copyfile(cachefile, copy)
+    else:
+        copy.write_text(json.dumps(data, indent=""))
+    return copy
+
+
+def recorded_searchspace(space: Space, cache: dict) -> tuple[Searchspace, int]:
+    """The space's search space restricted to the configs the recording holds (in the space's order), and
+    the space's size: a partial recording (a strategy's campaign, a sampled space) replays over what it
+    holds, a config it lacks is invalid to the strategy. A complete recording gets the space's own."""
+    full = kt.searchspace(space)
+    held = [c for c in full.list if ",".join(str(v) for v in c) in cache]
+    if len(held) == full.size:
+        return full, full.size
+    if not held:
+        raise TunerError(f"the recording holds none of the space's {full.size} configs")
+    names = list(full.tune_params)
+    recorded = {str(i): dict(zip(names, c)) for i, c in enumerate(held)}
+    restricted = Searchspace(None, None, None, from_cache={"tune_params": full.tune_params, "cache": recorded})
+    return restricted, full.size
+
+
+@dataclass
+class Replay:
+    """A strategy's run over a recording: its results in the order evaluated (repeats included, None where
+    the budget ran out), the recorded GPU, and how many of the space's configs the recording held."""
+
+    results: list
+    gpu: str
+    replayed: int
+    space_size: int
+
+    @property
+    def coverage(self) -> str:
+        held = "all" if self.replayed == self.space_size else str(self.replayed)
+        return f"replayed over {held} of the space's {self.space_size} configs the recording holds"
+
+
+def replay_recording(
+    space: Space,
+    size: dict,
+    dtype: str,
+    cachefile: Path,
+    strategy: Any,
+    *,
+    max_evals: int | None = None,
+    time_limit: float | None = None,
+    seed: int | None = None,
+) -> Replay:
+    """Run `strategy` in Kernel Tuner's simulation mode on a recording, over the configs it holds."""
+    from tuner.store import recorded_gpu
+
+    runner, tuning_options = simulation(
+        space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit, seed=seed
+    )
+    try:
+        searchspace, space_size = recorded_searchspace(space, tuning_options["cache"])
+    except TunerError as e:
+        raise TunerError(f"{cachefile}: {e}") from None
+    try:
+        results = strategy.tune(searchspace, runner, tuning_options)
+    except ValueError as e:
+        raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
+    return Replay(results, recorded_gpu(cachefile) or runner.dev.name, searchspace.size, space_size)
 
 
 def replay(
@@ -59,18 +140,11 @@ def replay(
     time_limit: float | None = None,
     seed: int | None = None,
 ) -> tuple[list, str]:
-    """Run `strategy` in Kernel Tuner's simulation mode on a recording; returns the results in the order
-    the strategy evaluated them (repeats included, None where the budget ran out) and the recorded GPU."""
-    from tuner.store import recorded_gpu
-
-    runner, tuning_options = simulation(
-        space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit, seed=seed
-    )
-    try:
-        results = strategy.tune(kt.searchspace(space), runner, tuning_options)
-    except ValueError as e:
-        raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
-    return results, recorded_gpu(cachefile) or runner.dev.name
+    """Run `strategy` in Kernel Tuner's simulation mode on a recording (replay_recording); returns the results
+    in the order the strategy evaluated them (repeats included, None where the budget ran out) and the
+    recorded GPU."""
+    r = replay_recording(space, size, dtype, cachefile, strategy, max_evals=max_evals, time_limit=time_limit, seed=seed)
+    return r.results, r.gpu
 
 
 def replay_main(conn: Connection, spec: MeasureSpec) -> None:

@@ -1,7 +1,7 @@
 """The store stage: Parquet parts under results/<gpu>/<workload>/, one row per evaluation (paths, parts), and
 the rows a question needs as the current space reads them (rows)."""
 
-from tuner.store.parts import PartWriter, read_parts, recorded_gpu, write_parquet
+from tuner.store.parts import PartWriter, read_parts, read_store, recorded_gpu, write_atomically, write_parquet
 from tuner.store.paths import (
     cache_path,
     gpu_slug,
@@ -21,8 +21,14 @@ from tuner.store.rows import (
     timing_matches,
     without_superseded,
 )
+from tuner.store.schema import Degraded, StoreRead, collect
 
 __all__ = [
+    "Degraded",
+    "StoreRead",
+    "collect",
+    "read_store",
+    "write_atomically",
     "PartWriter",
     "cache_path",
     "canonical_config",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tuner.atomic import write_atomically
 from tuner.errors import TunerError
 from tuner.workloads import Workload
 from tuner.workloads.graph_io import INF, random_graph, read_graph, write_distances
@@ -136,10 +137,12 @@ def reference(n: int, edges: np.ndarray) -> np.ndarray:
     if path.exists():
         return np.load(path)
     out = _dijkstra_parallel(n, edges)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-    np.save(tmp, out)
-    os.replace(tmp, path)
+
+    def save(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, out)
+
+    write_atomically(path, save)
     return out
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner import store
+from tuner.atomic import write_atomically
 
 if TYPE_CHECKING:
     from tuner.campaign.distributed.study import Campaign
@@ -66,9 +66,7 @@ def merge_cache_parts(main: Path, parts: list[Path]) -> int:
         # Kernel Tuner's own layout (header, then one entry a line), so it can append to it later
         text = json.dumps({**header, "cache": {}}, cls=NpEncoder, indent="")[:-3]
         text += "".join("\n" + json.dumps({k: v}, cls=NpEncoder)[1:-1] + "," for k, v in merged.items())
-        tmp = main.with_name(main.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, main)
+        write_atomically(main, lambda tmp: tmp.write_text(text))
         for p in parts:
             p.unlink()
     return len(merged)

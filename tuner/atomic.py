@@ -1,0 +1,46 @@
+"""Writing a file whole or not at all: one helper for every write-then-rename in the tool (store parts, merged
+Kernel Tuner caches, built host-code libraries, cached references). A leaf module: anything may import it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+_UMASK = os.umask(0o022)  # read once (setting it is the only way to read it), and put back at once
+os.umask(_UMASK)
+
+
+def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """`write(tmp)` writes the file to a temporary name of its own beside `path` (tempfile.mkstemp: concurrent
+    writers never share one), which is fsync'd, renamed over `path`, and the folder fsync'd: after a crash the
+    file is the old one or the new one, whole. On an exception the temporary file is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's file is the owner's alone; the file it replaces was not
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # a platform without folder handles (Windows): the rename is what there is
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

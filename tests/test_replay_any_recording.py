@@ -69,6 +69,17 @@ def test_partial_recording_says_how_much_it_covered(capsys):
     assert result["evaluated"] <= min(10, held)
 
 
+@pytest.mark.skipif(not _recorded("spmv", "uniform-2M-16"), reason="no spmv recording")
+def test_a_distributed_replay_searches_what_the_recording_holds(tmp_path, capsys):
+    """Workers replaying a partial recording search its configs only: none fails for lack of a recording."""
+    url = f"sqlite:///{tmp_path / 'campaigns.sqlite3'}"
+    args = ["tune", "spmv", "--simulate", "--workers", "1", "--budget", "6", "--storage", url, "--json"]
+    assert main([*args, "--campaign", "spmv-partial"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["best"] and not result["failures"], result
+    assert not _results_changed()  # "" where clean, None where this is no checkout
+
+
 @pytest.mark.skipif(not _recorded("reduction", "large"), reason="no reduction recording")
 def test_complete_recording_says_all(capsys):
     assert main(["tune", "reduction", "--simulate", "--budget", "10", "--json"]) == 0

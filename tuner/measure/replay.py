@@ -85,6 +85,13 @@ def recorded_searchspace(space: Space, cache: dict) -> tuple[Searchspace, int]:
     return restricted, full.size
 
 
+def recording_searchspace(space: Space, cachefile: Path | str) -> Searchspace:
+    """The search space a replay of `cachefile` covers: the configs it holds (recorded_searchspace), read
+    without writing it (aligned in memory where the space gained parameters with defaults)."""
+    data = kt.aligned_cache(cachefile, space) or util.read_cache(str(cachefile), open_cache=False)
+    return recorded_searchspace(space, data["cache"])[0]
+
+
 @dataclass
 class Replay:
     """A strategy's run over a recording: its results in the order evaluated (repeats included, None where

@@ -14,6 +14,7 @@ from tuner.campaign.local import CampaignResult
 from tuner.campaign.storage import open_storage, redact
 from tuner.formatting import config_text, readable
 from tuner.measure import kt
+from tuner.measure.replay import recording_searchspace
 from tuner.search import trial_kinds
 from tuner.workloads import get_workload
 
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
 def campaign_status(name: str, url: str) -> dict:
     study, camp = load_campaign(name, url, heartbeat=False)
     space = get_workload(camp.workload).space
-    searchspace = kt.searchspace(space)
+    # a replay searches the configs its recording holds
+    searchspace = (
+        recording_searchspace(space, camp.recording) if camp.simulate and camp.recording else kt.searchspace(space)
+    )
     codec = TrialCodec(searchspace)
     trials = study.get_trials(deepcopy=False)
     tally = tally_trials(trials, codec)

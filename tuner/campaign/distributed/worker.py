@@ -21,6 +21,7 @@ from tuner.campaign.session import open_session
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.provenance import source_hash
+from tuner.measure.replay import recording_searchspace
 from tuner.measure.runner import IsolatedRunner
 from tuner.search import trial_kinds
 from tuner.workloads import get_workload
@@ -87,7 +88,10 @@ def run_worker(
     study, storage, camp = join_campaign(name, url)
     workload = get_workload(camp.workload)
     space = workload.space
-    searchspace = kt.searchspace(space)
+    # a replay searches the configs its recording holds
+    searchspace = (
+        recording_searchspace(space, camp.recording) if camp.simulate and camp.recording else kt.searchspace(space)
+    )
     timeline.mark("loaded")  # imports, the study, the search space
     if source_hash(space.source_text) != camp.kernel_hash:
         raise TunerError(

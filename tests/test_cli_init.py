@@ -118,5 +118,10 @@ def test_a_broken_user_workload_names_its_folder(project, capsys):
     broken.mkdir(parents=True)
     (broken / "space.yaml").write_text("workload: broken\nkernel: [\n")
     assert main(["list"]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert str(broken) in err and "broken" in err and "Traceback" not in err
+    assert "workloads" in out  # the table is printed (its narrow cells: see --json below)
+    assert main(["list", "--json"]) == 2
+    docs = {d["workload"]: d for d in json.loads(capsys.readouterr().out)}
+    assert "reduction" in docs and "configurations" in docs["reduction"]
+    assert str(broken) in docs["broken"]["error"] and "configurations" not in docs["broken"]

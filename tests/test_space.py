@@ -190,3 +190,12 @@ def test_defaults_let_older_recordings_keep_counting(tmp_path):
     before = other.read_text()
     align_cache(other, strict)
     assert other.read_text() == before
+
+
+def test_a_key_given_twice_is_an_error_not_a_silent_overwrite(tmp_path):
+    """PyYAML keeps the last of two equal keys: reduction's space once lost half its configs that way."""
+    text = (SPACES_DIR / "reduction.yaml").read_text().replace("parameters:\n", "parameters:\n  variant: [1, 2]\n", 1)
+    doc = yaml.safe_load(text)  # what the plain loader makes of it: the later `variant` silently wins
+    assert len(doc["parameters"]["variant"]) > 2
+    with pytest.raises(TunerError, match=r"space.yaml: not valid YAML \(line \d+, column \d+\): the key 'variant' is given twice"):
+        load_space(write(tmp_path, text))

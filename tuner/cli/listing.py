@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.common import console, shown_path
@@ -21,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def describe(name: str, origin: str) -> dict[str, Any]:
-    """One workload as `tuner list --json` shows it; a workload that cannot be loaded is a TunerError that
-    names where it comes from."""
+    """One workload as `tuner list --json` shows it; one that cannot be loaded has its `error` instead, a line
+    that names where it comes from (the others are listed as usual)."""
     from tuner.measure import kt
     from tuner.workloads import get_workload
 
@@ -32,7 +34,7 @@ def describe(name: str, origin: str) -> dict[str, Any]:
         configurations = kt.searchspace(s).size
     except TunerError as e:
         where = "" if origin in str(e) else f" ({origin})"
-        raise TunerError(f"workload '{name}'{where}: {e}") from None
+        return {"workload": name, "origin": origin, "error": f"workload '{name}'{where}: {e}"}
     return {
         "workload": w.name,
         "origin": w.origin,
@@ -54,13 +56,19 @@ def command(args: argparse.Namespace) -> int:
 
     found = discover()  # a name defined twice is an error here, naming both places
     docs = [describe(name, found[name].origin) for name in sorted(found)]
+    broken = [d["error"] for d in docs if "error" in d]
+    for error in broken:  # after the listing, on stderr: exit 2 says that something needs mending
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(error)}", highlight=False)
     if args.json:
         print(json.dumps(docs, indent=2))
-        return 0
+        return 2 if broken else 0
     table = Table(title="workloads")
     for col in ("workload", "origin", "kernel", "space", "valid configs", "sizes", "dtypes", "objective"):
         table.add_column(col)
     for d in docs:
+        if "error" in d:
+            table.add_row(d["workload"], d["origin"], "[red]broken[/]: see the error below", "", "", "", "", "")
+            continue
         names = list(d["sizes"])  # the variables of each: `tuner list --json`
         sizes = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         origin = shown_path(Path(d["origin"])) if Path(d["origin"]).is_absolute() else d["origin"]
@@ -75,4 +83,4 @@ def command(args: argparse.Namespace) -> int:
             f"{d['objective']['metric']} ({'max' if d['objective']['maximize'] else 'min'})",
         )
     console.print(table)
-    return 0
+    return 2 if broken else 0

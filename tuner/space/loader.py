@@ -24,13 +24,29 @@ def _schema() -> dict:
     return json.loads(resources.files("tuner.space").joinpath("space.schema.json").read_text())
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML's rule, which PyYAML does not
+    enforce: the last would silently win, and a space would lose half its configs without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key '{key}' is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space:
     """The space in `path`. Its kernel source is named relative to the space file and must lie inside
     `sources_within` (default: the space file's folder; the built-ins' spaces name `../kernels/...` and are
     loaded with the folder that holds both)."""
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.load(path.read_text(), Loader=_StrictLoader)  # a SafeLoader that refuses duplicate keys
     except FileNotFoundError:
         raise TunerError(f"{path}: no such space file") from None
     except yaml.YAMLError as e:

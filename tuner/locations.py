@@ -33,6 +33,11 @@ BUILTIN_RESULTS = BUILTIN_ROOT / ("results" if INSTALLED else "results/store")
 CHECKOUT_ROOT: Path | None = None if INSTALLED else _CHECKOUT
 
 
+def builtin_space(name: str) -> Path:
+    """The space file of the built-in workload `name`."""
+    return BUILTIN_SPACES / f"{name}.yaml"
+
+
 @dataclass(frozen=True)
 class ProjectSettings:
     """The user's project: `folder` holds the settings file (or is the working directory)."""

@@ -72,70 +72,39 @@ def open_session(
             launched.shutdown()
     setup = runner.start()  # tells us which GPU we are on, before anything is written
     try:
-        return _session(
-            runner,
-            setup,
-            req,
-            workload,
-            size_name,
-            size,
-            dtype,
-            root,
-            campaign_id,
-            part=part,
-            cachefile=cachefile,
-            check_gpu=check_gpu,
-        )
-    except BaseException:  # nothing keeps a worker running for a session that did not open
+        space = workload.space
+        gpu = setup["gpu"]
+        if check_gpu is not None:
+            check_gpu(gpu)
+        wdir = store.workload_dir(root, gpu["gpu"], req.workload)
+        wdir.mkdir(parents=True, exist_ok=True)
+        runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
+        cachefile = cachefile(gpu["gpu"]) if callable(cachefile) else cachefile
+        cachefile = cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)
+        kt.align_cache(cachefile, space)
+        runner.use_cachefile(str(cachefile))
+        provenance = {
+            **gpu,
+            "backend": kt.effective_backend(space, req.backend),
+            "timing": setup.get("timing", "plain"),
+            "compiler_options": json.dumps(space.build_options(dtype)),
+            "kernel_hash": source_hash(space.source_text),
+            **software(),
+        }
+        common = {
+            "campaign_id": campaign_id,
+            "workload": req.workload,
+            "kernel": space.kernel_name,
+            "size": size_name,
+            "size_vars": json.dumps(size, sort_keys=True),
+            "dtype": dtype,
+        }
+        _store_baselines(workload, setup["baselines"], size, dtype, wdir, common, provenance, part=part)
+        writer = store.PartWriter(wdir / "evaluations" / f"{part or campaign_id}.parquet")
+        return Session(runner, gpu, wdir, common, provenance, writer, setup["baselines"])
+    except BaseException:  # nothing keeps a measuring process running for a session that did not open
         runner.shutdown()
         raise
-
-
-def _session(
-    runner: IsolatedRunner,
-    setup: dict,
-    req: CampaignRequest,
-    workload: Workload,
-    size_name: str,
-    size: dict,
-    dtype: str,
-    root: Path,
-    campaign_id: str,
-    *,
-    part: str | None,
-    cachefile: CacheFile,
-    check_gpu: Callable[[dict], object] | None,
-) -> Session:
-    space = workload.space
-    gpu = setup["gpu"]
-    if check_gpu is not None:
-        check_gpu(gpu)
-    wdir = store.workload_dir(root, gpu["gpu"], req.workload)
-    wdir.mkdir(parents=True, exist_ok=True)
-    runner.spec.baseline_repeats = 0  # measured once, above; restarted workers skip them
-    cachefile = cachefile(gpu["gpu"]) if callable(cachefile) else cachefile
-    cachefile = cachefile or store.cache_path(root, gpu["gpu"], req.workload, size_name, dtype)
-    kt.align_cache(cachefile, space)
-    runner.use_cachefile(str(cachefile))
-    provenance = {
-        **gpu,
-        "backend": kt.effective_backend(space, req.backend),
-        "timing": setup.get("timing", "plain"),
-        "compiler_options": json.dumps(space.build_options(dtype)),
-        "kernel_hash": source_hash(space.source_text),
-        **software(),
-    }
-    common = {
-        "campaign_id": campaign_id,
-        "workload": req.workload,
-        "kernel": space.kernel_name,
-        "size": size_name,
-        "size_vars": json.dumps(size, sort_keys=True),
-        "dtype": dtype,
-    }
-    _store_baselines(workload, setup["baselines"], size, dtype, wdir, common, provenance, part=part)
-    writer = store.PartWriter(wdir / "evaluations" / f"{part or campaign_id}.parquet")
-    return Session(runner, gpu, wdir, common, provenance, writer, setup["baselines"])
 
 
 def known_rows(

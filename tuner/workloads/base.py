@@ -51,7 +51,7 @@ class Workload:
     @property
     def space(self) -> Space:
         if self.space_path is None:  # a built-in's module used directly (not through the registry)
-            return _load_space_cached(locations.BUILTIN_SPACES / f"{self.name}.yaml", locations.BUILTIN_ROOT)
+            return _load_space_cached(locations.builtin_space(self.name), locations.BUILTIN_ROOT)
         return _load_space_cached(self.space_path, self.sources_within)
 
     def parse_size(self, text: str) -> dict | None:

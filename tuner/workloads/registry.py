@@ -49,7 +49,7 @@ class Found:
 
 def _builtins() -> list[Found]:
     return [
-        Found(name, "built-in", locations.BUILTIN_SPACES / f"{name}.yaml", locations.BUILTIN_ROOT, module=module)
+        Found(name, "built-in", locations.builtin_space(name), locations.BUILTIN_ROOT, module=module)
         for name, module in BUILTINS.items()
     ]
 

@@ -140,6 +140,7 @@ def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys
 def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_path):
     from tuner import store
     from tuner.answers import best_config
+    from tuner.workloads import get_workload
 
     root = tmp_path / "results"
     wdir = store.workload_dir(root, H100, "gemm")
@@ -157,7 +158,10 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
     common = {"campaign_id": "c1", "workload": "gemm", "size": GEMM[1], "size_vars": r0["size_vars"], "dtype": GEMM[2]}
     confirmation.save(root, record, common, {"gpu": H100}, "w1")
     answer = best_config.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
-    assert store.canonical_config(answer["config"]) == runner_up != store.canonical_config(leader["config"])
+    # the confirmation names configs as they were stored; the answer completes them with the space's defaults
+    space = get_workload("gemm").space
+    runner_up_now = store.canonical_config(space.complete(json.loads(runner_up)))
+    assert store.canonical_config(answer["config"]) == runner_up_now != store.canonical_config(leader["config"])
     assert any("near-ties" in n for n in answer["notes"])
     # a later confirmation that did not include the leader does not count
     record = {**record, "timestamp": "2026-11-24T00:00:00+00:00",

@@ -1,4 +1,5 @@
-"""GEMM workload without a GPU: the space and the seeds' points in it, the MxNxK sizes, the K-fitted
+"""GEMM workload without a GPU: the space and the seeds' points in it, split-K and the small tiles (their
+restrictions, launch geometry and workspace, a numpy model of the K slices), the MxNxK sizes, the K-fitted
 tolerance, the numpy reference, and the brute force recorded on the H100 replayed in simulation mode."""
 
 import itertools
@@ -13,9 +14,10 @@ from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.measure import kt
+from tuner.measure.replay import recording_searchspace
 from tuner.store import cache_path, load_baselines, load_evaluations, results_root
 from tuner.workloads import get_workload
-from tuner.workloads.gemm import SEED_VERSIONS, float32_tolerance
+from tuner.workloads.gemm import SEED_VERSIONS, SPLIT_TILE, float32_tolerance, k_slices, split_k_product
 
 H100 = "NVIDIA H100 80GB HBM3"
 BRUTE = "2048x2048x2048"
@@ -26,7 +28,8 @@ RECORDED = cache_path(results_root(), H100, "gemm", BRUTE, "float32").is_file()
 def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
     space = GEMM.space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
-    assert 250 <= len(configs) <= 320  # a brute force at 2048^3 fits in about 5 minutes on the H100
+    unsplit = [c for c in configs if c["split_k"] == 1]
+    assert 300 <= len(unsplit) <= 320 and len(configs) < 1400  # TPE's space; a brute force of it: ~12 min
     for name, seed in SEED_VERSIONS.items():
         assert seed in configs, name
     for c in configs:
@@ -35,10 +38,39 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
         if c["variant"] == 4:
             bm, bn = c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]
             smem = (1 + c["double_buffer"]) * c["tile_k"] * (bm + c["pad_a"] + bn) * 4
-            assert smem <= 48 * 1024 and threads in (128, 256)
+            assert smem <= 48 * 1024 and threads in (64, 128, 256)
             assert (bm * c["tile_k"] // c["vector"]) % threads == 0 and (bn * c["tile_k"] // c["vector"]) % threads == 0
+            assert bm * bn >= 4096 or (c["tile_m"], c["tile_n"], c["double_buffer"], c["vector"]) == (4, 4, 1, 4)
         elif c["variant"] == 3:
             assert c["block_size_y"] * c["tile_m"] == c["block_size_x"]
+        if c["split_k"] > 1:  # register-tiled, double-buffered, vector loads, at most 128x128, 32x32 at least
+            assert c["variant"] == 4 and c["double_buffer"] == 1 and c["vector"] == 4
+            assert SPLIT_TILE <= min(bm, bn) and bm * bn <= 128 * 128
+        else:
+            assert c["split_reduce"] == 0
+    tiles = {(c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) for c in configs if c["variant"] == 4}
+    assert {(32, 32), (32, 64), (64, 32)} <= tiles  # below 64x64
+    splits = {(c["split_k"], c["split_reduce"]) for c in configs}
+    assert {(s, r) for s in space.params["split_k"] for r in (0, 1) if s > 1} <= splits
+
+
+def test_the_defaults_keep_every_stored_config_in_the_space():
+    """Every config the store holds (recorded before split-K existed) reads as split_k 1, split_reduce 0,
+    the kernel it ran, and is still a valid config of the space (but one: scalar loads without the padded
+    layout, measured before a restriction older than split-K left them out)."""
+    space = GEMM.space
+    assert space.defaults == {"split_k": 1, "split_reduce": 0}
+    configs = load_evaluations("gemm").config.unique()
+    if not len(configs):
+        pytest.skip("nothing stored")
+    for text in configs:
+        config = json.loads(text)
+        assert config["split_k"] == 1 and config["split_reduce"] == 0
+        if config["vector"] == 1 and config["pad_a"] == 0 and config["variant"] == 4:
+            continue
+        assert space.checked(config) == config, config
+    source = space.source_for("float32", {})
+    assert "#define split_k 1\n" in source and "#define split_reduce 0\n" in source  # the kernel's own defaults
 
 
 def test_grid_covers_the_matrix_for_every_variant():
@@ -50,6 +82,51 @@ def test_grid_covers_the_matrix_for_every_variant():
     tiled = {**SEED_VERSIONS["naive"], "variant": 4, "block_size_x": 32, "block_size_y": 8, "tile_m": 16,
              "tile_n": 8, "tile_k": 8, "double_buffer": 1, "vector": 4}
     assert space.grid_dims(tiled, size) == [5, 7, 1]  # ceil(1025 / 256), ceil(777 / 128)
+
+
+def test_split_k_launch_geometry_and_workspace_cover_every_tile_and_slice():
+    """A split config launches split_k blocks per output tile (grid z), and the workspace the workload makes
+    holds a counter for every tile and a partial matrix for every slice, for every split config and shape."""
+    space = GEMM.space
+    split = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["split_k"] > 1]
+    for m, n in ((1, 1), (777, 1025), (256, 2048), (33, 31)):
+        size = {"m": m, "n": n, "k": 64}
+        accum, partials, counters = GEMM.split_workspace(m, n, "float32")
+        assert accum.shape == (m, n) and not accum.any() and not counters.any() and counters.dtype == np.int32
+        for c in split:
+            gx, gy, gz = space.grid_dims(c, size)
+            assert gz == c["split_k"] and gz * m * n <= partials.size
+            assert gx * c["block_size_x"] * c["tile_n"] >= n and gy * c["block_size_y"] * c["tile_m"] >= m
+            assert gx * gy <= counters.size
+    tiled = {**SEED_VERSIONS["naive"], "variant": 4, "block_size_x": 16, "block_size_y": 16, "tile_m": 4, "tile_n": 4,
+             "tile_k": 16, "double_buffer": 1, "vector": 4, "split_k": 8, "split_reduce": 1}
+    assert space.is_valid(tiled) and space.grid_dims(tiled, {"m": 256, "n": 256, "k": 2048}) == [4, 4, 8]
+
+
+@pytest.mark.parametrize("k, tile_k, split_k", [(2048, 16, 8), (1000, 8, 3), (333, 16, 16), (3, 8, 4), (1, 16, 2),
+                                                 (4096, 8, 16), (257, 8, 4)])
+def test_k_slices_cover_k_once_in_whole_tiles(k, tile_k, split_k):
+    slices = k_slices(k, tile_k, split_k)
+    assert len(slices) == split_k and slices[0][0] == 0 and slices[-1][1] == k
+    for (b0, e0), (b1, _) in zip(slices, slices[1:]):
+        assert e0 == b1 and b0 <= e0  # contiguous, in order; a slice may be empty
+    assert all((b % tile_k == 0 or b == k) and (e % tile_k == 0 or e == k) for b, e in slices)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_split_k_model_agrees_with_the_reference_and_a_lost_slice_fails(dtype):
+    """The kernel's decomposition in numpy (each slice's partial product, summed in slice order) passes the
+    check a campaign makes; the same with one slice's partial lost (a wrong reduction) fails it."""
+    size = {"m": 65, "n": 70, "k": 1000}
+    args = GEMM.arguments(size, dtype, np.random.default_rng(5))
+    expected = GEMM.answer(args, size, dtype)[2]
+    atol, _ = GEMM.tolerances(size, dtype)
+    for tile_k, split in ((8, 3), (16, 16), (16, 2)):
+        got = split_k_product(args[0], args[1], tile_k, split)
+        assert got.dtype == np.dtype(dtype) and np.allclose(got, expected, rtol=0, atol=atol)
+        begin, end = k_slices(1000, tile_k, split)[1]
+        lost = got - args[0][:, begin:end] @ args[1][begin:end, :]
+        assert not np.allclose(lost, expected, rtol=0, atol=atol)
 
 
 def test_sizes_in_mxnxk_notation():
@@ -66,9 +143,14 @@ def test_sizes_in_mxnxk_notation():
 def test_reference_matches_numpy_and_int32_is_exact():
     rng = np.random.default_rng(3)
     size = {"m": 37, "n": 29, "k": 53}
-    a, b, c, m, n, k = GEMM.arguments(size, "int32", rng)
+    args = GEMM.arguments(size, "int32", rng)
+    a, b, c, m, n, k = args[:6]
     assert (a.shape, b.shape, c.shape, int(m), int(n), int(k)) == ((37, 53), (53, 29), (37, 29), 37, 29, 53)
-    expected = GEMM.answer([a, b, c, m, n, k], size, "int32")[2]
+    answer = GEMM.answer(args, size, "int32")
+    expected = answer[2]
+    # split-K's workspace: accum and counters checked to be zero again after a launch, partials not checked
+    assert len(answer) == len(args) == 9 and answer[7] is None
+    assert not answer[6].any() and answer[6].shape == (37, 29) and not answer[8].any()
     assert expected.dtype == np.int32
     assert np.array_equal(expected, a.astype(np.int64) @ b.astype(np.int64))
     assert GEMM.tolerances(size, "int32") == (0.0, 0.0)
@@ -98,8 +180,9 @@ def test_brute_force_replay_finds_the_stored_best():
     out = run_campaign(CampaignRequest(workload="gemm", size=BRUTE, strategy="brute_force", simulate=True, quiet=True))
     space = GEMM.space
     assert out.simulated and out.gpu == H100
-    assert out.evaluated == kt.searchspace(space).size
     stored = best("gemm", BRUTE, "float32", gpu=H100)
+    held = recording_searchspace(space, cache_path(results_root(), H100, "gemm", BRUTE, "float32")).size
+    assert out.evaluated == held  # recorded before split-K: the configs it holds, split_k 1
     assert out.best["config"] == stored["config"]
     assert out.best["value"] == pytest.approx(stored["value"])
 

@@ -50,3 +50,18 @@ def test_stored_best_configs_compile(tmp_path):
         bests.add((workload, dtype, config_medians(group, space.maximize).index[0]))
     for workload, dtype, best in sorted(bests):
         nvcc_compile(get_workload(workload).space, dtype, json.loads(best), tmp_path)
+
+
+def test_gemm_split_k_and_small_tile_corners_compile(tmp_path):
+    """GEMM's corners a sample may miss: each tile below 64x64 unsplit, and split-K at its largest split
+    with each reduction (atomics, in-order partials) on each small tile and on 128x128; int32 for 32x32."""
+    space = get_workload("gemm").space
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
+    most = max(space.params["split_k"])
+    for tile in ((32, 32), (32, 64), (64, 32), (128, 128)):
+        of_tile = [c for c in configs if c["variant"] == 4 and (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == tile]
+        corners = [c for c in of_tile if c["split_k"] == 1][:1] if tile != (128, 128) else []
+        corners += [next(c for c in of_tile if (c["split_k"], c["split_reduce"]) == (most, r)) for r in (0, 1)]
+        for config in corners:
+            for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
+                nvcc_compile(space, dtype, config, tmp_path)

@@ -1,12 +1,14 @@
 """A tuned best for every shape of the seeds' grid (M, N, K each in {256, 512, 1024, 2048}, float32): one
 regular campaign per shape (`tuner tune gemm --size MxNxK --budget B`, in this one process), TPE with the
 framework's warm start from the stored shapes, preceded by the best stored config of each block tile (from
-the nearest shapes that measured it), since the tile is what changes most between shapes. Shapes go from
-large to small M, so each one has a tuned neighbour. A shape is done once the store holds `budget`
+the nearest shapes that measured it), since the tile is what changes most between shapes, each of the best
+tiles' config also split over K where its shape leaves SMs idle (split_candidates), then TPE. Shapes go
+from large to small M, so each one has a tuned neighbour. A shape is done once the store holds `budget`
 configs of it measured with the current kernel source; a rerun resumes. `--until` (epoch seconds) stops
-before a shape that would not finish in time.
+before a shape that would not finish in time. `--size` tunes those shapes instead of the grid.
 
   python benchmarks/gemm/grid.py --budget 16 --until $(( $(date +%s) + 450 ))
+  python benchmarks/gemm/grid.py --budget 30 --size 1024x1024x1024 --size 4096x4096x4096
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from tuner.workloads import get_workload
 
 WORKLOAD, DTYPE, GPU = "gemm", "float32", "NVIDIA H100 80GB HBM3"
 DIMS = (256, 512, 1024, 2048)
+SMS = 132  # the H100's SMs: a split aims at one block per SM at least
+MIN_SLICE = 8  # BK tiles per slice at least: shorter slices spend more on the partials than they save
 
 
 def grid_sizes() -> list[dict]:
@@ -42,6 +46,41 @@ def tile(config: dict) -> tuple[int, int]:
     return config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"]
 
 
+def split_candidates(config: dict, size: dict, space) -> list[dict]:
+    """`config` split over K (register-tiled, a tile split-K allows): the smallest split of the space that
+    gives every SM a block, with each reduction, and the next split with the in-order one; none where the
+    tiles alone fill the SMs or the slices would be shorter than MIN_SLICE tiles of K."""
+    if config["variant"] != 4:
+        return []
+    bm, bn = tile(config)
+    tiles = -(-size["m"] // bm) * -(-size["n"] // bn)
+    k_tiles = -(-size["k"] // config["tile_k"])
+    splits = [s for s in space.params["split_k"] if s > 1 and k_tiles >= s * MIN_SLICE]
+    if tiles >= SMS or not splits:
+        return []
+    first = next((i for i, s in enumerate(splits) if tiles * s >= SMS), len(splits) - 1)
+    picks = [(splits[first], 1), (splits[first], 0)] + ([(splits[first + 1], 1)] if first + 1 < len(splits) else [])
+    out = [{**config, "split_k": s, "split_reduce": r} for s, r in picks]
+    return [c for c in out if space.is_valid(c)]
+
+
+def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[dict]:
+    """What a shape's campaign measures first (then TPE): the best stored config of the best `tiles` block
+    tiles (best_per_tile), unsplit; split over K where the shape leaves SMs idle (split_candidates: all of
+    them for the best tile, the first for the others); a 32x32 tile where none is stored yet."""
+    bests = [{**c, "split_k": 1, "split_reduce": 0} for c in (best_per_tile(evals, size, gpu) if not evals.empty else [])]
+    out = list(bests[:tiles])
+    for i, c in enumerate(bests[:tiles]):
+        out += split_candidates(c, size, space)[: None if i == 0 else 1]
+    few_tiles = -(-size["m"] // 64) * -(-size["n"] // 64) < 2 * SMS
+    if bests and few_tiles and (32, 32) not in {tile(c) for c in bests}:
+        small = {**bests[0], "block_size_x": 8, "block_size_y": 8, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8,
+                 "double_buffer": 1, "vector": 4}
+        if space.is_valid(small):
+            out += [small] + split_candidates(small, size, space)[:1]
+    return [c for i, c in enumerate(out) if c not in out[:i]]
+
+
 def measured_configs(evals, size: dict, kernel_hash: str, gpu: str) -> int:
     rows = evals[(evals.size_vars == json.dumps(size, sort_keys=True)) & (evals.dtype == DTYPE)
                  & (evals.gpu == gpu) & (evals.kernel_hash == kernel_hash)]
@@ -54,7 +93,7 @@ def best_per_tile(evals, size: dict, gpu: str) -> list[dict]:
     ok = evals[(evals.status == "ok") & (evals.dtype == DTYPE) & (evals.gpu == gpu) & (evals.p_variant == 4)
                & (evals.size_vars != json.dumps(size, sort_keys=True))]
     picks = {}
-    for size_vars, rows in sorted(ok.groupby("size_vars"), key=lambda g: size_distance(size, json.loads(g[0]))):
+    for _size_vars, rows in sorted(ok.groupby("size_vars"), key=lambda g: size_distance(size, json.loads(g[0]))):
         per_config = store.config_medians(rows, maximize=True)
         ceiling = per_config.iloc[0]
         for config_text, value in per_config.items():
@@ -70,10 +109,13 @@ def main():
     p.add_argument("--until", type=float, help="epoch seconds: start no shape that would end after this")
     p.add_argument("--gpu", default=GPU, help="the GPU whose recordings count as done (and seed the tiles)")
     p.add_argument("--timeout", type=float, default=30, help="seconds per config")
+    p.add_argument("--size", action="append", default=[], help="MxNxK: tune these shapes instead (repeatable)")
     args = p.parse_args()
-    kernel_hash = source_hash(get_workload(WORKLOAD).space.source_text)
+    space = get_workload(WORKLOAD).space
+    kernel_hash = source_hash(space.source_text)
+    sizes = [get_workload(WORKLOAD).parse_size(text) for text in args.size] or grid_sizes()
     durations, tuned, left = [], 0, []
-    for size in grid_sizes():
+    for size in sizes:
         evals = store.load_evaluations(WORKLOAD)
         if not evals.empty and measured_configs(evals, size, kernel_hash, args.gpu) >= args.budget:
             continue
@@ -81,7 +123,7 @@ def main():
         if args.until and time.time() + estimate > args.until:
             left.append(size_name(size))
             continue
-        first = best_per_tile(evals, size, args.gpu) if not evals.empty else []
+        first = first_configs(evals, size, args.gpu, space)
         started = time.time()
         out = run_campaign(CampaignRequest(WORKLOAD, size=size_name(size), dtype=DTYPE, strategy="tpe",
                                            max_evals=args.budget, seed=1, timeout=args.timeout, quiet=True,

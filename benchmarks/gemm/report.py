@@ -1,12 +1,16 @@
-"""Markdown tables for docs/results/gemm.md (printed; pasted there by hand) from the stored GEMM campaigns:
+"""Markdown tables for docs/results/gemm.md (printed; with --write, put in place there between its
+`<!-- report:NAME -->` markers, with the README's GEMM figures printed) from the stored GEMM campaigns:
 the seeds' ladder re-measured at 2048^3 beside the seeds' own figures, the tuned best vs cuBLAS at 1024^3 /
 2048^3 / 4096^3, and the tuned / cuBLAS ratio over the seeds' 64 shapes; each shape's best config, cuBLAS
 and thread blocks go to results/records/gemm/<gpu>/reports/grid.md. Each ratio divides by the cuBLAS time of
 the best config's own campaign (cuBLAS is timed in every campaign, in the same worker).
-Usage: python benchmarks/gemm/report.py [GPU name]"""
+Usage: python benchmarks/gemm/report.py [--write] [GPU name]"""
 
+import contextlib
+import io
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -26,7 +30,11 @@ from benchmarks.common.report import (  # noqa: E402
 from tuner.store import canonical_config, config_medians  # noqa: E402
 from tuner.workloads.gemm import SEED_VERSIONS  # noqa: E402
 
+WRITE = "--write" in sys.argv
+if WRITE:
+    sys.argv.remove("--write")
 GPU = gpu_argument()
+DOC = Path(__file__).resolve().parents[2] / "docs" / "results" / "gemm.md"
 OPS_2048 = 2 * 2048**3
 # seed 002 (K40, float, GFLOP/s at M = N = K = 2048, each version at its best tile) and seed 004
 # (course cluster GPU, int, ms at 2048 x 2048)
@@ -70,7 +78,9 @@ def describe(c):
     return (f"{c['block_size_y'] * c['tile_m']}x{c['block_size_x'] * c['tile_n']}x{c['tile_k']} block tile, "
             f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}, warp {c['warp_x']}x"
             f"{32 // c['warp_x']}, {'2 stages' if c['double_buffer'] else '1 stage'}, pad {c['pad_a']}, "
-            f"vector {c['vector']}")
+            f"vector {c['vector']}"
+            + (f", split-K {c['split_k']} ({'atomics' if c['split_reduce'] == 0 else 'in order'})"
+               if c.get("split_k", 1) > 1 else ""))
 
 
 def ladder():
@@ -106,6 +116,9 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
+SUMMARY = {}  # the README's GEMM figures, filled by the tables
+
+
 def squares():
     """Three references, since cuBLAS's own time moves between campaigns: the best config's campaign,
     the median of every campaign at that size, and the fastest cuBLAS measurement of all."""
@@ -127,6 +140,7 @@ def squares():
                   f"{ratios['same'][-1]:.3f} / {ratios['median'][-1]:.3f} / {ratios['fastest'][-1]:.3f}",
                   rows.config.nunique(), describe(json.loads(b.config))))
     if ratios["same"]:
+        SUMMARY["squares"] = geomean(ratios["same"])
         print(f"\nGeometric mean of tuned / cuBLAS over {len(ratios['same'])} sizes: "
               + ", ".join(f"{geomean(v):.3f} ({k})" for k, v in ratios.items()))
 
@@ -150,6 +164,7 @@ def grid():
                 print(row(f"{m} x {n}", *cells))
     if ratios:
         gm = geomean(ratios)
+        SUMMARY["grid"] = (gm, min(ratios), max(ratios))
         print(f"\n{len(ratios)} of 64 shapes measured; geometric mean of tuned / cuBLAS {gm:.3f}, "
               f"from {min(ratios):.2f} to {max(ratios):.2f}; tuned >= cuBLAS at {sum(r >= 1 for r in ratios)}, "
               f">= 0.9 at {sum(r >= 0.9 for r in ratios)}")
@@ -178,23 +193,46 @@ def grid_details() -> str:
                 c = json.loads(b.config)
                 bm, bn = ((c["block_size_x"],) * 2 if c["variant"] < 4
                           else (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]))
-                blocks = -(-m // bm) * -(-n // bn)
+                blocks = -(-m // bm) * -(-n // bn) * c.get("split_k", 1)
                 cublas = cublas_for(b)
                 lines.append(row(m, n, k, f"{b.objective_value:.0f}", f"{cublas:.0f}", f"{b.objective_value / cublas:.2f}",
                                  rows.config.nunique(), blocks, describe(c), f"{b.campaign_id} ({b.git_commit})"))
     return "\n".join(lines) + "\n"
 
 
-print(f"### The seeds' ladder on the {GPU} (M = N = K = 2048)\n")
-ladder()
-print(f"\n### Tuned best vs cuBLAS on the {GPU} (float32)\n")
-squares()
-print("\n### The seeds' 64 shapes: tuned TFLOP/s (tuned / cuBLAS), float32\n")
-grid()
-print(f"\nProvenance: {len(evals)} successful evaluations in {evals.campaign_id.nunique()} campaigns; {software(evals)}, "
-      f"commits {commits(evals)}")
+def section(table) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        table()
+    return out.getvalue().strip("\n")
+
+
+def provenance() -> None:
+    print(f"Provenance: {len(evals)} successful evaluations in {evals.campaign_id.nunique()} campaigns; "
+          f"{software(evals)}, commits {commits(evals)}")
+
+
+SECTIONS = {"ladder": section(ladder), "squares": section(squares), "grid": section(grid),
+            "provenance": section(provenance)}
+print(f"### The seeds' ladder on the {GPU} (M = N = K = 2048)\n\n{SECTIONS['ladder']}")
+print(f"\n### Tuned best vs cuBLAS on the {GPU} (float32)\n\n{SECTIONS['squares']}")
+print(f"\n### The seeds' 64 shapes: tuned TFLOP/s (tuned / cuBLAS), float32\n\n{SECTIONS['grid']}")
+print("\n" + SECTIONS["provenance"])
 if not evals.empty:
     details = records_dir("gemm", GPU, "reports") / "grid.md"
     details.parent.mkdir(parents=True, exist_ok=True)
     details.write_text(grid_details())
     print(f"\nEach shape's best config: {shown(details)}")
+if WRITE:
+    text = DOC.read_text()
+    for name, body in SECTIONS.items():
+        marks = re.compile(rf"(<!-- report:{name} -->\n).*?(\n<!-- /report:{name} -->)", re.S)
+        if not marks.search(text):
+            sys.exit(f"{DOC}: no <!-- report:{name} --> ... <!-- /report:{name} --> markers")
+        text = marks.sub(lambda mt, body=body: mt.group(1) + body + mt.group(2), text)
+    DOC.write_text(text)
+    print(f"\nwrote {shown(DOC)}")
+    if "squares" in SUMMARY and "grid" in SUMMARY:
+        gm, low, high = SUMMARY["grid"]
+        print(f"README's GEMM row: {SUMMARY['squares']:.2f}x cuBLAS geo-mean over 1024-4096^3 (same campaigns); "
+              f"the seeds' 64 shapes each tuned: {gm:.2f}x geo-mean ({low:.2f}-{high:.2f})")

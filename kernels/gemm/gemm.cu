@@ -2,10 +2,13 @@
 // #define parameters span the seeds' hand-tuned versions (002: naive, coalesced A, A and B in shared
 // memory; 004: "merged threads") and what fast hand-written SGEMMs do (register-tiled, variant 4).
 //
-// Signature: gemm(const T* A, const T* B, T* C, int M, int N, int K); any M, N, K >= 1 (tiles at the
-// edges are guarded; vector loads are used only where the row length keeps them aligned).
+// Signature: gemm(const T* A, const T* B, T* C, int M, int N, int K, T* accum, T* partials, int* counters);
+// any M, N, K >= 1 (tiles at the edges are guarded; vector loads are used only where the row length keeps
+// them aligned). The last three are split-K's workspace (variant 4 with split_k > 1; the others ignore
+// them): accum M x N and counters (one per output tile of 32 x 32 or more) all zero before the first
+// launch, and left zero by every launch; partials split_k x M x N, any contents.
 // Launch: 2-D block (block_size_x, block_size_y),
-//         grid (ceil(N / (block_size_x * tile_n)), ceil(M / (block_size_y * tile_m))).
+//         grid (ceil(N / (block_size_x * tile_n)), ceil(M / (block_size_y * tile_m)), split_k).
 //
 // Types: T is float or int (prepended as `#define T ...`, not -DT: CUDA 13 headers use T as a name).
 //
@@ -31,6 +34,16 @@
 //   vector   variant 4: 4 = float4 (int4) global loads of A and B where aligned, 1 = scalar loads
 //   unroll   variants 1-3: 0 = the compiler's default for the inner loop (as the seeds compiled),
 //            4 = `#pragma unroll 4`
+//   split_k  variant 4: blocks per output tile, each over its own slice of K (whole BK tiles, blockIdx.z);
+//            1 = no split. The blocks of a tile count themselves in (counters[tile]); the last one to
+//            arrive writes the tile of C and sets the counter back to zero, so no launch needs C or the
+//            workspace cleared first, and no block ever waits for another.
+//   split_reduce  with split_k > 1, how the slices' partial tiles are summed:
+//            0 = atomics: each block adds its partial tile into accum (atomicAdd); the last copies the
+//                tile to C and zeroes it in accum again (the order of the sums varies from run to run)
+//            1 = workspace: each block stores its partial tile in partials[blockIdx.z]; the last sums the
+//                split_k partials in slice order (the same result every run) -- the work a second, small
+//                reduction kernel would do, done by the tile's last block instead of a second launch
 
 #ifndef T
 #define T float
@@ -68,6 +81,12 @@
 #ifndef unroll
 #define unroll 0
 #endif
+#ifndef split_k
+#define split_k 1
+#endif
+#ifndef split_reduce
+#define split_reduce 0
+#endif
 
 #if variant < 1 || variant > 4
 #error "variant must be 1..4"
@@ -88,6 +107,12 @@
 #if tile_k % vector != 0
 #error "variant 4: tile_k must be a multiple of vector"
 #endif
+#endif
+#if split_k < 1 || (split_k > 1 && variant != 4)
+#error "split_k > 1 needs variant 4"
+#endif
+#if split_reduce != 0 && split_reduce != 1
+#error "split_reduce must be 0 or 1"
 #endif
 
 #define NTHREADS (block_size_x * block_size_y)
@@ -115,7 +140,8 @@ __device__ __forceinline__ vec4_t make_vec4(const elem_t (&v)[4])
 #if variant == 1
 // ---- naive: one output per thread ---------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(NTHREADS)
-gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K)
+gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
+     elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
 {
     const int row = blockIdx.y * block_size_y + threadIdx.y;
     const int col = blockIdx.x * block_size_x + threadIdx.x;
@@ -130,7 +156,8 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 #elif variant == 2
 // ---- coalesced A: the A tile in shared memory, B read from global memory ----------------------
 extern "C" __global__ void __launch_bounds__(NTHREADS)
-gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K)
+gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
+     elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
 {
     __shared__ elem_t As[block_size_y][block_size_x];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -157,7 +184,8 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 // ---- A and B tiles in shared memory, tile_m outputs per thread ("merged threads") --------------
 #define TILE block_size_x
 extern "C" __global__ void __launch_bounds__(NTHREADS)
-gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K)
+gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
+     elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
 {
     __shared__ elem_t As[TILE][TILE];
     __shared__ elem_t Bs[TILE][TILE];
@@ -291,8 +319,51 @@ __device__ __forceinline__ void multiply(elem_t (&acc)[tile_m][tile_n], const el
     }
 }
 
+// Each thread's outputs as 4-wide runs of a row: f(i, j, row, col) for acc[i][4j..4j+3] at C[row][col..],
+// rows past M skipped (columns past N are the run functions' to guard).
+template <typename F>
+__device__ __forceinline__ void for_each_run(int m0, int n0, int M, int N, int tx, int ty, F f)
+{
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i) {
+        const int row = m0 + ty * 4 + (i / 4) * block_size_y * 4 + i % 4;
+        if (row >= M) continue;
+#pragma unroll
+        for (int j = 0; j < tile_n / 4; ++j) f(i, j, row, n0 + tx * 4 + j * block_size_x * 4);
+    }
+}
+
+// Store v[0..3] at p (= row start + col): one vector store where aligned and inside, else up to column N.
+__device__ __forceinline__ void store_run(elem_t* p, const elem_t* v, int col, int N)
+{
+    if ((N & 3) == 0 && col + 3 < N) {
+        vec4_t x;
+        x.x = v[0]; x.y = v[1]; x.z = v[2]; x.w = v[3];
+        *reinterpret_cast<vec4_t*>(p) = x;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            if (col + e < N) p[e] = v[e];
+    }
+}
+
+#if split_k > 1
+// Load v[0..3] from p through L2 (other blocks' writes and atomics; L1 is not coherent), zeros past N.
+__device__ __forceinline__ void load_run_l2(elem_t* v, const elem_t* p, int col, int N)
+{
+    if ((N & 3) == 0 && col + 3 < N) {
+        const vec4_t x = __ldcg(reinterpret_cast<const vec4_t*>(p));
+        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = col + e < N ? __ldcg(p + e) : elem_t(0);
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(NTHREADS)
-gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K)
+gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
+     elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
 {
     __shared__ __align__(16) elem_t As[STAGES][BK][LDA];
     __shared__ __align__(16) elem_t Bs[STAGES][BK][BN];
@@ -310,21 +381,33 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
         for (int j = 0; j < tile_n; ++j) acc[i][j] = 0;
 
     Staging st;
-    const int tiles = (K + BK - 1) / BK;
+    // this block's slice of K: whole BK tiles kt0 .. kt1-1 (all of them without split-K)
+    const int ktiles = (K + BK - 1) / BK;
+#if split_k > 1
+    const int per_slice = (ktiles + split_k - 1) / split_k;
+    const int kt0 = min(ktiles, (int)blockIdx.z * per_slice), kt1 = min(ktiles, kt0 + per_slice);
+#else
+    const int kt0 = 0, kt1 = ktiles;
+#endif
 #if double_buffer
-    fetch(st, A, B, m0, n0, 0, M, N, K, t);
-    stash(st, As[0], Bs[0], t);
+#if split_k > 1
+    if (kt0 < kt1)  // a slice may be empty (fewer BK tiles than slices)
+#endif
+    {
+        fetch(st, A, B, m0, n0, kt0 * BK, M, N, K, t);
+        stash(st, As[0], Bs[0], t);
+    }
     __syncthreads();
-    for (int kt = 0; kt < tiles; ++kt) {
-        const int cur = kt & 1;
-        if (kt + 1 < tiles) fetch(st, A, B, m0, n0, (kt + 1) * BK, M, N, K, t);  // in flight during the FMAs
+    for (int kt = kt0; kt < kt1; ++kt) {
+        const int cur = (kt - kt0) & 1;
+        if (kt + 1 < kt1) fetch(st, A, B, m0, n0, (kt + 1) * BK, M, N, K, t);  // in flight during the FMAs
         multiply(acc, As[cur], Bs[cur], tx, ty);
-        if (kt + 1 < tiles) stash(st, As[cur ^ 1], Bs[cur ^ 1], t);
+        if (kt + 1 < kt1) stash(st, As[cur ^ 1], Bs[cur ^ 1], t);
         // one barrier per tile: the other stage was last read before the previous barrier
         __syncthreads();
     }
 #else
-    for (int kt = 0; kt < tiles; ++kt) {
+    for (int kt = kt0; kt < kt1; ++kt) {
         fetch(st, A, B, m0, n0, kt * BK, M, N, K, t);
         stash(st, As[0], Bs[0], t);
         __syncthreads();
@@ -333,26 +416,61 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
     }
 #endif
 
-    // C: each thread's 4-wide runs, one vector store where aligned and inside
-    const bool aligned = (N & 3) == 0;
+#if split_k == 1
+    for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
+        store_run(C + (size_t)row * N + col, &acc[i][4 * j], col, N);
+    });
+#else
+    // publish this slice's partial tile, then count in; the last block of the tile finishes it
+#if split_reduce == 1
+    const size_t MN = (size_t)M * N;
+#endif
+    for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
+#if split_reduce == 0
+        elem_t* p = accum + (size_t)row * N + col;
 #pragma unroll
-    for (int i = 0; i < tile_m; ++i) {
-        const int row = m0 + ty * 4 + (i / 4) * block_size_y * 4 + i % 4;
-        if (row >= M) continue;
-#pragma unroll
-        for (int j = 0; j < tile_n / 4; ++j) {
-            const int col = n0 + tx * 4 + j * block_size_x * 4;
-            elem_t* c = C + (size_t)row * N + col;
-            if (aligned && col + 3 < N) {
-                vec4_t x;
-                x.x = acc[i][4 * j]; x.y = acc[i][4 * j + 1]; x.z = acc[i][4 * j + 2]; x.w = acc[i][4 * j + 3];
-                *reinterpret_cast<vec4_t*>(c) = x;
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (col + e < N) c[e] = acc[i][4 * j + e];
-            }
-        }
+        for (int e = 0; e < 4; ++e)
+            if (col + e < N) atomicAdd(p + e, acc[i][4 * j + e]);
+#else
+        store_run(partials + blockIdx.z * MN + (size_t)row * N + col, &acc[i][4 * j], col, N);
+#endif
+    });
+    __threadfence();  // this block's partial is visible device-wide before it counts in
+    __syncthreads();
+    __shared__ int last;
+    if (t == 0) {
+        int* counter = counters + blockIdx.y * gridDim.x + blockIdx.x;
+        last = atomicAdd(counter, 1) == split_k - 1;
+        if (last) *counter = 0;  // every block of the tile has counted in: ready for the next launch
     }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
+        const size_t at = (size_t)row * N + col;
+        elem_t sum[4];
+#if split_reduce == 0
+        load_run_l2(sum, accum + at, col, N);
+        const elem_t zero[4] = {0, 0, 0, 0};
+        store_run(accum + at, zero, col, N);  // accum is zero again for the next launch
+#else
+        // slice order, this block's own slice from its registers: the same sums whichever block is last
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sum[e] = 0;
+        for (int z = 0; z < split_k; ++z) {
+            elem_t part[4];
+            if (z == (int)blockIdx.z) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) part[e] = acc[i][4 * j + e];
+            } else {
+                load_run_l2(part, partials + z * MN + at, col, N);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sum[e] += part[e];
+        }
+#endif
+        store_run(C + at, sum, col, N);
+    });
+#endif
 }
 #endif

@@ -28,6 +28,7 @@ import pandas as pd
 from tuner import store
 from tuner.answers.stats import compare
 from tuner.errors import TunerError
+from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace
@@ -198,9 +199,12 @@ def choice_for(rows: pd.DataFrame, leader: str, root: Path) -> tuple[str, int] |
     """The config chosen by the latest confirmation of the GPU, size and dtype of `rows` (one campaign's or the
     store's rows of them), with its number of finalists, if `leader` (the config that counts as best by its
     measurements) was among those finalists: a later campaign may have found a clearly better one since."""
-    found = load(rows["workload"].iloc[0], root)
+    workload = rows["workload"].iloc[0]
+    found = load(workload, root)
     if found.empty:
         return None
+    # a confirmation from before the space gained a parameter names its configs without it: with its default
+    found = store.complete_configs(found, get_workload(workload).space)
     r = rows.iloc[0]
     found = found[(found["gpu"] == r["gpu"]) & (found["size_vars"] == r["size_vars"]) & (found["dtype"] == r["dtype"])]
     if found.empty:

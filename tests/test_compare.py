@@ -1,13 +1,23 @@
 """`tuner compare-strategies`: the score of Willemsen et al. on synthetic traces, the unique-evaluation
 curves on the recorded H100 spaces, the CLI's outputs, and the gate on the default strategy."""
 
+import gzip
 import json
+import re
 
 import matplotlib.image
 import numpy as np
 import pytest
 
-from tuner.answers.compare import _unique_trace, compare, load_recording, run_traces, strategy_trace
+from tuner.answers.compare import (
+    _unique_trace,
+    compare,
+    compare_file,
+    load_file_recording,
+    load_recording,
+    run_traces,
+    strategy_trace,
+)
 from tuner.answers.compare_scores import (
     best_so_far,
     calculated_random_search,
@@ -209,3 +219,109 @@ def test_default_strategy_scores_at_least_as_well_as_kernel_tuners(workload, siz
     scores = {name: e["methodology"]["score"] for name, e in doc["strategies"].items()}
     best_kt = max(KT_STRATEGIES, key=scores.get)
     assert scores["default"] >= scores[best_kt], scores
+
+
+# ---- recordings from Kernel Tuner's files (--recording) ---------------------------------------------
+
+COMPLETE = [("reduction", size, dtype) for size, dtype in RECORDED] + [
+    (w, s, d) for w, s, d in (("gemm", "2048x2048x2048", "float32"), ("floyd-warshall-small", "5k", "int32"))
+    if cache_path(results_root(), H100, w, s, d).is_file()
+]
+
+
+def _exported(tmp_path, workload, size, dtype, fmt="kt-cache", gz=False):
+    """The store's recording, exported as Kernel Tuner's file by `tuner export`."""
+    out = tmp_path / f"{workload}-{size}-{dtype}.{'t4.' if fmt == 't4' else ''}json"
+    assert main(["export", workload, "--format", fmt, "--size", size, "--dtype", dtype, "--gpu", H100,
+                 "-o", str(out)]) == 0
+    if gz:
+        packed = out.with_name(out.name + ".gz")
+        packed.write_bytes(gzip.compress(out.read_bytes()))
+        return packed
+    return out
+
+
+@needs_recording
+@pytest.mark.parametrize("workload, size, dtype", COMPLETE)
+def test_every_complete_brute_force_exported_is_a_recording(tmp_path, workload, size, dtype):
+    """Exported to Kernel Tuner's cache, each complete space replays from the file alone: the configs and optimum
+    of the store's recording, cold and warm side by side (alike: a file has nothing to warm-start from)."""
+    path = _exported(tmp_path, workload, size, dtype, gz=workload == "reduction")
+    rec = load_recording(workload, size, dtype)
+    budget = max(1, round(0.1 * rec.values.size))
+    doc = compare_file(path, strategies=["default", "default-cold", "kt:random_sample"], repeats=2, budget=budget,
+                       jobs=1)
+    # the file holds every config recorded, also one the space no longer admits (GEMM: 293 against 292)
+    assert rec.values.size <= doc["configs"] <= rec.values.size + 1 and doc["optimum"] == pytest.approx(rec.optimum)
+    assert doc["gpu"] == H100 and doc["budget"] == budget and doc["warm_start"] == 0
+    assert doc["cold_warm"]["cold"] == doc["cold_warm"]["warm"]
+    assert all(np.isfinite(e["methodology"]["score"]) for e in doc["strategies"].values())
+
+
+@needs_recording
+def test_a_recording_with_failures_and_a_fixed_parameter_in_any_format(tmp_path):
+    """Failed configs count as evaluations that found nothing; a parameter that never varies is no obstacle; a
+    plain file, its gzip and its T4 results file give one and the same comparison."""
+    from tests.test_kt_files import _with_failures
+    from tuner.store.kt_files import cache_text, store_cache_doc, t4_results
+
+    size, dtype = RECORDED[0]
+    doc = _with_failures(store_cache_doc("reduction", size, dtype, H100, results_root()), n=40)
+    plain, packed, t4 = tmp_path / "c.json", tmp_path / "c.json.gz", tmp_path / "c.t4.json"
+    plain.write_text(cache_text(doc))
+    packed.write_bytes(gzip.compress(cache_text(doc).encode()))
+    t4.write_text(json.dumps(t4_results(doc)))
+    docs = [compare_file(p, strategies=["default-cold", "kt:genetic_algorithm"], repeats=2, budget=40, jobs=1)
+            for p in (plain, packed, t4)]
+    assert docs[0]["configs"] == 576 - 40 and docs[0]["space"] == 576
+    strip = [{k: v for k, v in d.items() if k not in ("recording", "gpu", "workload")} for d in docs]
+    assert strip[0] == strip[1] == strip[2]
+    rec = load_file_recording(plain)
+    trace = strategy_trace(rec, "kt:genetic_algorithm", 0, 40)
+    assert None in trace or len(trace) == 40  # failures come back as evaluations without a value
+
+
+@needs_recording
+def test_cli_compares_several_recordings_cold_and_warm_in_80_columns(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    files = [_exported(tmp_path, "reduction", *RECORDED[0]), _exported(tmp_path, "reduction", *RECORDED[-1], fmt="t4")]
+    png, md = tmp_path / "scores.png", tmp_path / "scores.md"
+    args = ["compare-strategies", "--recording", str(files[0]), "--recording", str(files[1]), "--strategies",
+            "default,default-cold,random,kt:random_sample", "--repeats", "2", "--budget", "20", "--quiet",
+            "--jobs", "1", "--plot", str(png), "--markdown", str(md)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "cold" in out and "warm" in out and "…" not in out
+    table = [line for line in md.read_text().splitlines() if line.startswith("| ")]
+    assert table[0].split("|")[1:6] == [" recording ", " configs ", " budget ", " cold ", " warm "]
+    assert len(table) == 3
+    image = matplotlib.image.imread(png)
+    assert image.ndim == 3 and image.shape[0] > 100
+    assert main([*args[:5], "--json", "--quiet", "--repeats", "1", "--budget", "5", "--jobs", "1"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert [d["recording"] for d in docs] == [str(f) for f in files]
+
+
+@needs_recording
+def test_cli_scores_show_whole_in_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    size, dtype = RECORDED[0]
+    assert main(["compare-strategies", "reduction", "--size", size, "--dtype", dtype, "--strategies",
+                 "default,default-cold,kt:genetic_algorithm", "--repeats", "2", "--budget", "57", "--quiet",
+                 "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    assert re.search(r"│\s+-?\d\.\d{3} │", out)  # the score column, whole
+    assert "default strategy: cold " in out and "left out to fit 80 columns" in out
+
+
+def test_recording_errors_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"results": []}')
+    assert main(["compare-strategies", "--recording", str(bad)]) == 2
+    assert "without results" in capsys.readouterr().err
+    assert main(["compare-strategies", "reduction", "--recording", str(bad)]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["compare-strategies", "--recording", str(tmp_path / "none.json")]) == 2
+    assert "cannot read it" in capsys.readouterr().err

@@ -55,20 +55,26 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
 
 
 def test_the_defaults_keep_every_stored_config_in_the_space():
-    """Every config the store holds (recorded before split-K existed) reads as split_k 1, split_reduce 0,
-    the kernel it ran, and is still a valid config of the space (but one: scalar loads without the padded
-    layout, measured before a restriction older than split-K left them out)."""
+    """Every config the store holds from before split-K existed reads as split_k 1, split_reduce 0, the kernel
+    it ran, and is still a valid config of the space (but one: scalar loads without the padded layout,
+    measured before a restriction older than split-K left them out); those measured since are configs of it."""
+    from tuner.store import read_parts, results_root
+
     space = GEMM.space
     assert space.defaults == {"split_k": 1, "split_reduce": 0}
-    configs = load_evaluations("gemm").config.unique()
-    if not len(configs):
+    stored = read_parts("*/gemm/evaluations/*.parquet", results_root()).config.unique()
+    if not len(stored):
         pytest.skip("nothing stored")
-    for text in configs:
-        config = json.loads(text)
-        assert config["split_k"] == 1 and config["split_reduce"] == 0
+    before = [json.loads(t) for t in stored if '"split_k"' not in t]
+    assert before
+    for config in before:
+        completed = space.complete(config)
+        assert completed["split_k"] == 1 and completed["split_reduce"] == 0
         if config["vector"] == 1 and config["pad_a"] == 0 and config["variant"] == 4:
             continue
-        assert space.checked(config) == config, config
+        assert space.checked(config) == completed, config
+    for text in (t for t in stored if '"split_k"' in t):
+        assert space.checked(json.loads(text)) == json.loads(text)
     source = space.source_for("float32", {})
     assert "#define split_k 1\n" in source and "#define split_reduce 0\n" in source  # the kernel's own defaults
 
@@ -183,8 +189,14 @@ def test_brute_force_replay_finds_the_stored_best():
     stored = best("gemm", BRUTE, "float32", gpu=H100)
     held = recording_searchspace(space, cache_path(results_root(), H100, "gemm", BRUTE, "float32")).size
     assert out.evaluated == held  # recorded before split-K: the configs it holds, split_k 1
-    assert out.best["config"] == stored["config"]
-    assert out.best["value"] == pytest.approx(stored["value"])
+    if any("near-ties" in note for note in stored["notes"]):
+        # a confirmation chose among the near-ties since: the replay's top row is the leader it measured again
+        from tuner.campaign.confirmation import FINALIST_WITHIN
+
+        assert stored["value"] <= out.best["value"] <= stored["value"] / (1 - FINALIST_WITHIN)
+    else:
+        assert out.best["config"] == stored["config"]
+        assert out.best["value"] == pytest.approx(stored["value"])
 
 
 @pytest.mark.skipif(not RECORDED, reason="no recorded gemm brute force in results/")

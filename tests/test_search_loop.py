@@ -3,9 +3,11 @@ evaluated before the loop was shared with distributed campaigns, and records its
 
 PINNED was recorded with the code before the change (tuner/search/strategies.py's own ask/tell loop), by
 replaying the recorded reduction space: per case, the number of trials in the study, a digest of every
-trial's (number, state, value, params), and the configs evaluated in order. A change to the asks, the
-tells, their values or the enqueued repairs changes one of them; the recorded strategy-comparison figures
-depend on all three."""
+trial's (number, state, value, params) as the sampler sees them, and the configs evaluated in order. A
+change to the asks, the tells, their values or the enqueued repairs changes one of them; the recorded
+strategy-comparison figures depend on all three. The study has since stored real values and states for
+Optuna's tools (tests/test_optuna_study.py); the sampler's view of it (tuner.search.sampler_view) is still
+the study as it was stored then, to the digest."""
 
 import hashlib
 import json
@@ -15,7 +17,10 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tuner.measure import kt
 from tuner.measure.replay import replay
+from tuner.search.codec import Codec
+from tuner.search.sampler_view import StudyView
 from tuner.search.strategies import make_strategy
 from tuner.store import results_root
 from tuner.store.recordings import find_recording
@@ -324,9 +329,10 @@ def search(sampler: str, budget: int, seed: int, storage=None, study_name="pinne
     return configs, optuna.load_study(study_name=study_name, storage=storage), storage
 
 
-def digest(study) -> str:
-    """Every trial's number, state, value and params: what the sampler was asked and told."""
-    log = [[t.number, t.state.name, t.value, sorted(t.params.items())] for t in study.get_trials(deepcopy=False)]
+def digest(study, encoding: str = "ordinal") -> str:
+    """Every trial's number, state, value and params as the sampler sees them: what it was asked and told."""
+    view = StudyView(study, Codec(kt.tune_params(SPACE), encoding))
+    log = [[t.number, t.state.name, t.value, sorted(t.params.items())] for t in view.get_trials(deepcopy=False)]
     return hashlib.sha256(json.dumps(log).encode()).hexdigest()[:16]
 
 
@@ -337,7 +343,7 @@ def test_a_seeded_search_evaluates_the_pinned_configs(case):
     configs, study, _ = search(sampler, budget, seed, **options)
     trials, log_digest, expected = PINNED[case]
     assert configs == expected
-    assert (len(study.trials), digest(study)) == (trials, log_digest)
+    assert (len(study.trials), digest(study, options.get("encoding", "ordinal"))) == (trials, log_digest)
 
 
 @needs_recording
@@ -361,26 +367,25 @@ def test_trials_are_recorded_one_way():
 
 
 @needs_recording
-def test_a_study_recorded_before_the_trial_kinds_resumes_as_one_recorded_now():
-    """Single-process studies from before marked a measured trial `"measured": True` (and `"invalid"`,
-    `"repeat"`); resumed, such a study serves its measured configs first and goes on as the same study
-    recorded with the kinds would."""
-    first, now, storage = search("tpe", 12, 4)
+def test_a_study_an_earlier_version_wrote_is_refused_in_one_line_and_left_as_it_was():
+    """Studies from before stored the sampler's encoding (indices, negated values): resuming one would mix two
+    encodings in one study. It is refused, named, with what to do; the study is not touched."""
+    from tuner.errors import TunerError
+
+    _, now, storage = search("tpe", 6, 4)
     legacy = optuna.create_study(storage=storage, study_name="legacy", direction="minimize")
-    for t in now.trials:
-        kind = t.user_attrs.get("tuner", {}).get("kind")
-        legacy.add_trial(
-            optuna.trial.create_trial(
-                state=t.state,
-                value=t.value,
-                params=t.params,
-                distributions=t.distributions,
-                user_attrs={kind: True} if kind else {},
-            )
+    legacy.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.COMPLETE,
+            value=-3000.0,
+            params={"variant": 3},
+            distributions={"variant": optuna.distributions.IntDistribution(0, 7)},
+            user_attrs={"measured": True},
         )
-    resumed_now, _, _ = search("tpe", 25, 4, storage=storage)
-    resumed_legacy, _, _ = search("tpe", 25, 4, storage=storage, study_name="legacy")
-    assert resumed_legacy[:12] == first and resumed_legacy == resumed_now and len(set(resumed_now)) == 25
+    )
+    with pytest.raises(TunerError, match="'legacy' was written by an earlier version.*delete-study"):
+        search("tpe", 10, 4, storage=storage, study_name="legacy")
+    assert len(optuna.load_study(study_name="legacy", storage=storage).trials) == 1
 
 
 def small_loop(seed=0):
@@ -406,21 +411,27 @@ def test_the_loop_settles_what_needs_no_measurement_and_goes_on_from_the_nearest
     trial, config = loop.propose()
     assert config == (2, 1) and loop.asked == 1
     loop.record(trial, config, 5.0)
+    assert loop.study.trials[0].params == {"a": 2, "b": 1}  # the real values
     loop.enqueue((2, 1))  # a repeat: told its value, and the nearest free config is proposed instead
     trial, config = loop.propose()
     assert config in {(1, 1), (4, 1), (2, 2)} and (loop.asked, loop.settled) == (3, 1)
-    repeat = loop.study.trials[1]
-    assert (repeat.user_attrs["tuner"], repeat.value) == ({"kind": "repeat"}, 5.0)
-    loop.record(trial, config, sys.float_info.max)  # a failed config: told the penalty, worse than the worst
-    assert loop.study.trials[-1].value == loop.penalty() and 5.0 < loop.penalty() < 5.001
-    assert loop.study.trials[-1].user_attrs["tuner"]["kind"] == "measured"
-    loop.enqueue((8, 2))  # breaks the restriction: told the penalty
+    pruned = optuna.trial.TrialState.PRUNED
+    repeat = loop.study.trials[1]  # pruned: no value of its own; the sampler is shown the known cost
+    assert (repeat.state, repeat.user_attrs["tuner"], repeat.value) == (pruned, {"kind": "repeat", "cost": 5.0}, None)
+    loop.record(trial, config, sys.float_info.max, status="compile")  # failed: pruned, the penalty for the sampler
+    failed = loop.study.trials[-1]
+    assert (failed.state, failed.value) == (pruned, None) and 5.0 < loop.penalty() < 5.001
+    assert failed.user_attrs["tuner"] == {"kind": "measured", "cost": loop.penalty(), "status": "compile"}
+    loop.enqueue((8, 2))  # breaks the restriction: pruned, the penalty for the sampler
     trial, config = loop.propose()
     invalid = loop.study.trials[3]
-    assert invalid.user_attrs["tuner"] == {"kind": "invalid"} and invalid.value == loop.penalty()
+    assert invalid.state == pruned and invalid.value is None
+    assert invalid.user_attrs["tuner"] == {"kind": "invalid", "status": "invalid", "cost": loop.penalty()}
     assert config in {(8, 1), (4, 2)}
     loop.record(trial, config, 7.0, "measured", note="fields go to the record")
-    assert loop.study.trials[-1].user_attrs["tuner"] == {"kind": "measured", "note": "fields go to the record"}
+    measured = loop.study.trials[-1]
+    assert (measured.state, measured.value) == (optuna.trial.TrialState.COMPLETE, 7.0)
+    assert measured.user_attrs["tuner"] == {"kind": "measured", "cost": 7.0, "note": "fields go to the record"}
     assert loop.penalty() == pytest.approx(7.5)
     seen = {(2, 1), config}
     while (proposal := loop.propose()) is not None:  # the rest of the space, each config once
@@ -463,5 +474,5 @@ def test_one_ask_call_site_and_optunas_privates_in_one_module():
     assert [name for name, text in sources.items() for _ in re.finditer(r"\.ask\(", text)] == ["search/loop.py"]
     private = re.compile(r"\.(_storage|_trial_id|_backend|_heartbeat)\b|\bstorages\._")
     assert {name for name, text in sources.items() if private.search(text)} <= {
-        "campaign/distributed/optuna_private.py"
+        "search/optuna_private.py"
     }

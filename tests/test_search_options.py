@@ -9,14 +9,14 @@ import pytest
 
 from tuner.campaign.local import campaign_strategy
 from tuner.campaign.request import CampaignRequest
-from tuner.measure.replay import replay
-from tuner.store.recordings import find_recording
 from tuner.errors import TunerError
 from tuner.measure import kt
+from tuner.measure.replay import replay
 from tuner.search.stopping import Patience, evaluations_until_stop
 from tuner.search.strategies import make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store import load_evaluations, results_root
+from tuner.store.recordings import find_recording
 from tuner.workloads import get_workload
 
 SPACE = get_workload("reduction").space

@@ -199,3 +199,106 @@ def test_a_key_given_twice_is_an_error_not_a_silent_overwrite(tmp_path):
     assert len(doc["parameters"]["variant"]) > 2
     with pytest.raises(TunerError, match=r"space.yaml: not valid YAML \(line \d+, column \d+\): the key 'variant' is given twice"):
         load_space(write(tmp_path, text))
+
+
+# ---- bounded and strict (issue 22) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("variant < 9**9**9", "exponent"),  # would hang (uninterruptibly) if evaluated
+        ("variant < 2**(vector * 100)", "exponent"),
+        ("(variant * variant)**100 > 1", "bits"),  # a chain of big multiplications: bounded by bits
+        ("variant * variant * variant * variant * variant * variant * variant * variant * variant" * 1, None),
+        ("variant << 5000 > 1", "left shift"),
+        ("variant << vector << 4 > 1", None),
+        ("'ab' * variant == 'x'", "string"),
+        ("[1] * variant == [1]", "list"),
+        ("variant == 1j", "literal"),
+        ("variant < " + "+".join(["1"] * 400), "syntax nodes"),
+        ("variant < 1" + " " * 3000, "characters"),
+    ],
+)
+def test_expressions_are_bounded_before_evaluation(text, said):
+    if said is None:
+        Expression(text)  # within the bounds
+        return
+    with pytest.raises(ValueError, match=said):
+        Expression(text)
+
+
+def test_a_variable_exponent_is_checked_against_its_values(tmp_path):
+    assert Expression("2**k")({"k": 5}) == 32
+    with pytest.raises(ValueError, match="at most 64"):
+        Expression("2**k")({"k": 10**9})
+    msg = broken(
+        tmp_path, lambda d: (d["parameters"].update(big=[1, 100]), d["restrictions"].append("2**big > variant"))
+    )
+    assert "restrictions.3" in msg and "'big'" in msg and "at most 64" in msg
+
+
+def test_a_text_parameter_is_only_compared(tmp_path):
+    msg = broken(tmp_path, lambda d: (d["parameters"].update(mode=["fast", "safe"]), d["restrictions"].append("mode * 3 == 'x'")))
+    assert "restrictions.3" in msg and "'mode' has text values" in msg
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    doc["parameters"]["mode"] = ["fast", "safe"]
+    doc["restrictions"].append("mode == 'fast' or variant > 3")
+    assert load_space(write(tmp_path, doc)).configurations > 0
+
+
+@pytest.mark.parametrize(
+    "edit, where, said",
+    [
+        (lambda d: d["parameters"].update(finish=[0, 1, True]), "parameters.finish", "true is not 1"),
+        (lambda d: d["parameters"].update(vector=[1, "2#56"]), "parameters.vector", "all numbers"),
+        (lambda d: d["parameters"].update(vector=["2#56"]), "parameters.vector", "all names"),
+        (lambda d: d["parameters"].update(vector=[1, 2**70]), "parameters.vector", "all numbers"),
+        (lambda d: d["parameters"].update(vector=[1, float("nan")]), "parameters.vector", "not a value"),
+        (lambda d: d["sizes"].update(huge={"n": 2**64}), "sizes.huge.n", "out of range"),
+        (lambda d: d["restrictions"].append("variant > 100"), "restrictions", "no valid configuration"),
+        (
+            lambda d: (d["parameters"].update(block_size_y=[0, 16])),
+            "parameters.block_size_y",
+            "thread block dimension",
+        ),
+        (lambda d: d["restrictions"].append("variant / (vector - 1) > 0"), "restrictions.3", "ZeroDivisionError"),
+        (lambda d: d["restrictions"].append("variant < 'a'"), "restrictions.3", "TypeError"),
+    ],
+)
+def test_strict_values_one_clear_line(tmp_path, edit, where, said):
+    msg = broken(tmp_path, edit)
+    assert f"at {where}:" in msg and said in msg and "\n" not in msg
+
+
+def test_a_space_too_large_to_list_is_refused_with_its_count(tmp_path):
+    def huge(d):
+        d["parameters"].update({f"x{i}": list(range(1, 11)) for i in range(9)})  # 10^9 times the reduction's
+
+    import time
+
+    start = time.monotonic()
+    msg = broken(tmp_path, huge)
+    assert "more than 1,000,000 valid configurations" in msg and "before the restrictions" in msg
+    assert time.monotonic() - start < 10
+
+
+def test_counting_is_bounded_in_time(tmp_path, monkeypatch):
+    from tuner.space import configurations
+
+    monkeypatch.setattr(configurations, "MAX_EVALUATIONS", 1000)
+
+    def sparse(d):  # one restriction over every parameter: nothing prunes, every config is evaluated
+        d["parameters"].update({f"x{i}": list(range(1, 11)) for i in range(4)})
+        d["restrictions"].append("x0 + x1 + x2 + x3 == 40 and variant + block_size_x == 0")
+
+    assert "took more than 1,000 evaluations" in broken(tmp_path, sparse)
+
+
+def test_only_checked_restrictions_reach_kernel_tuner():
+    import dataclasses
+
+    space = get_workload("reduction").space
+    with pytest.raises(TunerError, match="not allowed|only these functions"):
+        dataclasses.replace(space, restrictions=["__import__('os').system('true') or True"])
+    assert searchspace(space).size == space.configurations

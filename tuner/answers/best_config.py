@@ -12,7 +12,7 @@ import pandas as pd
 from tuner import store
 from tuner.campaign import confirmation
 from tuner.errors import TunerError
-from tuner.measure.provenance import gpu_info
+from tuner.measure.provenance import local_device_name
 from tuner.space import format_size, size_distance
 from tuner.store import gpu_slug
 from tuner.store.gpu_choice import choose_gpu
@@ -26,6 +26,9 @@ PROVENANCE = (
     "cuda",
     "backend",
     "compiler_options",
+    "cpu_threads",  # CPU workloads: the logical CPUs and physical cores used, and the compiler
+    "cpu_cores",
+    "compiler",
     "kernel_hash",
     "package_version",
     "kernel_tuner_version",
@@ -33,11 +36,6 @@ PROVENANCE = (
     "campaign_id",
     "timestamp",
 )
-
-
-def local_gpu() -> str | None:
-    name = gpu_info().get("gpu")
-    return None if name in (None, "", "unknown") else name
 
 
 def _nearest_size(workload: Workload, size: dict, measured: dict) -> tuple[str, str]:
@@ -111,7 +109,7 @@ def select(
         raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
 
     notes, fallback = [], []
-    wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_gpu()
+    wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_device_name(space)
     chosen, found = choose_gpu(df, wanted_gpu, size)  # else the GPU with the most measurements at this size
     if not found:
         if wanted_gpu:

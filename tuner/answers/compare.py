@@ -1,5 +1,7 @@
 """The analysis behind `tuner compare-strategies` (tuner.cli.compare_strategies): replay a recorded complete
 (brute-force) space with several strategies and repeats, and compare how fast each gets close to the optimum.
+The space is a workload's recording in the store, or any Kernel Tuner cache or T4 results file (`compare_file`:
+whatever kernel and GPU it came from; tuner.store.kt_files reads it, tuner.measure.file_replay replays it).
 
 This module holds the recordings, the strategies compared (with their modifiers), the replays that turn a
 strategy into a trace of unique evaluations, and `compare`, which runs them and `summarize`s the traces
@@ -37,14 +39,17 @@ from tuner.answers.compare_scores import (
 )
 from tuner.errors import TunerError
 from tuner.measure import kt
+from tuner.measure.file_replay import replay_file
 from tuner.measure.replay import replay
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
+from tuner.store.kt_files import FileRecording, read_recording
 from tuner.store.recordings import find_recording
 from tuner.workloads import get_workload
 
 DEFAULT_STRATEGIES = (
     "default",
+    "default-cold",
     "tpe",
     "cmaes",
     "random",
@@ -56,9 +61,11 @@ DEFAULT_STRATEGIES = (
 )
 # strategy modifiers: `tpe+warm` starts from the best configs of the other recorded sizes (tuner.search.warmstart),
 # `tpe+stop` stops early with the default patience (tuner.search.stopping). `default` is what `tuner tune --budget N`
-# runs; without a budget it also stops early, which the `stopping` figures of each strategy measure
+# runs; without a budget it also stops early, which the `stopping` figures of each strategy measure.
+# `default-cold` is the same strategy with the warm start off: what a kernel with no stored neighbours gets
 MODIFIERS = ("warm", "stop")
 DEFAULT = f"{DEFAULT_STRATEGY}+warm"
+COLD, WARM = "default-cold", "default"
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,7 @@ class Recording:
     values: np.ndarray  # ascending; failed configs left out
     # configs a warm-started strategy tries first: from the store's other sizes / dtypes / GPUs, never this one
     warm_start: tuple = ()
+    file: FileRecording | None = None  # a Kernel Tuner file with no workload here: replayed over its configs
 
     @property
     def optimum(self) -> float:
@@ -111,9 +119,22 @@ def load_recording(
     )
 
 
+def load_file_recording(path: Path, objective: str | None = None, direction: str | None = None) -> Recording:
+    """A Kernel Tuner cache or T4 results file as a recording (no warm start: nothing stored is its neighbour)."""
+    f = read_recording(Path(path), objective, direction)
+    values = np.sort(np.array(f.values, dtype=float))
+    return Recording(f.kernel or Path(path).name, "", "", Path(path), f.device, f.objective, f.maximize, values, (), f)
+
+
+def space_size(rec: Recording) -> int:
+    """The configs a strategy searches: the workload's space, or every config a file recording holds."""
+    return len(rec.file.configs) if rec.file is not None else kt.searchspace(get_workload(rec.workload).space).size
+
+
 def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None) -> Any:
-    """A strategy by name, with modifiers (MODIFIERS) after a '+'; `default` is `tuner tune`'s own."""
-    base, *mods = (DEFAULT if name == "default" else name).split("+")
+    """A strategy by name, with modifiers (MODIFIERS) after a '+'; `default` is `tuner tune`'s own, `default-cold`
+    the same without its warm start."""
+    base, *mods = {WARM: DEFAULT, COLD: DEFAULT_STRATEGY}.get(name, name).split("+")
     unknown = set(mods) - set(MODIFIERS)
     if unknown:
         raise TunerError(
@@ -143,6 +164,11 @@ def _unique_trace(results: list, params: list[str], objective: str) -> list:
 
 def strategy_trace(rec: Recording, strategy: str, seed: int, budget: int) -> list:
     """One replay of `strategy` on the recording: objective values per unique evaluation, at most `budget`."""
+    if rec.file is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results = replay_file(rec.file, make_compared_strategy(rec, strategy, seed), max_evals=budget, seed=seed)
+        return _unique_trace(results, list(rec.file.tune_params), rec.objective)[:budget]
     w = get_workload(rec.workload)
     space = w.space
     _, size_vars = space.resolve_size(rec.size_name, w.parse_size)
@@ -207,6 +233,8 @@ def summarize(rec: Recording, traces: dict, budget: int) -> dict:
         "gpu": rec.gpu,
         "recording": str(rec.cachefile),
         "configs": int(rec.values.size),
+        "space": space_size(rec),
+        "warm_start": len(rec.warm_start),
         "objective": rec.objective,
         "maximize": rec.maximize,
         "optimum": rec.optimum,
@@ -250,6 +278,9 @@ def summarize(rec: Recording, traces: dict, budget: int) -> dict:
             "p90": np.percentile(frac, 90, axis=0).tolist(),
         }
         doc["strategies"][name] = entry
+    scores = {name: e["methodology"]["score"] for name, e in doc["strategies"].items()}
+    if COLD in scores and WARM in scores:  # the default with its warm start off and on, side by side
+        doc["cold_warm"] = {"cold": scores[COLD], "warm": scores[WARM]}
     return doc
 
 
@@ -267,6 +298,30 @@ def compare(
     on_start: Callable[[int], object] | None = None,
     on_done: Callable[[], object] | None = None,
 ) -> dict:
+    strategies = _checked(strategies, repeats, budget)
+    rec = load_recording(workload, size, dtype, gpu, root)
+    return _run(rec, strategies, repeats, budget, jobs, on_start, on_done)
+
+
+def compare_file(
+    path: Path,
+    *,
+    objective: str | None = None,
+    direction: str | None = None,
+    strategies: Iterable[str] = DEFAULT_STRATEGIES,
+    repeats: int = 30,
+    budget: int = 200,
+    jobs: int | None = None,
+    on_start: Callable[[int], object] | None = None,
+    on_done: Callable[[], object] | None = None,
+) -> dict:
+    """`compare` on a Kernel Tuner cache or T4 results file (load_file_recording)."""
+    strategies = _checked(strategies, repeats, budget)
+    rec = load_file_recording(Path(path), objective, direction)
+    return _run(rec, strategies, repeats, budget, jobs, on_start, on_done)
+
+
+def _checked(strategies: Iterable[str], repeats: int, budget: int) -> list[str]:
     strategies = list(dict.fromkeys(strategies))
     if not strategies:
         raise TunerError("no strategies to compare")
@@ -274,8 +329,19 @@ def compare(
         make_compared_strategy(None, s)  # an unknown name fails here, before any replay
     if repeats < 1 or budget < 1:
         raise TunerError("--repeats and --budget must be at least 1")
-    rec = load_recording(workload, size, dtype, gpu, root)
-    budget = min(budget, kt.searchspace(get_workload(workload).space).size)
+    return strategies
+
+
+def _run(
+    rec: Recording,
+    strategies: list[str],
+    repeats: int,
+    budget: int,
+    jobs: int | None,
+    on_start: Callable[[int], object] | None,
+    on_done: Callable[[], object] | None,
+) -> dict:
+    budget = min(budget, space_size(rec))
     if on_start:
         on_start(len(strategies) * repeats)
     jobs = jobs or os.cpu_count() or 1

@@ -81,3 +81,86 @@ def plot(doc: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# ---- several recordings: the default cold and warm, side by side -------------------------------------
+
+
+def _score(doc: dict, name: str) -> float:
+    e = doc["strategies"].get(name)
+    return float("nan") if e is None else e["methodology"]["score"]
+
+
+def _best_kt(doc: dict) -> tuple[str, float] | None:
+    kt = {n: _score(doc, n) for n in doc["strategies"] if n.startswith("kt:") and not math.isnan(_score(doc, n))}
+    return max(kt.items(), key=lambda item: item[1]) if kt else None
+
+
+def recording_name(doc: dict) -> str:
+    """A recording as a row names it: the workload's size and dtype, or the file's name."""
+    if doc["size"]:
+        return f"{doc['workload']} {doc['size']} {doc['dtype']}"
+    return Path(doc["recording"]).name
+
+
+def summary_rows(docs: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """One row per recording: the default with its warm start off and on, then every other strategy's score."""
+    from tuner.answers.compare import COLD, WARM
+
+    others = list(dict.fromkeys(n for d in docs for n in d["strategies"] if n not in (COLD, WARM)))
+    header = ["recording", "configs", "budget", "cold", "warm", *others, "best kt"]
+    rows = []
+    for d in docs:
+        scores = [_score(d, n) for n in (COLD, WARM, *others)]
+        best = _best_kt(d)
+        rows.append(
+            [recording_name(d), str(d["configs"]), str(d["budget"])]
+            + ["n/a" if math.isnan(s) else f"{s:.3f}" for s in scores]
+            + [f"{best[0][3:]} {best[1]:.3f}" if best else "n/a"]
+        )
+    return header, rows
+
+
+def summary_markdown(docs: list[dict]) -> str:
+    header, rows = summary_rows(docs)
+    lines = [
+        "Methodology scores (Willemsen et al. 2024; 0 = calculated random search, 1 = optimum at once). cold: the "
+        "default strategy with its warm start off; warm: with it (from the store's other sizes, dtypes and GPUs; "
+        "a recording from a file has none, so there both run alike).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot_scores(docs: list[dict], path: Path) -> None:
+    """Grouped bars per recording: the default cold, warm, and the best Kernel Tuner strategy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tuner.answers.compare import COLD, WARM
+
+    names = [recording_name(d) for d in docs]
+    series = {
+        "default, cold": [_score(d, COLD) for d in docs],
+        "default, warm": [_score(d, WARM) for d in docs],
+        "best Kernel Tuner strategy": [b[1] if (b := _best_kt(d)) else float("nan") for d in docs],
+    }
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(docs) + 3), 4.5))
+    x = np.arange(len(docs))
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series.items()):
+        ax.bar(x + (i - 1) * width, np.nan_to_num(values), width, label=label)
+    ax.axhline(0, color="k", linewidth=0.8)
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("methodology score")
+    ax.set_title("The default strategy with its warm start off and on, per recording", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

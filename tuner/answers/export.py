@@ -1,15 +1,18 @@
-"""`tuner export`: the best configs per GPU and size as JSON, YAML or a C header of #defines."""
+"""`tuner export`: the best configs per GPU and size as JSON, YAML or a C header of #defines; or one recorded
+space, every config, in Kernel Tuner's own files (its cache, or the T4 results file: tuner.store.kt_files)."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import yaml
 
 from tuner.errors import TunerError
 
-FORMATS = ("json", "yaml", "header")
+RECORDING_FORMATS = ("t4", "kt-cache")  # one (GPU, size, dtype), every config
+FORMATS = ("json", "yaml", "header", *RECORDING_FORMATS)
 
 
 def _macro(text: str) -> str:
@@ -29,7 +32,30 @@ def render(workload: str, answers: list[dict], fmt: str, degraded: dict | None =
             left = [p["path"] for p in degraded["parts"]] + [r["path"] for r in degraded["rows"]]
             text = f"/* degraded store: left out of {', '.join(sorted(set(left)))} */\n" + text
         return text
+    if fmt in RECORDING_FORMATS:
+        raise TunerError(f"--format {fmt} exports one recorded space: see recording_text")
     raise TunerError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
+
+
+def recording_text(
+    workload: str, fmt: str, size: str | None, dtype: str | None, gpu: str | None, root: Path | None = None
+) -> tuple[str, dict]:
+    """One recorded (GPU, size, dtype) with every config as Kernel Tuner's cache (`kt-cache`) or T4 results
+    file (`t4`), and what was written (GPU, size, dtype, configs). The GPU and size are chosen as `tuner
+    best` chooses them, but only a size that was recorded on that GPU."""
+    from tuner.answers.best_config import select
+    from tuner.store.kt_files import cache_text, store_cache_doc, t4_results
+
+    if fmt not in RECORDING_FORMATS:
+        raise TunerError(f"unknown recording format '{fmt}'; choose one of {', '.join(RECORDING_FORMATS)}")
+    sel = select(workload, size, dtype, gpu, root)
+    if "nearest-size" in sel.fallback:
+        raise TunerError(f"{workload}: {sel.notes[-1]}; export a recorded size")
+    row = sel.rows.iloc[0]
+    doc = store_cache_doc(workload, str(row["size"]), sel.dtype, str(row["gpu"]), root)
+    text = cache_text(doc) + "\n" if fmt == "kt-cache" else json.dumps(t4_results(doc), indent=1) + "\n"
+    about = {"gpu": doc["device_name"], "size": str(row["size"]), "dtype": sel.dtype, "configs": len(doc["cache"])}
+    return text, {**about, "notes": sel.notes}
 
 
 def _header(workload: str, answers: list[dict]) -> str:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from rich.table import Table
+from rich.console import RenderableType
 
 from tuner.answers.best_config import Selection, best_row
 from tuner.errors import TunerError
-from tuner.formatting import config_text, readable
+from tuner.formatting import Field, Items, config_text, fitted, readable
 
 if TYPE_CHECKING:
     from tuner.space import Space
@@ -106,10 +106,11 @@ def by_parameters(table: pd.DataFrame, params: list[str], objective: str, maximi
 
 
 def render(
-    sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[str] | None, limit: int | None
-) -> tuple[str, Table]:
-    """A heading (what was measured, and what failed how) and the rich table of `shown`: the best `limit`
-    configs of `table` (None: all), or by_parameters' table for `by`."""
+    sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[str] | None, limit: int | None, width: int
+) -> tuple[str, RenderableType]:
+    """A heading (what was measured, and what failed how) and `shown` laid out to fit `width` columns
+    (tuner.formatting.fitted): the best `limit` configs of `table` (None: all), or by_parameters' table for
+    `by`."""
     space = sel.workload.space
     first = sel.rows.iloc[0]
     failed = table[table["status"] != "ok"]["status"].value_counts()
@@ -118,34 +119,44 @@ def render(
         f"measured in {sel.rows['campaign_id'].nunique()} campaign(s)"
         + (", failed: " + ", ".join(f"{k} {v}" for k, v in failed.items()) if len(failed) else "")
     )
+    objective = objective_column(space)
     if by and len(by) == 2:
-        out = Table(title=f"best {objective_column(space)} by {by[0]} (down) and {by[1]} (across)")
-        out.add_column(f"{by[0]} \\ {by[1]}")
-        for c in shown.columns:
-            out.add_column(str(c), justify="right")
-        for value, row in shown.iterrows():
-            out.add_row(str(value), *(_cell(v) for v in row))
-        return heading, out
+        fields = [Field(by[0], numeric=True), *(Field(f"{by[1]}={c}", numeric=True, keep=True) for c in shown.columns)]
+        rows = [[value, *(_cell(v) for v in row)] for value, row in shown.iterrows()]
+        title = f"best {objective} by {by[0]} (down) and {by[1]} (across)"
+        return heading, fitted(fields, rows, width, title=title)
     if by:
-        out = Table(title=f"best {objective_column(space)} by {by[0]}")
-        rows, columns = shown, list(shown.columns)
+        title = f"best {objective} by {by[0]}"
+        frame, columns = shown, list(shown.columns)
     else:
-        rows = table.head(len(table) if limit is None else limit)
-        out = Table(
-            title=f"best {len(rows)} of {len(table)}, by {objective_column(space)} "
-            f"({'higher' if space.maximize else 'lower'} is better)"
+        frame = table.head(len(table) if limit is None else limit)
+        title = (
+            f"best {len(frame)} of {len(table)}, by {objective} ({'higher' if space.maximize else 'lower'} is better)"
         )
-        columns = [c for c in table.columns if c != "error" or (rows["status"] != "ok").any()]
-    for c in columns:
-        out.add_column(str(c), justify="left" if c in ("status", "error", "best config") else "right")
-    for values in rows[columns].itertuples(index=False):
-        out.add_row(*(_cell(v) for v in values))
-    return heading, out
+        columns = [c for c in table.columns if c != "error" or (frame["status"] != "ok").any()]
+    fields = [_field(str(c), objective) for c in columns]
+    rows = [
+        [_cell(v, c) for c, v in zip(columns, values, strict=True)] for values in frame[columns].itertuples(index=False)
+    ]
+    return heading, fitted(fields, rows, width, title=title)
 
 
-def _cell(v: object) -> str:
+def _field(column: str, objective: str) -> Field:
+    """How a column of these tables is laid out: numbers right, prose and configs wrapping, `chosen` a flag."""
+    if column == "chosen":
+        return Field(column, flag=True, keep=True)
+    if column in ("error", "best config"):
+        return Field(column, wrap=True)
+    if column in (objective, f"best {objective}"):
+        return Field(column, numeric=True, keep=True)
+    return Field(column, numeric=column != "status")
+
+
+def _cell(v: object, column: str = "") -> object:
+    if column == "best config" and isinstance(v, str):
+        return Items(v.split(", ")) if v else ""  # by_parameters' config_text: wraps between its parameters
     if isinstance(v, (bool, np.bool_)):  # the `chosen` column
-        return "*" if v else ""
+        return bool(v)
     if v is None or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, float):

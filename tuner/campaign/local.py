@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from tuner import store
 from tuner.campaign import confirmation
-from tuner.campaign.progress import CampaignProgress
-from tuner.campaign.request import CampaignRequest, Resolved, resolve
+from tuner.campaign.progress import CampaignProgress, counted
+from tuner.campaign.request import CampaignRequest, Resolved, check_gpu, resolve
 from tuner.campaign.session import Session, baseline_medians, known_rows, open_session, store_row
 from tuner.campaign.storage import open_storage
+from tuner.campaign.summary import chosen_line, closing_notes, replay_line, stopped_line
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.provenance import gpu_info
@@ -47,6 +48,10 @@ class CampaignResult:
     simulated: bool = False
     replayed: str | None = None  # a replay: over how many of the space's configs the recording held
     notes: list[str] = field(default_factory=list)  # a replay: which GPU's recording, where chosen among several
+    stop_reason: str | None = None  # why the search stopped: budget, time limit, patience, space exhausted
+    # the closing summary, to print after the best (tuner/campaign/summary.py): why the search stopped (from
+    # stop_reason), and where `tuner best` answers another config than the campaign's top row, why
+    closing: list[str] = field(default_factory=list)
 
 
 def run_campaign(req: CampaignRequest) -> CampaignResult:
@@ -54,6 +59,7 @@ def run_campaign(req: CampaignRequest) -> CampaignResult:
     root = Path(req.results or store.results_root())
     if req.simulate:
         return _simulate(req, r, root)
+    check_gpu(req, r.space)
     session = open_session(req, r.workload, r.size_name, r.size, r.dtype, root, store.new_campaign_id())
     try:
         return _run_session(req, r, root, session)
@@ -88,10 +94,8 @@ def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session
     session.runner.known, session.runner.on_row = known, on_row
     # one SQLite file shared by the campaigns of this GPU
     storage = open_storage(req.storage or f"sqlite:///{session.wdir / 'optuna.sqlite3'}")
-    study_name = (
-        f"{req.workload}/{r.size_name}/{dtype}/{gpu_slug(gpu)}/{req.strategy}/{kernel_hash}-{space.space_hash}"
-        f"/{req.seed}"
-    )
+    # the campaign's name, and what it must not be mixed with: this GPU, this kernel and space
+    study_name = f"{study_title(req, r)}@{gpu_slug(gpu)}/{kernel_hash}-{space.space_hash}"
     strategy = campaign_strategy(
         req, space, size, dtype, gpu, root, storage=storage, study_name=study_name, evaluations=previous
     )
@@ -126,6 +130,8 @@ def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session
         failures=progress.failures,
         best=best,
         baselines=baseline_medians(session.baselines),
+        stop_reason=getattr(strategy, "stop_reason", None),
+        closing=closing_notes(stopped_line(getattr(strategy, "stop_reason", None)), chosen_line(best, summary["best"])),
     )
 
 
@@ -232,12 +238,38 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
     cachefile, note = choose_recording(root, req.workload, r.size_name, r.dtype, req.gpu, size=r.size, here=here)
     gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
     strategy = campaign_strategy(
-        req, r.space, r.size, r.dtype, gpu, root, storage=req.storage and open_storage(req.storage), study_name=None
+        req,
+        r.space,
+        r.size,
+        r.dtype,
+        gpu,
+        root,
+        storage=req.storage and open_storage(req.storage),
+        study_name=f"{study_title(req, r)}-replay",
+    )
+    progress = CampaignProgress(  # no time left shown: a replay's time budget is the recording's simulated time
+        f"{req.workload} {r.size_name} {r.dtype} [{req.strategy}, replay]",
+        min(r.max_evals or r.searchspace.size, r.searchspace.size),
+        None,
+        r.space.objective,
+        r.space.maximize,
+        quiet=req.quiet,
     )
     run = replay_recording(
-        r.space, r.size, r.dtype, cachefile, strategy, seed=req.seed, time_limit=req.time_limit, max_evals=r.max_evals
+        r.space,
+        r.size,
+        r.dtype,
+        cachefile,
+        counted(strategy, progress, r.space.objective),
+        seed=req.seed,
+        time_limit=req.time_limit,
+        max_evals=r.max_evals,
     )
     summary = _summarize(run.results, r.space)
+    closing = [  # the closing summary (tuner/campaign/summary.py): why it stopped, why `tuner best` differs
+        stopped_line(getattr(strategy, "stop_reason", None)),
+        replay_line(req.workload, r.size_name, r.dtype, run.gpu, summary["best"], run.results, root),
+    ]
     return CampaignResult(
         req.workload,
         r.size_name,
@@ -251,7 +283,15 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
         simulated=True,
         replayed=run.coverage,
         notes=[note] if note else [],
+        closing=closing_notes(*closing),
+        stop_reason=getattr(strategy, "stop_reason", None),
     )
+
+
+def study_title(req: CampaignRequest, r: Resolved) -> str:
+    """A single-process campaign's Optuna study is named as a distributed one would be by default."""
+    seed = "" if req.seed is None else f"-s{req.seed}"
+    return store.safe_name(f"{req.workload}-{r.size_name}-{r.dtype}-{req.strategy}{seed}")
 
 
 def local_gpu_name() -> str | None:

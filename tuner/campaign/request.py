@@ -3,6 +3,9 @@ for every kind of campaign (one process or distributed) before any GPU work."""
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,10 +81,58 @@ def check_options(req: CampaignRequest) -> None:
         raise TunerError(f"unknown backend '{req.backend}'; choose one of {', '.join(kt.BACKENDS)}")
     if req.patience is not None and req.patience < 0:
         raise TunerError(f"--patience {req.patience}: give a number of evaluations (0: never stop early)")
-    if not req.timeout or req.timeout <= 0:
-        raise TunerError(f"--timeout {req.timeout}: give the seconds one configuration may take, more than 0")
+    if not (isinstance(req.timeout, (int, float)) and math.isfinite(req.timeout) and req.timeout > 0):
+        raise TunerError(f"--timeout {req.timeout}: give the seconds one configuration may take, a number more than 0")
+    if req.seed is not None and not 0 <= req.seed < 2**32:
+        raise TunerError(f"--seed {req.seed}: give a whole number from 0 to {2**32 - 1} (the samplers' and the data's)")
+    if req.device < 0:
+        raise TunerError(f"--device {req.device}: give a CUDA device ordinal (0, 1, ...)")
     if req.storage:  # a wrong URL or a missing driver: said now, not after the GPU's set-up
         open_storage(req.storage)
+
+
+# what each backend imports, and the extra that installs it
+BACKEND_PACKAGES = {
+    "nvcuda": ("cuda", "cuda-python", "cuda"),
+    "cupy": ("cupy", "CuPy", "cupy"),
+    "pycuda": ("pycuda", "PyCUDA", "pycuda"),
+}
+CUDA_ERROR_NO_DEVICE = 100
+
+
+def gpu_missing(backend: str) -> str | None:
+    """What this machine lacks to measure on a GPU with `backend` (kt.BACKENDS, or host-nvcc: no Python
+    package), in words; None where nothing is missing. Asks the CUDA driver through ctypes: no CUDA
+    context is made here (the measuring process makes its own)."""
+    if backend in BACKEND_PACKAGES:
+        module, package, extra = BACKEND_PACKAGES[backend]
+        if importlib.util.find_spec(module) is None:
+            return f"the {backend} backend needs {package}, which is not installed (pip install 'gpu-tuner[{extra}]')"
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no CUDA driver on this machine (libcuda.so.1 not found)"
+    status = driver.cuInit(0)
+    count = ctypes.c_int(0)
+    if status == CUDA_ERROR_NO_DEVICE or (
+        status == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and not count.value
+    ):
+        return "no CUDA GPU on this machine"
+    if status != 0:
+        return f"the CUDA driver does not start (cuInit error {status})"
+    return None
+
+
+def check_gpu(req: CampaignRequest, space: Space) -> None:
+    """Before a live campaign: a GPU and the backend's package are there, else one line that says what is
+    missing and offers a replay (tests that substitute a GPU-free measuring process skip it)."""
+    if req.simulate or req.measure_target is not None or space.on_cpu:
+        return
+    missing = gpu_missing(kt.effective_backend(space, req.backend))
+    if missing:
+        raise TunerError(
+            f"cannot measure here: {missing}; `tuner tune {req.workload} --simulate` replays a recorded campaign"
+        )
 
 
 def default_max_evals(strategy: str, space_size: int, time_limit: float | None) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -15,6 +16,7 @@ import sqlalchemy
 
 from tuner.errors import TunerError
 
+STORAGE_ENV = "TUNER_STORAGE"  # the storage URL, for `tuner worker` and `tuner status` without --storage
 HEARTBEAT_S = 10  # how often a measuring worker says it is alive
 GRACE_S = 60  # silence after which its trial is retried by another worker (longer than any compile stall)
 MAX_RETRY = 3
@@ -34,7 +36,7 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
     """Optuna's RDB storage (the one with heartbeats); stale trials are failed and enqueued again."""
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         raise TunerError(
-            f"storage '{url}': give a database URL (sqlite:///path on one host, "
+            f"storage '{redact(url)}': give a database URL (sqlite:///path on one host, "
             "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
             "a dead worker, exists only in its RDB storage"
         )
@@ -57,7 +59,7 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
             if _creation_race(e) and attempt + 1 < CREATE_TRIES:
                 time.sleep(0.1 * (attempt + 1))
                 continue
-            raise TunerError(f"cannot open storage '{redact(url)}': {str(e).splitlines()[0]}") from None
+            raise TunerError(f"cannot open storage '{redact(url)}': {scrub(str(e).splitlines()[0], url)}") from None
     if sqlite:
         # Optuna pops a queued trial by reading its state and then updating it. PostgreSQL locks the row
         # (SELECT ... FOR UPDATE); SQLite ignores that, so two workers could both pop the same trial,
@@ -125,10 +127,37 @@ def _sqlite_connector(url: str) -> Callable[[], sqlite3.Connection]:
     return connect
 
 
+# query parameters that carry a secret (libpq's and SQLAlchemy drivers' spellings)
+SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token", "api_key", "apikey")
+_SECRET_QUERY = re.compile(r"(?i)([?&;](?:" + "|".join(SECRET_PARAMS) + r")=)[^&;#]*")
+
+
 def redact(url: str) -> str:
-    """A storage URL without its password, for printing."""
-    head, sep, tail = url.partition("@")
-    if not sep or "://" not in head:
-        return url
-    scheme, _, cred = head.partition("://")
-    return f"{scheme}://{cred.split(':', 1)[0]}:***@{tail}" if ":" in cred else url
+    """A storage URL without its secrets, for printing and logging: the password of its user part (up to
+    the last '@', so that a password holding '@' or ':' is hidden whole; more is hidden rather than less)
+    and every password-like query parameter (`?user=alice&password=...`). The one place this is done."""
+    url = str(url)
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        userinfo, host = rest.rsplit("@", 1)
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:***@{host}" if colon else f"{userinfo}@{host}"
+    return _SECRET_QUERY.sub(r"\1***", f"{scheme}{sep}{rest}")
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` (a driver's error, a log line) with every secret of `url` in it replaced by ***, and the URL
+    itself by its redacted form."""
+    text = str(text).replace(url, redact(url))
+    scheme, sep, rest = url.partition("://")
+    secrets = [m.group(0).split("=", 1)[1] for m in _SECRET_QUERY.finditer(url)]
+    if sep and "@" in rest:
+        password = rest.rsplit("@", 1)[0].partition(":")[2]
+        secrets.append(password)
+        # a driver that splits at the first '@' reads the rest of such a password as part of the host
+        for i in range(1, password.count("@") + 1):
+            tail = password.split("@", i)[-1]
+            text = text.replace(f"'{tail}@", "'***@").replace(f" {tail}@", " ***@")
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text

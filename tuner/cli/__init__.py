@@ -16,9 +16,11 @@ from tuner.cli import (
     best,
     check,
     compare_strategies,
+    dashboard,
     export,
     init,
     listing,
+    report,
     results,
     run,
     status,
@@ -44,7 +46,7 @@ def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
         help=f"the user's workloads folder (default: ./workloads of the project, or ${WORKLOADS_ENV})",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (listing, tune, worker, status, best, results, export, baseline, check):
+    for module in (listing, tune, worker, status, dashboard, best, results, report, export, baseline, check):
         module.register(sub)
     run.register(sub, programs=run_programs)
     compare_strategies.register(sub)

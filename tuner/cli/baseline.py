@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from tuner.cli.common import console
 
@@ -23,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # tuner.answers.baseline.BASELINE_SESSIONS
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
+    s.add_argument("--json", action="store_true", help="the baselines recorded, as JSON (progress on stderr)")
     s.set_defaults(func=command)
 
 
@@ -39,7 +42,19 @@ def command(args: argparse.Namespace) -> int:
         backend=args.backend,
         device=args.device,
         root=args.results,
-        log=console.print,
+        log=lambda m: print(m, file=sys.stderr, flush=True) if args.json else console.print(m, highlight=False),
     )
-    console.print(f"{len(rows)} baseline(s) recorded")
+    if args.json:
+        print(json.dumps([_readable(r) for r in rows], indent=2, default=str))
+    else:
+        console.print(f"{len(rows)} baseline(s) recorded")
     return 0 if rows else 2
+
+
+def _readable(row: dict) -> dict:
+    """A stored baseline row for JSON: its JSON-encoded columns (config, size_vars, references) decoded."""
+    out = dict(row)
+    for key in ("config", "size_vars", "references"):
+        if isinstance(out.get(key), str):
+            out[key] = json.loads(out[key])
+    return out

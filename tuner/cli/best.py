@@ -6,9 +6,10 @@ import argparse
 import json
 
 from rich.markup import escape
+from rich.table import Table
 
 from tuner.cli.common import add_allow_degraded, console, degraded_status, size_text
-from tuner.formatting import config_text, readable
+from tuner.formatting import Items, config_items, readable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,20 +38,32 @@ def command(args: argparse.Namespace) -> int:
     for note in answer["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(
-        f"[bold]{answer['workload']}[/] {answer['size']} {answer['dtype']} on {answer['gpu']}"
-        f" (answer: {answer['fallback']})"
+        f"[bold]{escape(answer['workload'])}[/] {escape(answer['size'])} {answer['dtype']} on "
+        f"{escape(answer['gpu'])} (answer: {answer['fallback']})",
+        highlight=False,
     )
-    console.print("config: " + config_text(answer["config"]), highlight=False)
-    console.print(
-        f"{answer['objective']}: {readable(answer['value'])}   time: {readable(answer['time_ms'])} ms"
-        f"   (median of {answer['measurements']} measurement(s))"
-    )
-    for name, b in answer["baselines"].items():
-        ratios = ", ".join(f"{m} {r:.3f}x" for m, r in b["ratio"].items())
-        console.print(f"vs {name}: {ratios}  ({name}: {b['time_ms']:.4g} ms)")
-    p = answer["provenance"]
-    console.print(
-        f"measured with {p.get('backend')} on driver {p.get('driver')}, CUDA {p.get('cuda')}, "
-        f"commit {p.get('git_commit')}, campaign {p.get('campaign_id')}"
-    )
+    console.print(answer_grid(answer), highlight=False)
     return degraded_status(answer.get("degraded"), args.allow_degraded)
+
+
+def answer_grid(answer: dict) -> Table:
+    """The answer as `label  value` lines, each value wrapping in its own column; the config only between
+    its parameters."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    grid.add_row("config", Items(config_items(answer["config"])))
+    median = f"median of {answer['measurements']} measurement(s)"
+    if answer["objective"] == "time":
+        grid.add_row("time", Items([f"{readable(answer['time_ms'])} ms", f"({median})"], sep=" "))
+    else:
+        grid.add_row(answer["objective"], Items([readable(answer["value"]), f"({median})"], sep=" "))
+        grid.add_row("time", f"{readable(answer['time_ms'])} ms")
+    for name, b in answer["baselines"].items():
+        ratios = ", ".join(f"{m} {r:.3f}x" for m, r in b["ratio"].items()).split(" ")
+        grid.add_row(f"vs {name}", Items([*ratios, f"({name}: {b['time_ms']:.4g} ms)"], sep=" "))
+    p = answer["provenance"]
+    measured = [f"with {p.get('backend')}", f"on driver {p.get('driver')},", f"CUDA {p.get('cuda')},"]
+    measured += [f"commit {p.get('git_commit')},", f"campaign {p.get('campaign_id')}"]
+    grid.add_row("measured", Items(measured, sep=" "))
+    return grid

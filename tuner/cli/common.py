@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,12 +63,16 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 
 def storage_url(args: argparse.Namespace) -> str:
-    """--storage, else the SQLite file beside the results that `tune --workers` uses by default."""
-    from tuner.campaign.storage import default_storage, sqlite_path
+    """--storage, else $TUNER_STORAGE (how `tune --workers` hands it to its workers: a command line is visible
+    to every user in `ps`, a process's environment only to its owner), else the SQLite file beside the results
+    that `tune --workers` uses by default."""
+    from tuner.campaign.storage import STORAGE_ENV, default_storage, sqlite_path
     from tuner.store import results_root
 
     if args.storage:
         return args.storage
+    if os.environ.get(STORAGE_ENV):
+        return os.environ[STORAGE_ENV]
     url = default_storage(args.results or results_root())
     if not Path(sqlite_path(url)).is_file():
         raise TunerError(

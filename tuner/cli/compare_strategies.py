@@ -1,15 +1,18 @@
 """`tuner compare-strategies`: replay a recorded complete space with several strategies and repeats, and show
-how fast each gets close to the optimum (the analysis: tuner.answers.compare)."""
+how fast each gets close to the optimum (the analysis: tuner.answers.compare). The space is a workload's
+recording in the store, or any Kernel Tuner cache or T4 results file (--recording, one or several)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from rich.table import Table
 
 from tuner.cli.common import console, write_text
+from tuner.errors import TunerError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,21 +22,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = subparsers.add_parser(
         "compare-strategies", help="replay a recorded complete space with several strategies and compare them"
     )
-    s.add_argument("workload")
+    s.add_argument("workload", nargs="?", help="a workload with a recorded complete space (or give --recording)")
+    s.add_argument(
+        "--recording",
+        action="append",
+        metavar="FILE",
+        help="a complete Kernel Tuner cache (.json, .json.gz) or T4 results file to replay instead; repeat it "
+        "for several (one summary row each)",
+    )
+    s.add_argument("--objective", help="--recording: the column to compare on (default: the file's objective)")
+    s.add_argument("--direction", choices=("maximize", "minimize"), help="--recording: the objective's direction")
     s.add_argument("--size", help="a named size with a recorded complete space (default: the space's default size)")
     s.add_argument("--dtype", help="element type (default: the space's first)")
     s.add_argument(
         "--strategies",
         default=",".join(DEFAULT_STRATEGIES),
-        help=f"comma-separated strategy names (default: {','.join(DEFAULT_STRATEGIES)})",
+        help=f"comma-separated strategy names (default: {','.join(DEFAULT_STRATEGIES)}; default-cold is the "
+        "default with its warm start off)",
     )
     s.add_argument("--repeats", type=int, default=30, help="runs per strategy, seeded 0, 1, ... (default 30)")
     s.add_argument("--budget", type=int, default=200, help="unique evaluations per run (default 200)")
     s.add_argument("--gpu", help="which recorded GPU to replay (where several are recorded)")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per CPU core)")
-    s.add_argument("--plot", help="write a convergence plot (PNG) here")
+    s.add_argument(
+        "--plot", help="write a plot (PNG) here: convergence for one space, cold and warm scores for several"
+    )
     s.add_argument("--markdown", help="write the table as markdown here")
-    s.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    s.add_argument("--json", action="store_true", help="one JSON document on stdout (a list for several files)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=command)
 
@@ -41,18 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def command(args: argparse.Namespace) -> int:
     """Run the replays (a progress bar on stderr), then print the table or the JSON document."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tuner.answers.compare import compare
-    from tuner.answers.compare_report import caption, markdown, plot, table_rows
+    from tuner.answers.compare import compare, compare_file
 
+    if bool(args.workload) == bool(args.recording):
+        raise TunerError("give a workload or --recording FILE (not both)")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    docs = []
     with Progress(
         TextColumn("replaying"),
         BarColumn(),
@@ -63,34 +74,94 @@ def command(args: argparse.Namespace) -> int:
         disable=args.quiet,
     ) as progress:
         task = progress.add_task("replays", total=None)
-        doc = compare(
-            args.workload,
-            args.size,
-            args.dtype,
-            strategies=strategies,
-            repeats=args.repeats,
-            budget=args.budget,
-            gpu=args.gpu,
-            root=args.results,
-            jobs=args.jobs,
-            on_start=lambda n: progress.update(task, total=n),
-            on_done=lambda: progress.advance(task),
-        )
+        common = {
+            "strategies": strategies,
+            "repeats": args.repeats,
+            "budget": args.budget,
+            "jobs": args.jobs,
+            "on_start": lambda n: progress.update(task, total=n, completed=0),
+            "on_done": lambda: progress.advance(task),
+        }
+        if args.recording:
+            for path in args.recording:
+                docs.append(compare_file(Path(path), objective=args.objective, direction=args.direction, **common))
+        else:
+            docs.append(compare(args.workload, args.size, args.dtype, gpu=args.gpu, root=args.results, **common))
+    if len(docs) == 1:
+        _one(docs[0], args)
+    else:
+        _several(docs, args)
+    for what, path in (("plot", args.plot), ("markdown", args.markdown)):
+        if path and not args.json:
+            console.print(f"wrote the {what} to {path}", highlight=False)
+    return 0
+
+
+def _one(doc: dict, args: argparse.Namespace) -> None:
+    from tuner.answers.compare_report import caption, markdown, plot, table_rows
+
     if args.plot:
         plot(doc, Path(args.plot))
     if args.markdown:
         write_text(args.markdown, markdown(doc))
     if args.json:
         print(json.dumps(doc, indent=2))
-        return 0
+        return
     header, rows = table_rows(doc, sep="\n")
+    keep, left_out = _fitting(header, rows, console.width)
     table = Table(title=caption(doc), title_justify="left")
-    for i, h in enumerate(header):
-        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for i in keep:
+        table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
     for r in rows:
-        table.add_row(*r)
+        table.add_row(*(r[i] for i in keep))
     console.print(table)
-    for what, path in (("plot", args.plot), ("markdown", args.markdown)):
-        if path:
-            console.print(f"wrote the {what} to {path}", highlight=False)
-    return 0
+    if left_out:
+        console.print(f"left out to fit {console.width} columns: {', '.join(left_out)} (see --json)", highlight=False)
+    if "cold_warm" in doc:
+        cw = doc["cold_warm"]
+        source = "" if doc["warm_start"] else " (nothing stored to warm-start from: both run alike)"
+        console.print(f"default strategy: cold {_fmt(cw['cold'])}, warm {_fmt(cw['warm'])}{source}", highlight=False)
+
+
+def _several(docs: list[dict], args: argparse.Namespace) -> None:
+    from tuner.answers.compare_report import plot_scores, summary_markdown, summary_rows
+
+    if args.plot:
+        plot_scores(docs, Path(args.plot))
+    if args.markdown:
+        write_text(args.markdown, summary_markdown(docs))
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return
+    header, rows = summary_rows(docs)
+    keep, left_out = _fitting(header, rows, console.width)
+    table = Table(title="Methodology scores per recording (cold / warm: the default strategy)", title_justify="left")
+    for i in keep:
+        table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
+    console.print(table)
+    if left_out:
+        console.print(f"left out to fit {console.width} columns: {', '.join(left_out)} (see --json)", highlight=False)
+
+
+def _fmt(score: float) -> str:
+    return "n/a" if math.isnan(score) else f"{score:.3f}"
+
+
+def _fitting(header: list[str], rows: list[list[str]], width: int) -> tuple[list[int], list[str]]:
+    """The columns that fit `width` whole (a rich table spends 3 characters a column on padding and rule, and
+    one more): the first three always; then the others, left out from the right-most middle column inwards
+    (the last column, the budget's or the best Kernel Tuner strategy's, kept) until the rest fits."""
+
+    def need(i: int) -> int:
+        cells = [header[i], *(r[i] for r in rows)]
+        return max(len(line) for c in cells for line in c.split("\n")) + 3
+
+    keep = list(range(len(header)))
+    left_out: list[str] = []
+    while 1 + sum(need(i) for i in keep) > width and len(keep) > 3:
+        drop = keep[-2] if len(keep) > 4 else keep[-1]
+        keep.remove(drop)
+        left_out.insert(0, header[drop])
+    return keep, left_out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from tuner.cli.common import add_allow_degraded, console, degraded_status, write_text
@@ -16,7 +17,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("workload")
     s.add_argument("--format", choices=FORMATS, default="json")
     s.add_argument("--dtype")
+    s.add_argument("--size", help="t4, kt-cache: the recorded size (default: the space's default size)")
+    s.add_argument("--gpu", help="t4, kt-cache: the recorded GPU (default: as `tuner best` chooses)")
     s.add_argument("-o", "--output")
+    s.add_argument(
+        "--json", action="store_true", help="a JSON summary of what was written (without -o: the export in it, as text)"
+    )
     add_allow_degraded(s)
     s.set_defaults(func=command)
 
@@ -26,10 +32,21 @@ def command(args: argparse.Namespace) -> int:
     from tuner.answers.best_config import export_answers
     from tuner.answers.export import render
 
+    if args.format in ("t4", "kt-cache"):  # one recorded space in Kernel Tuner's own files
+        from tuner.cli.export_recording import command as export_recording
+
+        return export_recording(args)
     answers, degraded = export_answers(args.workload, args.dtype, root=args.results)
     left_out = degraded.as_dict() if degraded else None
     text = render(args.workload, answers, args.format, left_out)
-    if args.output:
+    if args.json:  # what was written, for scripts: the export itself goes to -o (or into the summary)
+        if args.output:
+            write_text(args.output, text)
+        summary = {"workload": args.workload, "format": args.format, "output": args.output}
+        summary["configurations"] = len(answers)
+        summary["answers"] = [{k: a.get(k) for k in ("gpu", "size", "dtype", "fallback")} for a in answers]
+        print(json.dumps({**summary, **({} if args.output else {"text": text}), "degraded": left_out}, indent=2))
+    elif args.output:
         write_text(args.output, text)
         console.print(f"wrote {len(answers)} configuration(s) to {args.output}", highlight=False)
     else:

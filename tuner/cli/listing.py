@@ -1,4 +1,5 @@
-"""`tuner list`: every workload this project sees, where it comes from, its kernel, space and sizes."""
+"""`tuner list`: every workload this project sees, where it comes from, its kernel, space and sizes, and what
+the store has recorded of it (the sizes a replay can run, and over how many of the space's configs)."""
 
 from __future__ import annotations
 
@@ -9,32 +10,40 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from tuner.cli.common import console, shown_path
 from tuner.errors import TunerError
+from tuner.formatting import Field, Items, fitted, records
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner list`."""
-    s = subparsers.add_parser("list", help="workloads, where each comes from, their kernels, spaces and problem sizes")
+    s = subparsers.add_parser(
+        "list",
+        help="workloads, where each comes from, their kernels, spaces and problem sizes, and their recordings",
+    )
+    s.add_argument(
+        "workload", nargs="?", help="one workload in full: every size and every recording (GPU, size, dtype, configs)"
+    )
     s.add_argument("--json", action="store_true", help="one JSON document for scripts")
     s.set_defaults(func=command)
 
 
-def describe(name: str, origin: str) -> dict[str, Any]:
+def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     """One workload as `tuner list --json` shows it; one that cannot be loaded has its `error` instead, a line
     that names where it comes from (the others are listed as usual)."""
     from tuner.measure import kt
+    from tuner.store.recordings import recordings
     from tuner.workloads import get_workload
 
     try:
         w = get_workload(name)
         s = w.space
-        configurations = kt.searchspace(s).size
+        searchspace = kt.searchspace(s)
     except TunerError as e:
         where = "" if origin in str(e) else f" ({origin})"
         return {"workload": name, "origin": origin, "error": f"workload '{name}'{where}: {e}"}
+    recorded = recordings(root, w.name, s, searchspace)
     return {
         "workload": w.name,
         "origin": w.origin,
@@ -42,45 +51,126 @@ def describe(name: str, origin: str) -> dict[str, Any]:
         "source": shown_path(s.kernel_source),
         "space": shown_path(s.path),
         "parameters": s.params,
-        "configurations": configurations,
+        "configurations": searchspace.size,
         "sizes": s.sizes,
         "default_size": s.default_size,
         "dtypes": list(s.dtypes),
         "objective": {"metric": s.objective, "maximize": s.maximize},
+        # what `tuner tune --simulate` can replay: per GPU, size and dtype, the space's configs recorded
+        "recordings": [{**r.as_dict(), "path": shown_path(r.path)} for r in recorded],
     }
 
 
 def command(args: argparse.Namespace) -> int:
-    """Print the workloads as a table, or as JSON."""
+    """Print the workloads as a table (one workload: in full, with its recordings), or as JSON."""
+    from tuner.store import results_root
     from tuner.workloads import discover
 
     found = discover()  # a name defined twice is an error here, naming both places
-    docs = [describe(name, found[name].origin) for name in sorted(found)]
+    if args.workload and args.workload not in found:
+        raise TunerError(f"no workload '{args.workload}' (known: {', '.join(sorted(found))})")
+    names = [args.workload] if args.workload else sorted(found)
+    root = Path(args.results or results_root())
+    docs = [describe(name, found[name].origin, root) for name in names]
     broken = [d["error"] for d in docs if "error" in d]
     for error in broken:  # after the listing, on stderr: exit 2 says that something needs mending
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(error)}", highlight=False)
     if args.json:
-        print(json.dumps(docs, indent=2))
-        return 2 if broken else 0
-    table = Table(title="workloads")
-    for col in ("workload", "origin", "kernel", "space", "valid configs", "sizes", "dtypes", "objective"):
-        table.add_column(col)
+        print(json.dumps(docs[0] if args.workload else docs, indent=2))
+    elif args.workload:
+        _print_one(docs[0])
+    else:
+        _print_all(docs)
+    return 2 if broken else 0
+
+
+_FIELDS = [
+    Field("workload"),
+    Field("origin", wrap=True),
+    Field("kernel", wrap=True, optional=True),
+    Field("space", wrap=True, optional=True),
+    Field("valid configs", numeric=True, keep=True),
+    Field("sizes", wrap=True),
+    Field("dtypes", wrap=True),
+    Field("objective", wrap=True, keep=True),
+    Field("recorded", wrap=True, keep=True),
+]
+
+
+def _print_all(docs: list[dict]) -> None:
+    rows = []
     for d in docs:
         if "error" in d:
-            table.add_row(d["workload"], d["origin"], "[red]broken[/]: see the error below", "", "", "", "", "")
+            rows.append([d["workload"], _origin(d["origin"]), "broken: see the error below"])
+            rows[-1] += [""] * (len(_FIELDS) - len(rows[-1]))
             continue
         names = list(d["sizes"])  # the variables of each: `tuner list --json`
-        sizes = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        origin = shown_path(Path(d["origin"])) if Path(d["origin"]).is_absolute() else d["origin"]
-        table.add_row(
-            d["workload"],
-            origin,
-            f"{d['kernel']} ({d['source']})",
-            d["space"],
-            str(d["configurations"]),
-            sizes,
-            ", ".join(d["dtypes"]),
-            f"{d['objective']['metric']} ({'max' if d['objective']['maximize'] else 'min'})",
+        sizes = names[:6] + ([f"and {len(names) - 6} more"] if len(names) > 6 else [])
+        rows.append(
+            [
+                d["workload"],
+                _origin(d["origin"]),
+                Items([d["kernel"], f"({d['source']})"], sep=" "),
+                d["space"],
+                str(d["configurations"]),
+                Items(sizes),
+                Items(d["dtypes"]),
+                _objective(d),
+                _recorded(d["recordings"]),
+            ]
         )
-    console.print(table)
-    return 2 if broken else 0
+    console.print(fitted(_FIELDS, rows, console.width, title="workloads", vertical="records"))
+    console.print("[dim]one workload in full, with every recording: tuner list WORKLOAD[/]", highlight=False)
+
+
+def _print_one(d: dict) -> None:
+    if "error" in d:
+        return
+    sizes = [f"{name} ({', '.join(f'{k}={v}' for k, v in size.items())})" for name, size in d["sizes"].items()]
+    fields = [Field("workload"), *(Field(n, wrap=True) for n in ("origin", "kernel", "space", "parameters"))]
+    fields += [Field(n, wrap=True) for n in ("configs", "sizes", "default size", "dtypes", "objective")]
+    row = [
+        d["workload"],
+        _origin(d["origin"]),
+        Items([d["kernel"], f"({d['source']})"], sep=" "),
+        d["space"],
+        Items(f"{k} ({len(v)})" for k, v in d["parameters"].items()),
+        f"{d['configurations']} valid",
+        Items(sizes),
+        str(d["default_size"]),
+        Items(d["dtypes"]),
+        _objective(d),
+    ]
+    console.print(records(fields, [row]))
+    recorded = d["recordings"]
+    if not recorded:
+        console.print("no recordings: `tuner tune` on a GPU records one; nothing to replay with --simulate yet")
+        return
+    rows = [
+        [
+            r["gpu"],
+            r["size"],
+            r["dtype"],
+            "unreadable" if r["recorded_configs"] is None else f"{r['recorded_configs']}/{r['space_configs']}",
+        ]
+        for r in recorded
+    ]
+    fields = [Field("gpu"), Field("size"), Field("dtype"), Field("recorded configs", numeric=True, keep=True)]
+    title = "recordings: what `tuner tune --simulate` replays, and over how many of the space's configs"
+    console.print(fitted(fields, rows, console.width, title=title))
+
+
+def _origin(origin: str) -> str:
+    return shown_path(Path(origin)) if Path(origin).is_absolute() else origin
+
+
+def _objective(d: dict) -> str:
+    return f"{d['objective']['metric']} ({'max' if d['objective']['maximize'] else 'min'})"
+
+
+def _recorded(recorded: list[dict]) -> str:
+    """How many recordings, and how many hold the whole space: "8, all complete", "66, 1 complete", "none"."""
+    if not recorded:
+        return "none"
+    complete = sum(r["complete"] for r in recorded)
+    return f"{len(recorded)}, " + ("all complete" if complete == len(recorded) else f"{complete or 'none'} complete")

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from tuner.cli.common import console, print_table, size_text, write_text
+from tuner.cli.common import console, size_text, write_text
 from tuner.errors import TunerError
+from tuner.formatting import Items
+
+if TYPE_CHECKING:
+    from tuner.answers.best_config import Selection
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,9 +63,41 @@ def command(args: argparse.Namespace) -> int:
         return 0
     for note in sel.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
-    heading, out = render(sel, table, shown, args.by, None if args.all else args.top)
+    heading, out = render(sel, table, shown, args.by, None if args.all else args.top, console.width)
     console.print(heading, highlight=False)
-    print_table(out)
+    console.print(recorded_line(sel), highlight=False)
+    console.print(out, highlight=False)
     if args.csv:
         console.print(f"wrote {len(shown)} row(s) to {args.csv}", highlight=False)
     return 0
+
+
+def recorded_line(sel: Selection) -> Items:
+    """What the store recorded for a replay (`tuner tune --simulate`) of this GPU and dtype: how completely this
+    size, and which other sizes (each size with its count on one line)."""
+    from pathlib import Path
+
+    from tuner.measure import kt
+    from tuner.store import gpu_slug, results_root, safe_name
+    from tuner.store.recordings import recordings
+
+    space = sel.workload.space
+    gpu, size = gpu_slug(str(sel.rows.iloc[0]["gpu"])), str(sel.rows.iloc[0]["size"])
+    recorded = recordings(Path(sel.root or results_root()), sel.workload.name, space, kt.searchspace(space))
+    mine = [r for r in recorded if r.gpu == gpu and r.dtype == sel.dtype]
+    this = next((r for r in mine if r.size == safe_name(size)), None)
+    said = [
+        f"recorded for replay: {this.coverage} configs of the space" if this else "no recording of this size to replay"
+    ]
+    others = [f"{r.size} {r.coverage}" for r in mine if r is not this]
+    if others:
+        more = [f"and {len(others) - 8} more"] if len(others) > 8 else []
+        shown = [*others[:8], *more]
+        said[0] += ";"
+        said += [
+            "other sizes recorded:",
+            *(o + "," for o in shown[:-1]),
+            shown[-1],
+            f"(tuner list {sel.workload.name})",
+        ]
+    return Items(said, sep=" ")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 
 from tuner.cli.common import parse_assignment
@@ -26,6 +28,12 @@ def register(subparsers: argparse._SubParsersAction, programs: bool = True) -> N
             )
             prog.add_argument("--dtype", help="element type (default: the space's first)")
             prog.add_argument("--gpu", help="take the best config stored for this GPU (default: this machine's)")
+            prog.add_argument(
+                "--json",
+                action="store_true",
+                help="a JSON summary on stdout (each size and dtype run, its config and where it came from; "
+                "the program's own printing goes to stderr)",
+            )
             prog.set_defaults(func=command)
 
 
@@ -35,8 +43,16 @@ def command(args: argparse.Namespace) -> int:
     from tuner.workloads import get_workload
 
     given = dict(parse_assignment(a) for a in args.config) if args.config else None
+    ran: list[dict] = []
 
     def config_for(size: dict, dtype: str) -> dict:
-        return run_config(args.workload, size, dtype, given, gpu=args.gpu, log=lambda m: print(m, file=sys.stderr))
+        config = run_config(args.workload, size, dtype, given, gpu=args.gpu, log=lambda m: print(m, file=sys.stderr))
+        ran.append({"size": size, "dtype": dtype, "config": config, "from": "--config" if given else "store"})
+        return config
 
-    return get_workload(args.workload).run(args, config_for)
+    if not getattr(args, "json", False):
+        return get_workload(args.workload).run(args, config_for)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the JSON alone
+        status = get_workload(args.workload).run(args, config_for)
+    print(json.dumps({"workload": args.workload, "exit_status": status, "runs": ran}, indent=2, default=str))
+    return status

@@ -29,6 +29,7 @@ def command(args: argparse.Namespace) -> int:
         format_status,
         format_summary,
     )
+    from tuner.campaign.storage import redact
 
     url = storage_url(args)
     names = [args.campaign] if args.campaign else campaign_names(url)
@@ -38,5 +39,5 @@ def command(args: argparse.Namespace) -> int:
     elif args.campaign:
         print(format_status(statuses[0]))  # plain: rich would wrap its lines
     else:
-        print("\n".join(map(format_summary, statuses)) if statuses else f"no campaigns in {url}")
+        print("\n".join(map(format_summary, statuses)) if statuses else f"no campaigns in {redact(url)}")
     return 0

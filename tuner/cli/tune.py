@@ -97,13 +97,17 @@ def command(args: argparse.Namespace) -> int:
         warm_start=not args.no_warm_start,
         patience=args.patience,
     )
+    if args.devices is not None and args.workers is None:
+        raise TunerError("--devices is for --workers N: give one GPU ordinal per worker")
     if args.workers is not None:
         from tuner.campaign.distributed import run_distributed
 
-        try:
-            devices = [int(d) for d in args.devices.split(",")] if args.devices else None
-        except ValueError:
-            raise TunerError(f"--devices '{args.devices}': give GPU ordinals, comma-separated (0,1)") from None
+        devices = parse_devices(args.devices, args.workers)
+        if args.workers and not args.measure_target:  # the workers started here measure on this host's GPUs
+            from tuner.campaign.request import check_gpu
+            from tuner.workloads import get_workload
+
+            check_gpu(req, get_workload(req.workload).space)
         result = run_distributed(
             req,
             args.workers,
@@ -116,6 +120,16 @@ def command(args: argparse.Namespace) -> int:
         )
     else:
         result = run_campaign(req)
+    if args.workers == 0:  # documented: create the campaign only; `tuner worker` elsewhere runs it
+        if args.json:
+            print(json.dumps({**result.__dict__, "created_only": True}, indent=2, default=str))
+        else:
+            console.print(
+                f"campaign created for {result.workload} {result.size} {result.dtype}; no worker runs here: "
+                "start `tuner worker` on the GPU hosts (the line above says how)",
+                highlight=False,
+            )
+        return 0
     if args.json:
         print(json.dumps(result.__dict__, indent=2, default=str))
         return 0 if result.best else 1  # as without --json: no configuration ran successfully
@@ -144,4 +158,25 @@ def command(args: argparse.Namespace) -> int:
         return 1
     for name, ms in result.baselines.items():
         console.print(f"baseline {name}: {readable(ms)} ms", highlight=False)
+    for line in result.closing:  # why the search stopped; where `tuner best` answers otherwise, why
+        console.print(line, highlight=False)
     return 0
+
+
+def parse_devices(text: str | None, workers: int) -> list[int] | None:
+    """--devices: one distinct GPU ordinal (>= 0) per worker; None: --device, --device+1, ..."""
+    if workers < 0:
+        raise TunerError(f"--workers {workers}: give a number of worker processes (0: only create the campaign)")
+    if text is None:
+        return None
+    try:
+        devices = [int(d) for d in text.split(",")]
+    except ValueError:
+        raise TunerError(f"--devices '{text}': give GPU ordinals, comma-separated (0,1)") from None
+    if any(d < 0 for d in devices):
+        raise TunerError(f"--devices '{text}': a GPU ordinal is 0 or more")
+    if len(set(devices)) != len(devices):
+        raise TunerError(f"--devices '{text}': each GPU once (two workers on one GPU would time each other)")
+    if len(devices) != workers:
+        raise TunerError(f"--devices '{text}': {len(devices)} GPU(s) for --workers {workers}: give one per worker")
+    return devices

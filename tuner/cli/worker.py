@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--allow-mixed-gpus", action="store_true", help="join even if the campaign runs on another GPU model"
     )
     s.add_argument("--quiet", action="store_true", help="no line per evaluation")
+    s.add_argument("--json", action="store_true", help="what this worker did, as one JSON document (implies --quiet)")
     s.add_argument("--measure-target", help=argparse.SUPPRESS)
     # JSON: the measuring process to launch at once (run_distributed)
     s.add_argument("--launch", help=argparse.SUPPRESS)
@@ -37,7 +38,7 @@ def command(args: argparse.Namespace) -> int:
         launched = IsolatedRunner.for_campaign(device=args.device, **json.loads(args.launch)).launch()
     from tuner.campaign.distributed import run_worker
 
-    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
+    log = (lambda msg: None) if args.quiet or args.json else (lambda msg: print(msg, flush=True))
     try:
         summary = run_worker(
             args.campaign,
@@ -52,6 +53,9 @@ def command(args: argparse.Namespace) -> int:
     finally:
         if launched is not None:
             launched.shutdown()  # if it was not used (run_worker shuts down what it uses)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+        return 0
     back = summary.get("handed_back", 0)
     console.print(
         f"worker {summary['worker']} ({summary['gpu']}): {summary['measured']} measured, "

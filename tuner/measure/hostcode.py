@@ -27,27 +27,37 @@ def build(space: Space, config: dict, dtype: str) -> Callable[..., float]:
     `array.ctypes` and scalars as ctypes values (`ctypes.c_int(n)`), as Kernel Tuner's C backend does."""
     if space.lang != "host":
         raise TunerError(f"{space.workload} is not a host-code space")
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise TunerError("nvcc is not on the PATH: it builds the pipeline")
-    source = space.source_for(dtype, config)
-    options = ["-O3", "-shared", "-Xcompiler=-fPIC", *space.compiler_options]
+    return build_source(space, space.source_for(dtype, config), space.kernel_name, f"with {config}")
+
+
+def build_source(space: Space, source: str, name: str, what: str = "") -> Callable[..., float]:
+    """Function `name` of `source` (C++ host code: the space's own, or a baseline beside it), built as the
+    space's configurations are: by its compiler (nvcc, or g++ for CPU code) with its compiler options."""
+    compiler = shutil.which(space.compiler)
+    if compiler is None:
+        raise TunerError(f"{space.compiler} is not on the PATH: it builds {space.workload}")
+    if space.compiler == "nvcc":
+        options = ["-O3", "-shared", "-Xcompiler=-fPIC", *space.compiler_options]
+    else:
+        options = ["-shared", "-fPIC", *space.compiler_options]
     key = hashlib.sha256("\0".join([source, *options]).encode()).hexdigest()[:20]
     lib = cache_dir() / f"{space.workload}-{key}.so"
     if not lib.exists():
         lib.parent.mkdir(parents=True, exist_ok=True)
-        src = lib.with_suffix(f".{os.getpid()}.cu")  # this process's: a concurrent build writes its own
+        suffix = ".cu" if space.compiler == "nvcc" else ".cpp"
+        src = lib.with_suffix(f".{os.getpid()}{suffix}")  # this process's: a concurrent build writes its own
         src.write_text(source)
 
         def compile_to(tmp: Path) -> None:
-            out = subprocess.run([nvcc, *options, "-o", str(tmp), str(src)], capture_output=True, text=True)
+            out = subprocess.run([compiler, *options, "-o", str(tmp), str(src)], capture_output=True, text=True)
             if out.returncode != 0:
-                raise TunerError(f"nvcc could not build {space.workload} with {config}:\n{out.stderr[-3000:]}")
+                where = f"{space.workload} {what}".strip()
+                raise TunerError(f"{space.compiler} could not build {where}:\n{out.stderr[-3000:]}")
 
         try:  # atomic: a concurrent build never loads a half-written library
             write_atomically(lib, compile_to)
         finally:
             src.unlink(missing_ok=True)
-    fn = getattr(ctypes.CDLL(str(lib)), space.kernel_name)
+    fn = getattr(ctypes.CDLL(str(lib)), name)
     fn.restype = ctypes.c_float
     return fn

@@ -4,6 +4,7 @@ process), simulation replays and strategy comparisons all configure Kernel Tuner
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,17 @@ from kernel_tuner.interface import Options
 from kernel_tuner.searchspace import Searchspace
 
 from tuner.atomic import write_atomically
+from tuner.errors import TunerError
 from tuner.space import Space
 
 BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
 HOST_BACKEND = "host-nvcc"  # a 'host' space: nvcc builds a shared library, Kernel Tuner's C backend calls it
+CPU_BACKEND = "host-g++"  # a 'host' space with `compiler: g++`: CPU code, built and called the same way
 MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi
 
 
 def kt_lang(backend: str) -> str:
-    return "C" if backend == HOST_BACKEND else BACKENDS[backend]
+    return "C" if backend in (HOST_BACKEND, CPU_BACKEND) else BACKENDS[backend]
 
 
 def effective_backend(space: Space, backend: str) -> str:
@@ -31,7 +34,9 @@ def effective_backend(space: Space, backend: str) -> str:
 
     A host function (Kernel Tuner's host-code tuning) runs a whole multi-kernel pipeline and returns its
     time in ms, measured with CUDA events inside; a negative return means a CUDA error (see isolation)."""
-    return HOST_BACKEND if space.lang == "host" else backend
+    if space.lang != "host":
+        return backend
+    return CPU_BACKEND if space.on_cpu else HOST_BACKEND
 
 
 def tune_params(space: Space) -> dict:
@@ -45,6 +50,14 @@ def searchspace(space: Space) -> Searchspace:
 def kt_metrics(space: Space, size: dict, dtype: str) -> dict:
     """Kernel Tuner metrics computed by our Space, from the median of the repeats."""
     return {name: (lambda p, name=name: space.compute_metrics(p, size, dtype)[name]) for name in space.metrics}
+
+
+def median_time(result: dict) -> float:
+    """A config's `time` as the store ranks it: the median of its launches (Kernel Tuner's observer gives their
+    mean). As the first of Kernel Tuner's metrics it replaces `time` in every result and cache entry Kernel
+    Tuner writes, so a plain Kernel Tuner replay of our caches ranks as `tuner best` does."""
+    times = result.get("times")
+    return float(statistics.median(times)) if times else result["time"]
 
 
 def verify_function(rtol: float) -> Callable[..., bool]:
@@ -97,7 +110,7 @@ def device_options(space: Space, dtype: str, device: int) -> Options:
         device=device,
         platform=0,
         quiet=True,
-        compiler="nvcc" if space.lang == "host" else None,
+        compiler=space.compiler if space.lang == "host" else None,
         compiler_options=list(space.compiler_options),
     )
 
@@ -117,30 +130,71 @@ def tuning_options(
     tolerances: tuple | None = None,
 ) -> Options:
     """`tolerances` (atol, rtol) overrides the space's verify block (a workload may fit them to the size)."""
-    objective = space.objective
     atol, rtol = tolerances or (space.atol, space.rtol)
-    return Options(
-        tune_params=tune_params(space),
+    options = _options(
+        tune_params(space),
+        space.objective,
+        space.maximize,
         restrictions=list(space.restrictions),
-        restrictions_unmodified=list(space.restrictions),
+        iterations=space.iterations,
+        strategy_options=strategy_options,
+        budget=util.TuningBudget(time_limit, max_fevals),
+        simulation=simulation,
+        seed=seed,
+    )
+    options.update(
         answer=answer,
         atol=atol,
         verify=util.normalize_verify_function(verify_function(rtol)) if answer is not None else None,
+        metrics={"time": median_time, **(kt_metrics(space, size, dtype) if metrics else {})},
+    )
+    return options
+
+
+def recording_options(
+    recorded_params: dict, objective: str, maximize: bool, cache: dict, *, max_fevals: int | None, seed: int | None
+) -> Options:
+    """Kernel Tuner's options for a simulated replay of a recording that has no Space here (a Kernel Tuner
+    file from anywhere): its own parameters, objective and cache; the configs it holds are the space."""
+    options = _options(recorded_params, objective, maximize, budget=util.TuningBudget(None, max_fevals), seed=seed)
+    options.update(cache=cache, simulation_mode=True)
+    return options
+
+
+def _options(
+    params: dict,
+    objective: str,
+    maximize: bool,
+    *,
+    restrictions: list | None = None,
+    iterations: int = 1,
+    strategy_options: dict[str, Any] | None = None,
+    budget: Any = None,
+    simulation: bool = False,
+    seed: int | None = None,
+) -> Options:
+    return Options(
+        tune_params=params,
+        restrictions=restrictions or [],
+        restrictions_unmodified=list(restrictions or []),
+        answer=None,
+        atol=1e-6,
+        verify=None,
         strategy=None,
         strategy_options=Options(strategy_options or {}),
-        iterations=space.iterations,
+        iterations=iterations,
         objective=[objective],
-        objective_higher_is_better=[space.maximize],
+        objective_higher_is_better=[maximize],
         verbose=False,
         cache={},
         cachefile=None,
-        metrics=kt_metrics(space, size, dtype) if metrics else None,
+        metrics=None,
         simulation_mode=simulation,
         seed=seed,
         parallel=None,
         observers=None,
         simulated_time=0,
-        budget=util.TuningBudget(time_limit, max_fevals),
+        budget=budget,
     )
 
 
@@ -150,9 +204,11 @@ def aligned_cache(cachefile: str | Path, space: Space) -> dict | None:
     config by the full parameter list and refuses a cache whose list differs; anything else that differs is
     left for it to say."""
     path = Path(cachefile)
-    if not space.defaults or not path.is_file():
+    if not path.is_file():
         return None
-    data = json.loads(util.correct_open_cache(str(path), open_cache=False))
+    data = _read_cache(path)  # checked, whether it needs aligning or not: one clear line naming it if damaged
+    if not space.defaults:
+        return None
     have, want = data["tune_params_keys"], list(space.params)
     added = [k for k in want if k not in have]
     if not added or [k for k in want if k in have] != have or not set(added) <= set(space.defaults):
@@ -165,6 +221,36 @@ def aligned_cache(cachefile: str | Path, space: Space) -> dict | None:
         tune_params_keys=want, tune_params={k: data["tune_params"].get(k, space.params[k]) for k in want}, cache=cache
     )
     return data
+
+
+_ERROR_TIMES = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")  # Kernel Tuner's failures
+
+
+def _read_cache(path: Path) -> dict:
+    """A Kernel Tuner cache file, read (an interrupted run's open cache closed in memory) and checked: the
+    keys Kernel Tuner reads, and every entry's time a number or one of its failures, its times numbers. A
+    damaged file (unreadable, truncated, garbage, mistyped) is a TunerError naming it, not a traceback."""
+    try:
+        data = json.loads(util.correct_open_cache(str(path), open_cache=False))
+    except OSError as e:
+        raise TunerError(f"{path}: cannot read this Kernel Tuner cache ({e.strerror})") from None
+    except (ValueError, IndexError) as e:  # JSONDecodeError, a file cut short, not UTF-8
+        raise TunerError(f"{path}: not a readable Kernel Tuner cache (truncated or not JSON: {e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cache"), dict):
+        raise TunerError(f"{path}: not a Kernel Tuner cache (no 'cache' of configurations)")
+    if not isinstance(data.get("tune_params_keys"), list) or not isinstance(data.get("tune_params"), dict):
+        raise TunerError(f"{path}: not a Kernel Tuner cache (no 'tune_params_keys' and 'tune_params')")
+    for key, entry in data["cache"].items():
+        entry = entry if isinstance(entry, dict) else {}
+        time, times = entry.get("time"), entry.get("times", [])
+        numbers = isinstance(times, list) and all(_is_number(t) for t in times)
+        if not (_is_number(time) or time in _ERROR_TIMES) or not numbers:
+            raise TunerError(f"{path}: config {key} has no valid time (a number) or times (a list of numbers)")
+    return data
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def align_cache(cachefile: str | Path, space: Space) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -50,6 +51,9 @@ class Measurer(ABC):
     def use_cache(self, path: str) -> None:  # noqa: B027  (optional: a replay writes no cache)
         """Append fresh measurements to Kernel Tuner's cache at `path` (a replay writes none)."""
 
+    def accept_compiled(self, compiled: tuple) -> None:  # noqa: B027  (optional: a replay compiles nothing)
+        """Cubins the compile pool made for the next request's configs (tuner/measure/cubin_backend.py)."""
+
 
 def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
     """Set up with `make_measurer()`, say Ready (or Fatal), then answer requests until Stop or a failure
@@ -72,6 +76,8 @@ def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
                 return
             conn.send(CacheReady())
             continue
+        if isinstance(request, (Measure, MeasureRounds)) and request.compiled:
+            measurer.accept_compiled(request.compiled)
         if isinstance(request, MeasureRounds):
             rows = measurer.measure_rounds([list(c) for c in request.configs], request.rounds, request.references)
         elif isinstance(request, Measure):
@@ -83,9 +89,20 @@ def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
             return
 
 
+def quiet_kernel_tuner_del(unraisable: Any) -> None:
+    """sys.unraisablehook: a Kernel Tuner backend whose __init__ failed (no GPU) fails again in its __del__
+    (`'CudaFunctions' object has no attribute 'green_ctx_cache'`); the set-up's own error says what is wrong,
+    so that traceback is not shown. Anything else goes to Python's hook."""
+    where = getattr(unraisable.object, "__module__", "") or ""
+    if where.startswith("kernel_tuner") and getattr(unraisable.object, "__name__", "") == "__del__":
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def live_main(conn: Connection, spec: MeasureSpec, entered: float | None = None) -> None:
     """The measuring process on the GPU."""
     entered = entered or time.time()  # the parent compares it with its spawn: the cost of a new process
+    sys.unraisablehook = quiet_kernel_tuner_del
     os.environ.update(spec.env)
     serve(conn, lambda: LiveMeasurer(spec, entered))
 
@@ -99,8 +116,8 @@ class LiveMeasurer(Measurer):
         import numpy as np
         from kernel_tuner.runners.sequential import SequentialRunner
 
-        from tuner.measure import kt, timing
-        from tuner.measure.provenance import gpu_info
+        from tuner.measure import cubin_backend, kt, timing
+        from tuner.measure.provenance import device_info
         from tuner.workloads import get_workload
 
         t0 = time.perf_counter()
@@ -134,14 +151,18 @@ class LiveMeasurer(Measurer):
             space,
             spec.size,
             spec.dtype,
-            answer=answer,
-            metrics=False,
+            answer=answer,  # with the space's metrics: the cache's entries carry them, as Kernel Tuner writes them
             tolerances=workload.tolerances(spec.size, spec.dtype),
         )
         self.keys = list(self.tuning_options.tune_params)
         self.host_code = self.kernel_options.lang == kt.kt_lang(kt.HOST_BACKEND)
+        gpu = device_info(workload.space, spec.device)  # a CPU workload: the CPU, keyed as a GPU is
+        if self.host_code:  # Kernel Tuner's C backend names the machine (x86_64); the cache names the device
+            self.runner.dev.name = gpu["gpu"]
         self.use_cache(spec.cachefile)
         dev = self.runner.dev
+        # cubins compiled ahead by the campaign's compile pool are loaded, not compiled (nvcuda only)
+        self.cubin_target = cubin_backend.install(self.runner.dev.dev)
         for method, stage in (
             ("compile_kernel", "compile"),
             ("check_kernel_output", "verify"),
@@ -153,7 +174,6 @@ class LiveMeasurer(Measurer):
         baselines = (
             workload.baselines(self.args, spec.size, spec.dtype, spec.baseline_repeats) if spec.baseline_repeats else {}
         )
-        gpu = gpu_info(spec.device)
         # where the start goes (a regression check starts one process per kernel): inputs and numpy reference,
         # Kernel Tuner's runner (CUDA context, arguments on the GPU), the rest (references, GPU query)
         seconds = {
@@ -166,6 +186,7 @@ class LiveMeasurer(Measurer):
             "gpu": gpu,
             "baselines": baselines,
             "timing": timing_protocol,
+            "cubin": self.cubin_target,  # what the compile pool compiles for (None: it does not)
             "setup_s": {k: round(v, 2) for k, v in seconds.items()},
             "entered_at": entered,
         }
@@ -174,8 +195,20 @@ class LiveMeasurer(Measurer):
         self.spec.cachefile = path
         open_cache(path, self.kernel_options, self.tuning_options, self.runner)
 
+    def accept_compiled(self, compiled: tuple) -> None:
+        from tuner.measure import cubin_backend
+
+        cubin_backend.offer(self.runner.dev.dev, compiled)
+
     def measure(self, values: list) -> dict:
+        dev = self.runner.dev.dev
+        if self.cubin_target:
+            dev.pool_ms = 0.0
         row = evaluate(self.runner, self.tuning_options, self.keys, values)
+        if self.cubin_target:
+            dev.ready.clear()  # offered for this config alone: Kernel Tuner may have compiled nothing
+            if dev.pool_ms and "compile_time" in row:  # compiled ahead: the pool's compile and the load
+                row["compile_time"] += dev.pool_ms
         self.fastest.offer(config_key(values), row, self.runner.dev)
         return row
 
@@ -195,6 +228,8 @@ class LiveMeasurer(Measurer):
             one_at_a_time=self.host_code,
             compiled=dict(self.fastest.funcs),
         )
+        if self.cubin_target:
+            self.runner.dev.dev.ready.clear()
         return [{**row, "references_s": prepared_s} if row["status"] == "ok" else row for row in rows]
 
 

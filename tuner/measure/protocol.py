@@ -27,9 +27,11 @@ class MeasureSpec:
 # ---- requests: campaign -> measuring process ---------------------------------------------------
 @dataclass(frozen=True)
 class Measure:
-    """Compile, run, time and verify one config (its parameter values in the space's order)."""
+    """Compile, run, time and verify one config (its parameter values in the space's order). `compiled`: its
+    cubin from the compile pool (tuner/measure/compile_pool.Compiled), loaded instead of compiling it."""
 
     values: tuple
+    compiled: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class MeasureRounds:
     configs: tuple
     rounds: int
     references: bool = True
+    compiled: tuple = ()  # cubins of the configs from the compile pool, as Measure's
 
 
 @dataclass(frozen=True)

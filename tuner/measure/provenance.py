@@ -1,5 +1,5 @@
-"""Where a measurement came from: GPU, driver, CUDA, backend, compiler options, kernel source hash,
-package versions and git commit."""
+"""Where a measurement came from: GPU (or, for CPU code, the CPU's model, cores and compiler), driver, CUDA,
+backend, compiler options, kernel source hash, package versions and git commit."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import platform
 import subprocess
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from tuner import __version__
 from tuner.locations import CHECKOUT_ROOT
+
+if TYPE_CHECKING:
+    from tuner.space import Space
 
 
 def source_hash(text: str) -> str:
@@ -92,6 +96,76 @@ def gpu_info(device: int = 0) -> dict:
     except Exception:  # cuda-python missing or too old: nvidia-smi's answer stands
         pass
     return info
+
+
+def _cpu_model() -> str:
+    """The CPU's model as the kernel names it (/proc/cpuinfo's "model name"; else what platform says)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model") and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _physical_cores() -> int | None:
+    """Distinct (package, core) pairs in /proc/cpuinfo among the CPUs this process may use; None if unknown."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cores, cpu, package = set(), None, "0"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = (s.strip() for s in line.partition(":"))
+                if key == "processor":
+                    cpu = int(value)
+                elif key == "physical id":
+                    package = value
+                elif key == "core id" and (allowed is None or cpu in allowed):
+                    cores.add((package, value))
+    except (OSError, ValueError):
+        return None
+    return len(cores) or None
+
+
+@cache
+def compiler_version(compiler: str) -> str:
+    """`g++ (Debian 12.2.0-14) 12.2.0`: the first line of the compiler's --version ("" if it cannot say)."""
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30)
+        lines = out.stdout.strip().splitlines()
+        return lines[0].strip() if out.returncode == 0 and lines else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def cpu_info(compiler: str = "g++") -> dict:
+    """The CPU as the store names a device: its model in the `gpu` column (the device key, slugged like a
+    GPU's), the logical CPUs this process may use and the physical cores among them, and the compiler."""
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
+    return {
+        "gpu": _cpu_model(),
+        "compute_capability": "",
+        "driver": "",
+        "cuda": "",
+        "cpu_threads": threads,
+        "cpu_cores": _physical_cores() or threads,
+        "compiler": compiler_version(compiler),
+    }
+
+
+def device_info(space: Space, device: int = 0) -> dict:
+    """The device that runs `space`'s code: the CPU for host code built by the system compiler (Space.on_cpu),
+    else CUDA device `device`."""
+    return cpu_info(space.compiler) if space.on_cpu else gpu_info(device)
+
+
+def local_device_name(space: Space) -> str | None:
+    """This machine's device for `space` as the store names it (the CPU's model, or the GPU's), None without one."""
+    name = device_info(space).get("gpu")
+    return None if name in (None, "", "unknown") else str(name)
 
 
 def software() -> dict:

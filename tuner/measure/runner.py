@@ -17,6 +17,7 @@ from kernel_tuner.runners.runner import Runner
 from tuner.errors import TunerError
 from tuner.measure.entry import process_entry
 from tuner.measure.evaluate import ERROR_CONFIGS, record_failure_in_cache
+from tuner.measure.pipeline import CompilePipeline, default_workers
 from tuner.measure.protocol import (
     SURVIVABLE,
     CacheReady,
@@ -45,6 +46,8 @@ class IsolatedRunner(Runner):
 
     `known` maps cache keys to rows already in the store: those are served, never measured again.
     `on_row(row, fresh)` sees every row (fresh=False for served ones) as it arrives.
+    `compile_workers`: processes that compile the configs of a run ahead while the GPU measures
+    (tuner/measure/pipeline.py; None: TUNER_COMPILE_WORKERS or the cores less two; 0: none).
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class IsolatedRunner(Runner):
         known: Mapping[str, dict] | None = None,
         on_row: Callable[[dict, bool], object] | None = None,
         target: Callable = process_entry,
+        compile_workers: int | None = None,
     ) -> None:
         super().__init__()
         self.target = target
@@ -71,6 +75,11 @@ class IsolatedRunner(Runner):
         self._spawned: tuple[float, float] = (0.0, 0.0)  # perf_counter and wall time of the last spawn
         self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
         self.lifecycle_s: dict = {}  # wall seconds of the last start (spawn to ready) and shutdown, as seen here
+        self.compile_workers = default_workers() if compile_workers is None else compile_workers
+        self.compiler = "tuner.measure.compile_pool:nvrtc_cubin"  # what the pool runs ("module:function")
+        self._pipeline: CompilePipeline | None = None
+        self._pipeline_made = False  # _pipeline is None for a space that compiles in its measuring process
+        self._ok_here: set[str] = set()  # configs measured ok by the running process (compiled there already)
 
     @classmethod
     def for_campaign(
@@ -149,6 +158,7 @@ class IsolatedRunner(Runner):
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
+        self._ok_here = set()
 
     def shutdown(self) -> None:
         t0 = time.perf_counter()
@@ -159,6 +169,9 @@ class IsolatedRunner(Runner):
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
+        if self._pipeline is not None:
+            self._pipeline.close()
+        self._pipeline, self._pipeline_made = None, False
         self.lifecycle_s["shutdown"] = round(time.perf_counter() - t0, 2)
 
     # -- Kernel Tuner's Runner interface ----------------------------------------------------------
@@ -169,10 +182,12 @@ class IsolatedRunner(Runner):
         return dict(self.setup or {})
 
     def run(self, parameter_space: Iterable[Sequence], tuning_options: Any) -> list[dict | None]:
+        """Kernel Tuner's call: measure these configs in order. Where several come at once (brute force), the
+        next ones are compiled ahead in the compile pool while the GPU measures (tuner/measure/pipeline.py)."""
         results: list[dict | None] = []
         keys = list(tuning_options.tune_params)
-        for values in parameter_space:
-            values = list(values)
+        configs = [list(v) for v in parameter_space]
+        for i, values in enumerate(configs):
             if tuning_options.budget.is_done():
                 results.append(None)
                 continue
@@ -181,11 +196,72 @@ class IsolatedRunner(Runner):
             if key in self.known:
                 row, fresh = self.known[key], False
             else:
-                row, fresh = self._request(Measure(tuple(values)), values, keys)[0], True
+                compiled = self._compiled_ahead(configs, i, tuning_options.budget)
+                if compiled is not None and compiled.crashed:  # the compiler crashed or hung: no binary to run
+                    row = self._compile_failure(values, keys, compiled)
+                else:
+                    request = Measure(tuple(values), (compiled,) if compiled else ())
+                    row = self._request(request, values, keys)[0]
+                fresh = True
                 self.known[key] = row
             self.on_row(row, fresh)
             results.append(self._as_kt_result(row, keys, tuning_options))
         return results
+
+    # -- compiling ahead ----------------------------------------------------------------------------
+    def pipeline(self) -> CompilePipeline | None:
+        """The compile pipeline of this runner's space on its GPU (made once the measuring process said which
+        GPU), or None: its measuring process compiles (no workers, another backend, host code)."""
+        if not self._pipeline_made:
+            self._pipeline_made = True
+            if self.compile_workers > 0:
+                setup = self.setup or self.start()
+                if setup.get("cubin"):
+                    s = self.spec
+                    self._pipeline = CompilePipeline.for_space(
+                        s.workload,
+                        s.size,
+                        s.dtype,
+                        s.backend,
+                        setup["cubin"],
+                        workers=self.compile_workers,
+                        timeout=self.timeout,
+                        compiler=self.compiler,
+                    )
+        return self._pipeline
+
+    def prefetch(self, configs: Iterable[Sequence]) -> None:
+        """Configs a strategy will ask for soon (an ask-ahead): compiled meanwhile, loaded when measured."""
+        pipeline = self.pipeline()
+        if pipeline is not None:
+            pipeline.ahead([v for v in configs if config_key(v) not in self.known])
+
+    def _compiled_ahead(self, configs: list[list], i: int, budget: Any) -> Any:
+        """Config i's cubin from the pool (None: the measuring process compiles it), with the next configs the
+        budget allows started. A lone config nobody announced is compiled where it runs, as before."""
+        pipeline = self.pipeline()
+        if pipeline is None:
+            return None
+        left = budget.max_fevals - budget.num_fevals if budget.max_fevals is not None else len(configs)
+        upcoming = [v for v in configs[i + 1 : i + 1 + pipeline.depth] if config_key(v) not in self.known]
+        if not upcoming and not pipeline.started(configs[i]):
+            return None
+        pipeline.ahead([configs[i], *upcoming[: max(0, left)]])
+        return pipeline.take(configs[i])
+
+    def _compile_failure(self, values: list, keys: list[str], compiled: Any) -> dict:
+        """The row of a config whose compiler crashed or hung in the pool (the pool replaced that worker)."""
+        params = dict(zip(keys, values))
+        if self.spec.cachefile:
+            record_failure_in_cache(_Opts(cachefile=self.spec.cachefile, cache={}), values, params, "compile")
+        return {
+            **params,
+            "status": "compile",
+            "error": compiled.error,
+            "compile_time": compiled.seconds * 1e3,
+            "verification_time": 0.0,
+            "benchmark_time": 0.0,
+        }
 
     def use_cachefile(self, path: str) -> None:
         """Point the running measuring process (and any restarted one) at Kernel Tuner's cache file."""
@@ -217,7 +293,17 @@ class IsolatedRunner(Runner):
         """Several configs measured in alternation, `rounds` times each, in this process (see
         tuner/measure/rounds.py): one row per config, or a single failure row."""
         configs = [tuple(v) for v in configs]
-        request = MeasureRounds(tuple(configs), rounds, references)
+        compiled = []
+        pipeline = self.pipeline()
+        if pipeline is not None:  # compiled in parallel for the first round, bar those this process compiled
+            todo = [v for v in configs if config_key(v) not in self._ok_here]
+            pipeline.ahead(todo)
+            for values in todo:
+                c = pipeline.take(values)
+                if c is not None and c.crashed:
+                    return [self._compile_failure(list(values), keys, c)]
+                compiled += [c] if c is not None else []
+        request = MeasureRounds(tuple(configs), rounds, references, tuple(compiled))
         return self._request(request, list(configs[0]), keys, timeout=self.timeout * rounds * len(configs))
 
     def _request(
@@ -235,6 +321,8 @@ class IsolatedRunner(Runner):
             try:
                 reply = self._conn.recv()
                 assert isinstance(reply, Result), reply
+                if isinstance(request, Measure) and reply.row["status"] == "ok":
+                    self._ok_here.add(config_key(values))
                 if reply.row["status"] not in SURVIVABLE:
                     self._proc.join(30)
                     self._kill()

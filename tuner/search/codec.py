@@ -25,35 +25,49 @@ def penalty_for(costs: Iterable[float | None]) -> float:
 
 
 class Codec:
-    """Configs <-> Optuna params. Numeric parameters are encoded as the index into their sorted values
-    (`ordinal`), so samplers see that 64 lies between 32 and 128; `categorical` gives every parameter a
-    categorical distribution (its values as they are)."""
+    """Configs <-> Optuna params, in two encodings:
+
+    - stored (`dists`, `encode`, `decode`): what the study keeps and Optuna's tools show, the parameters'
+      real values (a categorical distribution of each parameter's values, sorted where numeric);
+    - seen by the sampler (`view_dists`, `view_params`, `from_view`; tuner.search.sampler_view translates):
+      numeric parameters as the index into their sorted values (`ordinal`), so samplers see that 64 lies
+      between 32 and 128; `categorical` gives every parameter a categorical distribution of its values."""
 
     def __init__(self, tune_params: dict, encoding: str = "ordinal"):
         self.names = list(tune_params)
         self.dists: dict[str, optuna.distributions.BaseDistribution] = {}
-        self._values: dict[str, list] = {}
+        self.view_dists: dict[str, optuna.distributions.BaseDistribution] = {}
+        self._values: dict[str, list] = {}  # the ordinal parameters' sorted values
         for name, values in tune_params.items():
             numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            self.dists[name] = optuna.distributions.CategoricalDistribution(sorted(values) if numeric else list(values))
             if encoding == "ordinal" and numeric:
                 self._values[name] = sorted(values)
-                self.dists[name] = optuna.distributions.IntDistribution(0, len(values) - 1)
+                self.view_dists[name] = optuna.distributions.IntDistribution(0, len(values) - 1)
             else:
-                self.dists[name] = optuna.distributions.CategoricalDistribution(list(values))
+                self.view_dists[name] = optuna.distributions.CategoricalDistribution(list(values))
 
     def code(self, name: str, value: Any) -> Any:
-        """One parameter's value as Optuna sees it."""
+        """One parameter's value as the sampler sees it."""
         return self._values[name].index(value) if name in self._values else value
 
     def encode(self, config: Sequence, names: Sequence[str] | None = None) -> dict:
-        """A config (values in `names` order, default the space's) as Optuna params."""
-        return {n: self.code(n, v) for n, v in zip(names or self.names, config, strict=True)}
+        """A config (values in `names` order, default the space's) as the study's params."""
+        return dict(zip(names or self.names, config, strict=True))
 
     def decode(self, params: dict) -> tuple | None:
         """The config of a trial's params; None when some are missing."""
         if not all(n in params for n in self.names):
             return None
-        return tuple(self._values[n][params[n]] if n in self._values else params[n] for n in self.names)
+        return tuple(params[n] for n in self.names)
+
+    def view_params(self, params: dict) -> dict:
+        """Stored params as the sampler sees them (those the space does not have are left out)."""
+        return {n: self.code(n, v) for n, v in params.items() if n in self.dists}
+
+    def from_view(self, name: str, code: Any) -> Any:
+        """A sampler's suggestion of one parameter as the study stores it."""
+        return self._values[name][code] if name in self._values else code
 
 
 class Repair:

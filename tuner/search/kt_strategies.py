@@ -17,6 +17,7 @@ class KernelTunerStrategy:
 
     def __init__(self, name: str, seed: int | None):
         self.name, self.seed = name, seed
+        self.stop_reason: str | None = None  # after `tune`: why the search stopped
 
     def tune(self, searchspace: Searchspace, runner: Any, tuning_options: Options) -> list:
         if self.seed is not None:
@@ -33,4 +34,19 @@ class KernelTunerStrategy:
                     "strategy_options": Options({**tuning_options.strategy_options, "max_fevals": max_fevals}),
                 }
             )
-        return strategy_map[self.name].tune(searchspace, runner, tuning_options)
+        results = strategy_map[self.name].tune(searchspace, runner, tuning_options)
+        self.stop_reason = _why_stopped(results, searchspace, tuning_options)
+        return results
+
+
+def _why_stopped(results: list, searchspace: Searchspace, tuning_options: Options) -> str:
+    """Kernel Tuner's strategies end on their budget inside: tell it from what they evaluated."""
+    budget = tuning_options.budget
+    unique = {tuple(r.get(k) for k in searchspace.tune_params) for r in results if isinstance(r, dict)}
+    if len(unique) >= searchspace.size:
+        return "space exhausted"
+    if budget.max_fevals is not None and len(unique) >= budget.max_fevals:
+        return "budget"
+    if budget.time_limit is not None and budget.get_time_spent() >= budget.time_limit:
+        return "time limit"
+    return "the strategy ended"

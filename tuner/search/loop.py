@@ -2,10 +2,12 @@
 `study.ask`).
 
 `propose()` asks the study for a trial and settles every suggestion that needs no measurement: one that
-breaks a restriction is told a penalty, one whose config already has a result is told that result, and
-the unmeasured valid config nearest to it is queued as a next trial, so the search never stalls on its own
-suggestions. It returns the next (trial, config) to measure; `record()` tells the measurement. Trials are
-recorded as tuner.search.trial_kinds describes.
+breaks a restriction is pruned with a penalty cost, one whose config already has a result is pruned with
+that result's cost, and the unmeasured valid config nearest to it is queued as a next trial, so the search
+never stalls on its own suggestions. It returns the next (trial, config) to measure; `record()` tells the
+measurement: the objective in its own direction, or for a failed config a pruned trial with the penalty.
+Trials are recorded as tuner.search.trial_kinds describes; the sampler sees them through
+tuner.search.sampler_view, as costs.
 
 A distributed campaign (tuner/campaign/distributed/campaign_loop.py) overrides the hooks: when a trial is
 wanted (the budget, trials of other workers, brute force's queue), what follows each ask (a heartbeat),
@@ -35,19 +37,28 @@ class Proposal(NamedTuple):
 
 @dataclass(frozen=True)
 class Prior:
-    """An earlier trial holding a suggested config: its value, or None while it is still being measured."""
+    """An earlier trial holding a suggested config: its cost, or None while it is still being measured."""
 
     value: float | None
 
 
 class SearchLoop:
-    """Owns the study, the codec, the repair and the penalty; `valid(config)` applies the restrictions.
+    """Owns the study, the codec, the repair and the penalty; `valid(config)` applies the restrictions;
+    `maximize`: the objective's direction (a cost is its negation then, as Kernel Tuner's).
     `fields`: added to every trial's record (a distributed worker's name)."""
 
     def __init__(
-        self, study: optuna.Study, codec: Codec, repair: Repair, valid: Callable[[tuple], bool], **fields: Any
+        self,
+        study: optuna.Study,
+        codec: Codec,
+        repair: Repair,
+        valid: Callable[[tuple], bool],
+        *,
+        maximize: bool = False,
+        **fields: Any,
     ):
         self.study, self.codec, self.repair, self.valid = study, codec, repair, valid
+        self.maximize = maximize
         self.fields = fields
         self.values: dict[tuple, float] = {}  # config -> cost: measured here, or known from before
         self.asked = 0  # trials asked for
@@ -73,10 +84,14 @@ class SearchLoop:
         return None
 
     def record(self, trial: Trial, config: tuple, cost: float, kind: str = "measured", /, **fields: Any) -> None:
-        """Tell the study a config's cost (a failed config's: the penalty); `fields` go to the trial's record."""
+        """Tell the study a config's cost: its objective value, or a failed config's trial pruned (the sampler
+        is told the penalty); `fields` go to the trial's record (a failure's `status`, its class)."""
         self.values[config] = cost
         self.repair.mark(config)
-        self.tell(trial, kind, value=cost if cost < FAILED else self.penalty(), **fields)
+        if cost < FAILED:
+            self.tell(trial, kind, value=-cost if self.maximize else cost, cost=cost, **fields)
+        else:
+            self.tell(trial, kind, state=TrialState.PRUNED, cost=self.penalty(), **fields)
 
     def abandon(self, trial: Trial) -> None:
         """The trial's config was not measured after all (out of budget, or the measurement raised)."""
@@ -147,12 +162,13 @@ class SearchLoop:
             self.tell(trial, "surplus", state=TrialState.FAIL)
             return None
         if not self.valid(config):
-            self.tell(trial, "invalid", value=self.penalty())
+            self.tell(trial, "invalid", state=TrialState.PRUNED, status="invalid", cost=self.penalty())
         elif (prior := self.prior(trial, config)) is None:
             return config
         elif prior.value is None:
             self.tell(trial, "taken", state=TrialState.FAIL)
         else:
-            self.tell(trial, "repeat", value=prior.value if prior.value < FAILED else self.penalty())
+            cost = prior.value if prior.value < FAILED else self.penalty()
+            self.tell(trial, "repeat", state=TrialState.PRUNED, cost=cost)
         self.step_aside(config)
         return None

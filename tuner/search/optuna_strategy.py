@@ -14,8 +14,10 @@ from kernel_tuner.util import StopCriterionReached, get_result_cost
 from tuner.errors import TunerError
 from tuner.search.codec import Codec, Repair
 from tuner.search.loop import FAILED, SearchLoop
+from tuner.search.sampler_view import ViewSampler
 from tuner.search.samplers import make_sampler
 from tuner.search.stopping import Patience
+from tuner.search.studies import open_study
 
 if TYPE_CHECKING:
     from kernel_tuner.interface import Options
@@ -26,12 +28,15 @@ if TYPE_CHECKING:
 class OptunaStrategy:
     """Optuna's ask/tell loop over Kernel Tuner's search space.
 
-    - Numeric parameters are encoded as the index into their sorted values (ordinal), so samplers see that
-      64 lies between 32 and 128; `encoding="categorical"` gives every parameter a categorical distribution.
-    - A suggestion that breaks a restriction, or repeats a measured config, costs no benchmark: Optuna is
-      told a penalty (or the known value) at once, and the next trial is the unmeasured valid config
-      nearest to the suggestion, so the search never stalls on its own suggestions.
+    - The study stores real parameter values and the objective in its direction (tuner.search.trial_kinds);
+      the sampler sees numeric parameters as the index into their sorted values (ordinal), so that 64 lies
+      between 32 and 128 (`encoding="categorical"`: every parameter categorical), and costs
+      (tuner.search.sampler_view).
+    - A suggestion that breaks a restriction, or repeats a measured config, costs no benchmark: its trial is
+      pruned at once (the sampler sees a penalty, or the known cost), and the next trial is the unmeasured
+      valid config nearest to the suggestion, so the search never stalls on its own suggestions.
     - Trials live in Optuna storage (SQLite by default), so an interrupted campaign resumes its study.
+    - `stop_reason` says, after `tune`, why the search stopped.
     """
 
     def __init__(
@@ -50,20 +55,26 @@ class OptunaStrategy:
         self.warm_start, self.patience = list(warm_start), patience
         self.sampler_name, self.seed, self.storage = sampler, seed, storage
         self.study_name, self.encoding = study_name, encoding
+        self.stop_reason: str | None = None
 
     def tune(self, searchspace: Searchspace, runner: Any, tuning_options: Options) -> list:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         codec = Codec(searchspace.tune_params, self.encoding)
-        study = optuna.create_study(
-            storage=self.storage,
-            study_name=self.study_name,
-            load_if_exists=True,
-            direction="minimize",
-            sampler=make_sampler(self.sampler_name, self.seed),
+        metric, maximize = _objective(tuning_options)
+        study = open_study(
+            self.storage,
+            self.study_name,
+            maximize=maximize,
+            metric=metric,
+            sampler=ViewSampler(make_sampler(self.sampler_name, self.seed), codec),
         )
         cost_func = CostFunc(searchspace, tuning_options, runner, snap=False)
         loop = SearchLoop(
-            study, codec, Repair(searchspace, codec, random.Random(self.seed)), searchspace.is_param_config_valid
+            study,
+            codec,
+            Repair(searchspace, codec, random.Random(self.seed)),
+            searchspace.is_param_config_valid,
+            maximize=maximize,
         )
         earlier = loop.measured_before()  # this study's results from an interrupted run
         for config in earlier:
@@ -81,6 +92,7 @@ class OptunaStrategy:
                 cost = cost_func(list(config), check_restrictions=False)
                 loop.known(config, cost)
                 if stop.update(cost if cost < FAILED else None):
+                    self.stop_reason = "patience"
                     return cost_func.results
             while (proposal := loop.propose()) is not None:
                 trial, config = proposal
@@ -89,16 +101,45 @@ class OptunaStrategy:
                     cost = cost_func(list(config), check_restrictions=False)
                 except StopCriterionReached:
                     if len(cost_func.results) > evaluated:  # measured, and that used up the budget: a trial like any
-                        loop.record(trial, config, _cost_of(cost_func.results[-1], tuning_options))
+                        last = cost_func.results[-1]
+                        loop.record(trial, config, _cost_of(last, tuning_options), **_failure(last))
                     else:
                         loop.abandon(trial)
                     raise
-                loop.record(trial, config, cost)
+                loop.record(trial, config, cost, **_failure(cost_func.results[-1]))
                 if stop.update(cost if cost < FAILED else None):
+                    self.stop_reason = "patience"
                     break
-        except StopCriterionReached:
-            pass
+            else:
+                self.stop_reason = "space exhausted"
+        except StopCriterionReached as stopped:
+            self.stop_reason = _budget_reason(str(stopped))
         return cost_func.results
+
+
+def _objective(tuning_options: Options) -> tuple[str, bool]:
+    """The objective's name and whether higher is better (Kernel Tuner 1.5 keeps both as lists)."""
+    objective, higher = tuning_options.objective, tuning_options.objective_higher_is_better
+    if isinstance(objective, (list, tuple)):
+        objective, higher = objective[0], higher[0]
+    return str(objective), bool(higher)
+
+
+def _failure(result: dict) -> dict:
+    """A failed evaluation's class for its trial's record ({} for one that ran): the measuring process's
+    status where it gave one, else Kernel Tuner's error kind."""
+    error = result.get("__error__")
+    if error is None:
+        return {}
+    kinds = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "runtime", "InvalidConfig": "invalid"}
+    return {"status": result.get("status") or kinds.get(type(error).__name__, str(error))}
+
+
+def _budget_reason(message: str) -> str:
+    """Kernel Tuner's StopCriterionReached says which limit: its evaluations or its time."""
+    if "max_fevals" in message:
+        return "budget"
+    return "time limit" if "time limit" in message else message
 
 
 def _cost_of(result: dict, tuning_options: Options) -> float:

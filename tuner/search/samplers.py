@@ -8,12 +8,17 @@ import optuna
 
 from tuner.errors import TunerError
 
-OPTUNA_SAMPLERS = ("tpe", "cmaes", "gp", "random", "qmc")
+OPTUNA_SAMPLERS = ("auto", "tpe", "cmaes", "gp", "random", "qmc")
 
 
 def make_sampler(name: str, seed: int | None, *, parallel: bool = False) -> optuna.samplers.BaseSampler:
     """`parallel`: several workers share the study; TPE then counts the configs other workers are still
-    measuring as bad ones already (constant liar), so the workers spread out instead of crowding."""
+    measuring as bad ones already (constant liar), so the workers spread out instead of crowding; `auto`
+    never suggests a config another worker is measuring (tuner.search.auto_sampler)."""
+    if name == "auto":
+        from tuner.search.auto_sampler import AutoSampler  # scikit-learn loads only when it is used
+
+        return AutoSampler(seed=seed)
     if name == "tpe":
         # multivariate TPE models the interactions between parameters (e.g. variant x block size)
         with warnings.catch_warnings():

@@ -1,16 +1,20 @@
-"""How a trial is recorded: one user attribute, `{"tuner": {"kind": ..., ...}}`, in single-process and
-distributed campaigns alike. The kinds:
+"""How a trial is recorded: its state, its value, and one user attribute, `{"tuner": {"kind": ..., ...}}`, in
+single-process and distributed campaigns alike, so that Optuna's own tools (optuna-dashboard) read a study
+as it is: the parameters' real values, the objective in its unit and direction.
 
-- measured: its config was measured for this trial (its value is the cost, or the penalty if it failed);
-- served: its config's result came from the store (measured before, by this campaign or an earlier one);
-- invalid: the sampler suggested a config that breaks a restriction (told the penalty, never measured);
-- repeat: the sampler suggested a config already measured (told the value it has);
-- taken: another worker's trial was measuring that config (failed: it holds no value of its own);
-- surplus: a distributed brute force asked when no queued config was left (failed, nothing to measure).
+- COMPLETE: a config measured (kind `measured`) or served from the store (`served`) that ran and verified;
+  its value is the objective (GB/s under `maximize`, ms under `minimize`).
+- PRUNED: a trial that holds no value of its own: its config failed (kind `measured`/`served`, `status`
+  the failure class: compile, launch, runtime, wrong_answer, timeout, ...), broke a restriction (`invalid`),
+  or was measured before (`repeat`).
+- FAIL: a trial that holds nothing: another worker's trial was measuring its config (`taken`), a
+  distributed brute force asked when no queued config was left (`surplus`), or it was never told (its
+  measurement raised, the budget ran out; a lost worker's).
 
-The extra fields (worker, status, objective, config, time_ms) say who measured what: `tuner status` reads
-them. Single-process studies from before the kinds marked a measured trial `"measured": True` (and
-`"invalid"`, `"repeat"`); `kind_of` reads those too, so that such a study resumes."""
+Every told trial's record also keeps `cost`: what the search's sampler was told (the objective as a cost
+to minimize, or for a trial with no value a penalty worse than the worst cost); tuner.search.sampler_view
+shows the sampler the study that way. The extra fields (worker, status, objective, config, time_ms) say who
+measured what: `tuner status` reads them."""
 
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ from optuna.trial import FrozenTrial, TrialState
 KINDS = ("measured", "served", "invalid", "repeat", "taken", "surplus")
 MEASURED = ("measured", "served")  # trial kinds that hold a result of the campaign
 ATTR = "tuner"
-_LEGACY = ("measured", "invalid", "repeat")
+FORMAT_ATTR = "tuner_format"  # a study attribute: 2 = real parameter values, the objective in its direction
+FORMAT = 2
 
 
 def record(kind: str, **fields) -> dict:
@@ -32,10 +37,7 @@ def record(kind: str, **fields) -> dict:
 def info(trial: FrozenTrial) -> dict:
     """The trial's record ({} when it has none yet: asked, not told)."""
     value = trial.user_attrs.get(ATTR)
-    if isinstance(value, dict):
-        return value
-    legacy = next((k for k in _LEGACY if trial.user_attrs.get(k) is True), None)
-    return {"kind": legacy} if legacy else {}
+    return value if isinstance(value, dict) else {}
 
 
 def kind_of(trial: FrozenTrial) -> str | None:
@@ -43,5 +45,11 @@ def kind_of(trial: FrozenTrial) -> str | None:
 
 
 def holds_result(trial: FrozenTrial) -> bool:
-    """A complete trial whose config was measured or served: a result of the search."""
-    return trial.state == TrialState.COMPLETE and kind_of(trial) in MEASURED
+    """A told trial whose config was measured or served (its value, or its failure): a result of the search."""
+    return trial.state in (TrialState.COMPLETE, TrialState.PRUNED) and kind_of(trial) in MEASURED
+
+
+def cost(trial: FrozenTrial) -> float | None:
+    """What the sampler was told for the trial; None for one that holds nothing (FAIL, running, waiting)."""
+    told = info(trial).get("cost")
+    return None if told is None or trial.state not in (TrialState.COMPLETE, TrialState.PRUNED) else float(told)

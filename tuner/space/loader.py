@@ -5,6 +5,7 @@ each error one line naming the file and the key path."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -14,10 +15,13 @@ import jsonschema
 import yaml
 
 from tuner.errors import TunerError
+from tuner.space.configurations import count_configurations
 from tuner.space.declaration import check_declaration
 from tuner.space.errors import SpaceError, kernel_path
 from tuner.space.expressions import Expression
 from tuner.space.model import METRIC_INPUTS, Space, metric_var
+
+BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's, for dimensions launch leaves
 
 
 def _schema() -> dict:
@@ -49,19 +53,30 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         doc = yaml.load(path.read_text(), Loader=_StrictLoader)  # a SafeLoader that refuses duplicate keys
     except FileNotFoundError:
         raise TunerError(f"{path}: no such space file") from None
+    except UnicodeDecodeError:
+        raise TunerError(f"{path}: not a text file (UTF-8)") from None
+    except OSError as e:
+        raise TunerError(f"{path}: cannot read the space file: {e.strerror}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise TunerError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line
+        raise TunerError(f"{path}: not valid YAML{where}: {problem}") from None
     if not isinstance(doc, dict):
         raise SpaceError(path, [], "expected a mapping of keys (workload, kernel, parameters, ...)")
 
     errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
-        worst = jsonschema.exceptions.best_match(errors)
+        # a parameter's values of mixed kinds: said as such (best_match would pick one branch of the anyOf)
+        worst = next((e for e in errors if e.validator == "anyOf"), None) or jsonschema.exceptions.best_match(errors)
         raise SpaceError(path, list(worst.absolute_path), _explain(worst))
 
     params = doc["parameters"]
+    for name, values in params.items():
+        odd = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+        if odd:
+            raise SpaceError(path, ["parameters", name], f"{odd[0]} is not a value a kernel can take")
+    texts = {name for name, values in params.items() if any(isinstance(v, str) for v in values)}
     size_sets = {name: set(v) for name, v in doc["sizes"].items()}
     first = next(iter(size_sets.values()))
     for name, keys in size_sets.items():
@@ -77,7 +92,8 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
     def expr(text: str, key_path: list, known: Iterable[str]) -> Expression:
         try:
             e = Expression(text)
-            e.check_names(known)
+            e.check_names(known, texts)
+            e.check_exponents(params)  # the sizes' variables are checked as they are evaluated
             return e
         except ValueError as err:
             raise SpaceError(path, key_path, f"{err} in '{text}'") from None
@@ -94,8 +110,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
             )
 
     restrictions = doc.get("restrictions", [])
-    for i, r in enumerate(restrictions):
-        expr(r, ["restrictions", i], params)
+    checked = [expr(r, ["restrictions", i], params) for i, r in enumerate(restrictions)]
     lang = doc["kernel"].get("lang", "cuda")
     if lang == "cuda" and "launch" not in doc:
         raise SpaceError(path, [], "missing key 'launch' (block and grid of the kernel; only a 'host' kernel has none)")
@@ -107,6 +122,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
             raise SpaceError(
                 path, ["launch", "block", i], f"'{b}' is not a parameter; expected one of {', '.join(params)}"
             )
+    _check_block_values(path, params, launch["block"] if lang == "cuda" else [])
     grid = [expr(str(g), ["launch", "grid", i], set(params) | size_vars) for i, g in enumerate(launch["grid"])]
 
     metrics, known = {}, set(params) | size_vars | set(METRIC_INPUTS)
@@ -128,6 +144,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         )
 
     source = kernel_path(path, doc["kernel"]["source"], ["kernel", "source"], sources_within)
+    configurations = count_configurations(path, params, checked)
     declaration = check_declaration(doc, path, size_vars, set(params), list(doc["dtypes"]))
 
     verify = doc.get("verify", {})
@@ -140,7 +157,8 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         lang=lang,
         compiler_options=doc["kernel"].get("compiler_options", []),
         params=params,
-        restrictions=restrictions,
+        restrictions=[e.text for e in checked],  # only what the checker accepted ever reaches Kernel Tuner
+        configurations=configurations,
         block_names=launch["block"],
         grid=grid,
         sizes=doc["sizes"],
@@ -160,9 +178,30 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
     )
 
 
+def _check_block_values(path: Path, params: dict, block: list) -> None:
+    """The parameters Kernel Tuner reads as the thread block (launch.block, then its default names for the
+    dimensions left: tuner.measure.kt.kernel_options) take whole numbers >= 1 only."""
+    names = list(block) + list(BLOCK_NAMES[len(block) :])
+    for name in names:
+        bad = [v for v in params.get(name, []) if type(v) is not int or v < 1]
+        if bad:
+            raise SpaceError(
+                path,
+                ["parameters", name],
+                f"'{name}' is a thread block dimension: {bad[0]!r} is not a whole number >= 1",
+            )
+
+
 def _explain(e: jsonschema.ValidationError) -> str:
     """Say what was expected in words, not in schema jargon."""
     v, expected = e.validator, cast(Any, e.validator_value)
+    if v == "anyOf" and len(e.absolute_path) == 2 and e.absolute_path[0] in ("parameters", "defaults"):
+        return (
+            f"values must be all numbers (64-bit), all names (text, a C token such as float) or all booleans "
+            f"(true is not 1); got {e.instance!r}"
+        )
+    if v in ("maximum", "minimum"):
+        return f"{e.instance!r} is out of range ({'at most' if v == 'maximum' else 'at least'} {expected})"
     if v == "required":
         return f"missing key {e.message.split(' ')[0]}"
     if v == "additionalProperties":

@@ -33,7 +33,7 @@ class Space:
     lang: str  # "cuda": one kernel Kernel Tuner launches; "host": a host function that runs a pipeline
     compiler_options: list
     params: dict
-    restrictions: list
+    restrictions: list  # as the checker accepted them (tuner.space.expressions): what Kernel Tuner compiles
     block_names: list
     grid: list
     sizes: dict
@@ -50,11 +50,30 @@ class Space:
     # parameters added to a space after configs were recorded: the value those configs ran with (the
     # kernel's own default), so older recordings keep counting (store.load_evaluations, kt.align_cache)
     defaults: dict = field(default_factory=dict)
+    configurations: int = 0  # valid configs, counted on loading (tuner.space.configurations)
     doc: dict = field(default_factory=dict, repr=False)  # the YAML as written (keys a workload reads itself)
     # its `arguments`, `reference` and `seed`, parsed and checked (None where it declares no arguments)
     declaration: Declaration | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # Kernel Tuner compiles restriction strings with Python's full globals: none reaches it unchecked
+        for r in self.restrictions:
+            try:
+                Expression(r)
+            except ValueError as e:
+                raise TunerError(f"{self.path}: restriction '{r}': {e}") from None
+
     # ---- derived views -------------------------------------------------------------------------
+    @property
+    def compiler(self) -> str:
+        """What builds a 'host' kernel: nvcc (default: host code that launches CUDA kernels) or g++ (CPU code)."""
+        return str(self.doc.get("kernel", {}).get("compiler", "nvcc"))
+
+    @property
+    def on_cpu(self) -> bool:
+        """Host code built by the system compiler runs on the CPU: its device is the CPU (provenance.device_info)."""
+        return self.lang == "host" and self.compiler != "nvcc"
+
     def complete(self, config: dict) -> dict:
         """A config recorded before some parameters were added, with their defaults (the values it ran with)."""
         return {**{k: v for k, v in self.defaults.items() if k not in config}, **config}
@@ -121,7 +140,7 @@ class Space:
         for name, expr in self.metrics.items():
             try:
                 out[name] = float(expr(scope))
-            except ZeroDivisionError:
+            except (ZeroDivisionError, OverflowError, ValueError):  # a metric undefined for this config
                 out[name] = float("nan")
             scope[metric_var(name)] = out[name]
         return out
@@ -140,14 +159,24 @@ class Space:
         self, text: str | None, parse_hook: Callable[[str], dict | None] | None = None
     ) -> tuple[str, dict]:
         """A named size, `k=v,...`, or a workload's own notation (e.g. 1024x512x2048)."""
-        text = text or self.default_size
+        if text is None:
+            text = self.default_size
+        if not text.strip():
+            raise TunerError(f"empty size: give one of {', '.join(self.sizes)} (or leave --size out for the default)")
         if text in self.sizes:
             return text, dict(self.sizes[text])
         values = None
         if parse_hook is not None:
             values = parse_hook(text)
         if values is None and re.fullmatch(r"\s*\w+\s*=\s*-?\d+(\s*,\s*\w+\s*=\s*-?\d+)*\s*", text):
-            values = {k.strip(): int(v) for k, v in (p.split("=") for p in text.split(","))}
+            pairs = [(k.strip(), v) for k, v in (p.split("=") for p in text.split(","))]
+            given = [k for k, _ in pairs]
+            twice = sorted({k for k in given if given.count(k) > 1})
+            if twice:
+                raise TunerError(f"size '{text}' sets {', '.join(twice)} more than once")
+            if any(len(v.strip().lstrip("-")) > 19 for _, v in pairs):
+                raise TunerError(f"size '{text}': a value beyond 64 bits")
+            values = {k: int(v) for k, v in pairs}
         if values is None:
             raise TunerError(
                 f"unknown size '{text}' for {self.workload}: use one of {', '.join(self.sizes)} "
@@ -157,7 +186,7 @@ class Space:
             raise TunerError(f"size '{text}' for {self.workload} must set exactly {', '.join(self.size_vars)}")
         for k, v in values.items():
             lim = self.size_limits.get(k, {})
-            lo, hi = lim.get("min", 1), lim.get("max")
+            lo, hi = lim.get("min", 1), lim.get("max", 2**63 - 1)
             if v < lo or (hi is not None and v > hi):
                 raise TunerError(f"impossible size for {self.workload}: {k}={v} (allowed {lo}..{hi if hi else 'any'})")
         for name, named in self.sizes.items():

@@ -1,40 +1,86 @@
-"""Parquet parts: each campaign writes its own part, rewritten whole after every row (write_atomically), so a
-killed campaign loses nothing it measured and concurrent writers never clobber each other. Readers merge all
-parts, as their schema admits them (tuner.store.schema)."""
+"""Parquet parts: each campaign writes its own part, so concurrent writers never clobber each other, and every
+row is on disk (write_atomically) as soon as it is measured, so a killed campaign loses nothing it measured.
+A Parquet file cannot be appended to, so a part grows in chunks of CHUNK_ROWS rows: only the last chunk is
+rewritten for a new row (the part itself first, then `<part>.chunkNNNN.parquet` files), and flush() merges
+the chunks back into the part at the end. The merged part records the chunks it holds (CHUNKS_KEY in its
+Parquet metadata), and a read leaves those out, so a kill between merging and deleting the chunks never
+counts a row twice. Readers merge all parts, as their schema admits them (tuner.store.schema)."""
 
 from __future__ import annotations
 
 import io
+import re
 import time
 import warnings
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tuner.atomic import write_atomically
 from tuner.store.paths import read_roots
 from tuner.store.schema import Degraded, StoreRead, check, record, schema_for
 
+CHUNK_ROWS = 128  # a row costs one rewrite of at most this many rows, however long the campaign
+CHUNKS_KEY = b"tuner_chunks"  # in a merged part's metadata: its chunk files up to this number are in it
+_CHUNK = re.compile(r"^(?P<stem>.+)\.chunk(?P<n>\d+)\.parquet$")
+
 
 class PartWriter:
-    """Rows of one campaign into one Parquet part, rewritten atomically (write, then rename)."""
+    """Rows of one campaign into one Parquet part, written in chunks as they come, each chunk atomically
+    (write, then rename), and merged into the part by flush()."""
 
-    def __init__(self, path: Path, min_interval_s: float = 0.0) -> None:
+    def __init__(self, path: Path, min_interval_s: float = 0.0, chunk_rows: int = CHUNK_ROWS) -> None:
         self.path = Path(path)
         self.rows: list[dict] = []
         self.min_interval_s = min_interval_s
+        self.chunk_rows = chunk_rows
+        self.rows_written = 0  # rows written to disk in all, chunks and merges (what a row costs)
         self._last = 0.0
+        self._sealed = 0  # rows in full chunks (or merged into the part): never written again until a merge
+        self._chunk = 0  # the number of the chunk being filled (0: the part itself)
+        self._merged = 0  # the chunk files up to this one are in the part
+        self._on_disk = 0  # rows on disk
 
     def append(self, row: dict) -> None:
         self.rows.append(row)
         if time.monotonic() - self._last >= self.min_interval_s:
-            self.flush()
+            self._write_chunks()
 
     def flush(self) -> None:
-        if not self.rows:
+        """Every row on disk, in the one part (the chunks merged into it)."""
+        self._write_chunks()
+        last = self._chunk if self._sealed < len(self.rows) else self._chunk - 1  # the last chunk file written
+        if last <= self._merged:
             return
-        write_parquet(pd.DataFrame(self.rows), self.path)
+        self._write(self.path, self.rows, covers=last)
+        for n in range(self._merged + 1, last + 1):
+            chunk_path(self.path, n).unlink(missing_ok=True)
+        self._merged = last
+        self._sealed, self._chunk = len(self.rows), last + 1
+
+    def _write_chunks(self) -> None:
+        while self._on_disk < len(self.rows):
+            rows = self.rows[self._sealed : self._sealed + self.chunk_rows]
+            path = self.path if self._chunk == 0 else chunk_path(self.path, self._chunk)
+            self._write(path, rows, covers=0)
+            self._on_disk = self._sealed + len(rows)
+            if len(rows) == self.chunk_rows:  # full: the next row starts the next chunk
+                self._sealed, self._chunk = self._on_disk, self._chunk + 1
         self._last = time.monotonic()
+
+    def _write(self, path: Path, rows: list[dict], covers: int) -> None:
+        table = pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+        if covers:
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), CHUNKS_KEY: str(covers).encode()})
+        write_atomically(path, lambda tmp: pq.write_table(table, tmp))
+        self.rows_written += len(rows)
+
+
+def chunk_path(part: Path, n: int) -> Path:
+    """A part's chunk file number n (n >= 1)."""
+    return part.with_name(f"{part.name.removesuffix('.parquet')}.chunk{n:04d}.parquet")
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
@@ -62,7 +108,12 @@ def read_store(pattern: str, root: Path) -> StoreRead:
     rules = schema_for(pattern)
     degraded = Degraded()
     frames = []
-    for part in [p for r in read_roots(root) for p in sorted(Path(r).glob(pattern))]:
+    parts = [p for r in read_roots(root) for p in sorted(Path(r).glob(pattern), key=_in_order)]
+    merged = _merged_chunks(parts)
+    for part in parts:
+        chunk = _CHUNK.match(part.name)
+        if chunk and int(chunk["n"]) <= merged.get(part.with_name(chunk["stem"] + ".parquet"), 0):
+            continue  # merged into its part already (a kill came before the chunk was deleted)
         try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
             frame = pd.read_parquet(io.BytesIO(part.read_bytes()))
         except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all; unreadable)
@@ -73,6 +124,26 @@ def read_store(pattern: str, root: Path) -> StoreRead:
         if checked is not None and len(checked):
             frames.append(checked)
     return StoreRead(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), degraded)
+
+
+def _in_order(path: Path) -> tuple:
+    """Parts by name, each followed by its chunks in order (a chunk's name sorts before its part's)."""
+    chunk = _CHUNK.match(path.name)
+    return (
+        (path.parent.parts, chunk["stem"] + ".parquet", int(chunk["n"])) if chunk else (path.parent.parts, path.name, 0)
+    )
+
+
+def _merged_chunks(parts: list[Path]) -> dict[Path, int]:
+    """For each part with chunk files beside it: the chunk files it holds (its CHUNKS_KEY), read from its footer."""
+    merged = {}
+    for part in {p.with_name(m["stem"] + ".parquet") for p in parts if (m := _CHUNK.match(p.name))}:
+        try:
+            meta = pq.read_metadata(io.BytesIO(part.read_bytes())).metadata or {}
+            merged[part] = int(meta.get(CHUNKS_KEY, b"0"))
+        except Exception:  # noqa: BLE001  (no part, or a damaged one: its chunks are read, the part's damage said)
+            continue
+    return merged
 
 
 def recorded_gpu(cachefile: Path) -> str | None:

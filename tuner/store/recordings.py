@@ -4,12 +4,19 @@ Tuner's simulation mode replays."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
 from tuner.store.gpu_choice import choose_gpu
 from tuner.store.parts import recorded_gpu
 from tuner.store.paths import cache_path, gpu_slug, read_roots
+
+if TYPE_CHECKING:
+    from kernel_tuner.searchspace import Searchspace
+
+    from tuner.space import Space
 
 
 def find_recording(root: Path, workload: str, size_name: str, dtype: str, gpu: str | None = None) -> Path:
@@ -82,3 +89,64 @@ def _closed(text: str) -> str:
     if text[-3:] not in ("}\n}", "}}}"):
         text = text.rstrip(",") + "}\n}"
     return text
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recording and how completely it covers the space: `held` of the space's `space_size` configs
+    (failed ones included: a replay knows they fail), None where the file cannot be read (`error` says why)."""
+
+    gpu: str  # the GPU's folder in the store, which --gpu takes
+    size: str  # the size as the file names it
+    dtype: str
+    held: int | None
+    space_size: int
+    path: Path
+    error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.held is not None and self.held >= self.space_size
+
+    @property
+    def coverage(self) -> str:
+        """Held of the space's configs ("576/576", "27/438648"), or "unreadable"."""
+        return "unreadable" if self.held is None else f"{self.held}/{self.space_size}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "size": self.size,
+            "dtype": self.dtype,
+            "recorded_configs": self.held,
+            "space_configs": self.space_size,
+            "complete": self.complete,
+            "path": str(self.path),
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+def recordings(root: Path, workload: str, space: Space, searchspace: Searchspace) -> list[Recording]:
+    """Every recording of `workload` in the store (and the package's), by GPU, size and dtype, with the
+    number of the space's configs each holds: what `tuner tune --simulate` can replay. A config counts
+    where the space still has it (a parameter added since with a default takes it, as a replay does)."""
+    found: dict[tuple[str, str], Path] = {}  # the project's own before one a package ships (choose_recording)
+    for r in read_roots(root):
+        for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
+            found.setdefault((c.parent.parent.name, c.name), c)
+    names, defaults = list(searchspace.tune_params), space.defaults or {}
+    out = []
+    for (gpu, file), path in sorted(found.items()):
+        size, _, dtype = file.removesuffix(".cache.json").rpartition("_")
+        try:
+            cache = json.loads(_closed(path.read_text()))["cache"]
+            held = sum(
+                searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))
+                for e in cache.values()
+                if isinstance(e, dict)
+            )
+            error = None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            held, error = None, f"{path}: cannot be read ({type(e).__name__}: {e})"
+        out.append(Recording(gpu, size, dtype, held, searchspace.size, path, error))
+    return out

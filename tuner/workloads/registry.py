@@ -32,6 +32,8 @@ BUILTINS = {
     "floyd-warshall": "tuner.workloads.floyd_warshall",
     "floyd-warshall-small": "tuner.workloads.floyd_warshall_small",  # a reduced space to brute-force
     "locvolcalib": "tuner.workloads.locvolcalib",
+    "floyd-warshall-cpu": "tuner.workloads.floyd_warshall_cpu",  # CPU code (g++, OpenMP, SIMD)
+    "gemm-cpu": "tuner.workloads.gemm_cpu",
 }
 
 

@@ -21,14 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages import RDBStorage
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from tuner.campaign.distributed import optuna_private
 from tuner.campaign.distributed.liveness import Heartbeat, Liveness
 from tuner.campaign.distributed.study import Campaign, TrialCodec, retry_of, tally_trials
-from tuner.search import trial_kinds
+from tuner.search import optuna_private, trial_kinds
 from tuner.search.codec import Repair, penalty_for
 from tuner.search.loop import Prior, Proposal, SearchLoop
+from tuner.search.sampler_view import ViewSampler
 from tuner.search.samplers import make_sampler
 
 if TYPE_CHECKING:
@@ -55,12 +56,16 @@ class CampaignLoop(SearchLoop):
     ):
         codec = TrialCodec(searchspace)
         if camp.strategy != "brute_force":  # a sampler of its own, seeded apart from the other workers'
-            study.sampler = make_sampler(
-                camp.strategy, seed=(camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31, parallel=True
-            )
+            seed = (camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31
+            study.sampler = ViewSampler(make_sampler(camp.strategy, seed=seed, parallel=True), codec)
         self.rng = random.Random(zlib.crc32(me.encode()))
         super().__init__(
-            study, codec, Repair(searchspace, codec, self.rng), searchspace.is_param_config_valid, worker=me
+            study,
+            codec,
+            Repair(searchspace, codec, self.rng),
+            searchspace.is_param_config_valid,
+            maximize=study.direction == StudyDirection.MAXIMIZE,
+            worker=me,
         )
         self.codec: TrialCodec = codec
         self.storage, self.camp, self.searchspace, self.me = storage, camp, searchspace, me
@@ -125,7 +130,7 @@ class CampaignLoop(SearchLoop):
         held = prior_claim(self.study, self.codec, trial.number, config)
         if held is None:
             return None
-        return Prior(held.value if held.state == TrialState.COMPLETE else None)
+        return Prior(trial_kinds.cost(held) if held.state.is_finished() else None)
 
     def step_aside(self, config: tuple) -> None:
         if self.brute:  # the queue goes on with configs no trial holds
@@ -137,7 +142,7 @@ class CampaignLoop(SearchLoop):
         if self.brute:  # no sampler learns from it: this worker's own results will do
             return super().penalty()
         return penalty_for(
-            t.value
+            trial_kinds.cost(t)
             for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             if trial_kinds.info(t).get("status") == "ok"
         )
@@ -167,20 +172,20 @@ class CampaignLoop(SearchLoop):
 def prior_claim(
     study: optuna.Study, codec: TrialCodec, number: int, config: tuple, settle_s: float = 5.0
 ) -> FrozenTrial | None:
-    """The lowest-numbered other trial holding `config`: measured or served, or running. A lower-numbered
+    """The lowest-numbered other trial holding `config`: measured or served (ran or failed), or running. A lower-numbered
     trial still being asked (its params arrive one by one) is waited for, briefly, so that two workers that
     drew the same config at the same moment both see who came first."""
     deadline = time.monotonic() + settle_s
     while True:
         best, unsettled = None, False
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE)):
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)):
             if t.number >= number:
                 continue
             other = codec.config_of(t)
             if other is None:
                 unsettled = unsettled or t.state == TrialState.RUNNING
                 continue
-            if other != config or (t.state == TrialState.COMPLETE and not trial_kinds.holds_result(t)):
+            if other != config or (t.state.is_finished() and not trial_kinds.holds_result(t)):
                 continue
             if best is None or t.number < best.number:
                 best = t

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.request import CampaignRequest
-from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, redact
+from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, STORAGE_ENV, redact
 from tuner.errors import TunerError
 from tuner.formatting import readable
 
@@ -59,8 +60,6 @@ def run_distributed(
                 str(root),
                 "worker",
                 camp.name,
-                "--storage",
-                url,
                 "--device",
                 str(d),
                 "--quiet",
@@ -70,7 +69,10 @@ def run_distributed(
             + (["--allow-mixed-gpus"] if allow_mixed_gpus else [])
             + (["--measure-target", measure_target] if measure_target else [])
         )
-        procs.append(subprocess.Popen(cmd, stdout=2))  # their messages to our stderr: stdout may carry --json
+        # the URL (it may hold a password) through the environment, which only this user can read, not the
+        # command line, which every user sees in `ps`
+        env = {**os.environ, STORAGE_ENV: url}
+        procs.append(subprocess.Popen(cmd, stdout=2, env=env))  # their messages to our stderr: stdout may carry --json
     try:
         for p in procs:  # each wait returns as its worker exits (the campaign's end is not a polling period late)
             while True:

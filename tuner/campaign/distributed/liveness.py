@@ -12,7 +12,7 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import Trial, TrialState
 
-from tuner.campaign.distributed import optuna_private
+from tuner.search import optuna_private
 
 
 class Heartbeat:

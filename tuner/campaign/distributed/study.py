@@ -12,7 +12,6 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import store
-from tuner.campaign.distributed.optuna_private import fixed_params
 from tuner.campaign.request import CampaignRequest, resolve
 from tuner.campaign.storage import (
     GRACE_S,
@@ -26,6 +25,8 @@ from tuner.errors import TunerError
 from tuner.measure.provenance import source_hash
 from tuner.search import trial_kinds
 from tuner.search.codec import Codec
+from tuner.search.optuna_private import fixed_params
+from tuner.search.studies import check_form, open_study
 from tuner.store.recordings import find_recording
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def _load(
         ) from None
     if "campaign" not in study.user_attrs:
         raise TunerError(f"study '{name}' in {redact(url)} is not a distributed tuner campaign")
+    check_form(study, redact(url))
     camp = Campaign(**study.user_attrs["campaign"])
     if heartbeat:
         storage = open_storage(url, camp.heartbeat_s, camp.grace_s)
@@ -106,7 +108,7 @@ def _load(
 
 
 class TrialCodec(Codec):
-    """The campaign's configs <-> Optuna params, encoded as the single-process strategy encodes them."""
+    """The campaign's configs <-> Optuna params, as the single-process strategy stores and samples them."""
 
     def __init__(self, searchspace: Searchspace) -> None:
         super().__init__(searchspace.tune_params)
@@ -148,7 +150,7 @@ def create_campaign(
     url = url or default_storage(root)
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder
         Path(sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
-    study = optuna.create_study(storage=open_storage(url), study_name=name, direction="minimize", load_if_exists=True)
+    study = open_study(open_storage(url), name, maximize=space.maximize, metric=space.objective, where=redact(url))
     existing = study.user_attrs.get("campaign")
     if existing is None:
         study.set_user_attr("campaign", asdict(camp))

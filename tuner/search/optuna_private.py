@@ -1,5 +1,7 @@
-"""The three things a distributed campaign needs from Optuna that Optuna offers no public API for, kept here
-so that an Optuna upgrade that changes them breaks in one place (tests/test_distributed.py runs each).
+"""What the search needs from Optuna that Optuna offers no public API for, kept here so that an Optuna
+upgrade that changes them breaks in one place (tests/test_distributed.py and tests/test_optuna_study.py run
+each): the sampler view (tuner.search.sampler_view) rebuilds trials with their storage id, and a
+distributed campaign needs the three below.
 
 Optuna records heartbeats only inside `Study.optimize`; a worker drives `study.ask`/`study.tell` itself
 (one thread measures while another keeps the books), so it beats for its trials through the storage's
@@ -7,7 +9,8 @@ public `record_heartbeat(trial_id)` (tuner.campaign.distributed.liveness). Every
 storage is the RDBStorage the campaign opened (tuner.campaign.storage.open_storage), stale trials fail
 through `optuna.storages.fail_stale_trials`, their retries are `RetryFailedTrialCallback`'s.
 
-- `trial_id(trial)`: the storage's id of a trial, which `record_heartbeat` and `get_trial` take. `Trial` and
+- `trial_id(trial)`: the storage's id of a trial, which `record_heartbeat` and `get_trial` take (and which a
+  sampler such as CMA-ES writes its own attributes by, so the sampler view keeps it). `Trial` and
   `FrozenTrial` keep it private (`_trial_id`); the public route, `storage.get_trial_id_from_study_id_trial_number`,
   costs a database round trip per trial (on SQLite a write-locked one) on the path that every worker queues on.
 - `fixed_params(trial)`: the config a queued trial was enqueued with. A WAITING trial has no params yet:

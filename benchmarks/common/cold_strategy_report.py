@@ -1,0 +1,74 @@
+"""The cold strategy comparison (issue 26): every strategy without a warm start, over every recorded complete
+(brute-force) space, at a budget of 10% of its valid configurations:
+
+    nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--strategies auto,tpe,...]
+
+For each space: the methodology score (Willemsen et al., tuner.answers.compare_scores) of each strategy,
+whether the cold `auto` strategy reaches the best Kernel Tuner strategy's score, and the mean over the
+spaces; written as markdown (default results/records/common/<gpu>/strategies/cold_summary.md) with the
+command that made it. One process (jobs=1): the comparison functions are called directly, so nothing here
+depends on a cold/warm switch of `tuner compare-strategies`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
+
+from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
+from benchmarks.common.strategy_report import KT_PREFIX, complete_recordings  # noqa: E402
+from tuner import store  # noqa: E402
+from tuner.answers.compare import load_recording, run_traces, summarize  # noqa: E402
+
+STRATEGIES = ("auto", "tpe", "random", "kt:genetic_algorithm", "kt:dual_annealing", "kt:greedy_ils", "kt:random_sample")
+CANDIDATE = "auto"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
+    args = p.parse_args()
+    strategies = [s for s in args.strategies.split(",") if s]
+    rows, candidate_scores, gpu_dir, started = [], [], None, time.time()
+    for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):  # noqa: B007
+        budget = min(100, max(10, configs // 10))
+        rec = load_recording(workload, size, dtype)
+        doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget), budget)
+        scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
+        kts = [n for n in scores if n.startswith(KT_PREFIX)]
+        best_kt = max(kts, key=scores.__getitem__) if kts else None
+        verdict = "" if best_kt is None or CANDIDATE not in scores else (
+            "yes" if scores[CANDIDATE] >= scores[best_kt] else "**no**")
+        if CANDIDATE in scores:
+            candidate_scores.append(scores[CANDIDATE])
+        rows.append([f"{workload} {size} {dtype}", str(configs), str(budget)]
+                    + [f"{scores[n]:.3f}" for n in strategies] + [best_kt or "", verdict])
+        print(" | ".join(rows[-1]), flush=True)
+    if gpu_dir is None:
+        print("no complete recording found")
+        return 1
+    mean = sum(candidate_scores) / len(candidate_scores) if candidate_scores else float("nan")
+    command = "nice -n 10 python benchmarks/common/cold_strategy_report.py " + " ".join(sys.argv[1:])
+    text = [
+        f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
+        f"{args.repeats} repeats (seeds 0..{args.repeats - 1}), budget 10% of the valid configs (at least 10, at most "
+        f"100). `{CANDIDATE}` mean over the spaces: {mean:.3f}. Made by `{command.strip()}` "
+        f"({time.time() - started:.0f} s on 2 shared cores).",
+        "",
+        header("space", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt"),
+    ]
+    text += [row(*cells) for cells in rows]
+    out = Path(args.out) if args.out else records_dir(COMMON, gpu_dir.name, "strategies") / "cold_summary.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(text) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

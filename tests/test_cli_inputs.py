@@ -1,0 +1,150 @@
+"""Bad command-line input and damaged Kernel Tuner caches: one clear line (exit 2), never a traceback nor a
+silent default (issue 22)."""
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from tuner import locations
+from tuner.cli import main
+from tuner.errors import TunerError
+from tuner.measure import kt
+from tuner.workloads import get_workload
+
+H100 = "nvidia-h100-80gb-hbm3"
+
+
+def fails(args, capsys, said):
+    assert main(args) == 2, args
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "size, said",
+    [("n=1000,n=2000", "sets n more than once"), ("", "empty size"), ("n=" + "9" * 30, "beyond 64 bits")],
+)
+def test_a_size_given_twice_empty_or_huge_is_an_error(size, said):
+    space = get_workload("reduction").space
+    with pytest.raises(TunerError, match=said):
+        space.resolve_size(size)
+    assert space.resolve_size(None)[0] == space.default_size  # only an absent size is the default
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--size", "n=1000,n=2000"], "more than once"),
+        (["--size", ""], "empty size"),
+        (["--timeout", "nan"], "--timeout nan"),
+        (["--timeout", "inf"], "--timeout inf"),
+        (["--timeout", "0"], "--timeout 0"),
+        (["--timeout", "-3"], "--timeout -3"),
+        (["--seed", "-1"], "--seed -1"),
+        (["--seed", str(2**40)], "--seed"),
+        (["--device", "-1"], "--device -1"),
+        (["--workers", "2", "--devices", "0,0"], "each GPU once"),
+        (["--workers", "2", "--devices", "0,-1"], "0 or more"),
+        (["--workers", "2", "--devices", "0"], "give one per worker"),
+        (["--workers", "-1"], "--workers -1"),
+        (["--devices", "0,1"], "--devices is for --workers"),
+    ],
+)
+def test_bad_tune_options_are_one_clear_line(results, capsys, extra, said):
+    fails(["tune", "reduction", "--simulate", "--quiet", *extra], capsys, said)
+
+
+def test_workers_0_only_creates_the_campaign(results, capsys):
+    damaged(results, "floyd-warshall-small", "5k", "int32", "intact")
+    url = f"sqlite:///{results / 'c.sqlite3'}"
+    args = ["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--workers", "0"]
+    assert main([*args, "--storage", url]) == 0
+    out = capsys.readouterr().out
+    assert "campaign created" in out and "no worker runs here" in out
+    assert main([*args, "--storage", url, "--json", "--campaign", "other"]) == 0
+    assert json.loads(capsys.readouterr().out)["created_only"] is True
+
+
+def test_without_a_gpu_tune_says_what_is_missing_and_offers_a_replay(results, capsys, monkeypatch):
+    from tuner.campaign import request
+
+    monkeypatch.setattr(request, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
+    err = fails(["tune", "reduction", "--size", "seed", "--quiet"], capsys, "no CUDA GPU on this machine")
+    assert "--simulate" in err
+    err = fails(["tune", "reduction", "--size", "seed", "--workers", "1", "--quiet"], capsys, "no CUDA GPU")
+
+
+def test_a_missing_backend_package_names_its_extra(monkeypatch):
+    from tuner.campaign import request
+
+    monkeypatch.setattr(request.importlib.util, "find_spec", lambda name: None)
+    assert "pip install 'gpu-tuner[cuda]'" in request.gpu_missing("nvcuda")
+    assert "pip install 'gpu-tuner[cupy]'" in request.gpu_missing("cupy")
+
+
+def test_kernel_tuners_del_after_a_failed_set_up_is_not_shown(capsys):
+    from tuner.measure.process import quiet_kernel_tuner_del
+
+    class CudaFunctions:  # as Kernel Tuner's, whose __init__ failed before setting its attributes
+        def __del__(self):
+            self.green_ctx_cache.values()
+
+    CudaFunctions.__del__.__module__ = "kernel_tuner.backends.nvcuda"
+    hook, sys.unraisablehook = sys.unraisablehook, quiet_kernel_tuner_del
+    try:
+        CudaFunctions()  # collected at once: its __del__ raises, unraisably
+    finally:
+        sys.unraisablehook = hook
+    assert "green_ctx_cache" not in capsys.readouterr().err
+
+
+# ---- damaged Kernel Tuner caches ------------------------------------------------------------------------
+
+
+def damaged(results, workload, size, dtype, how):
+    src = locations.BUILTIN_RESULTS / H100 / workload / f"{size}_{dtype}.cache.json"
+    target = results / H100 / workload / src.name
+    target.parent.mkdir(parents=True)
+    text = src.read_text()
+    if how == "truncated":
+        target.write_text(text[: len(text) // 3])
+    elif how == "garbage":
+        target.write_bytes(b"\x00\xff garbage {{{")
+    elif how == "times":
+        doc = json.loads(text)
+        next(iter(doc["cache"].values()))["times"] = ["abc"]
+        target.write_text(json.dumps(doc))
+    else:
+        shutil.copy(src, target)
+    return target
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage", "times", "unreadable"])
+@pytest.mark.parametrize("workload, size, dtype", [("floyd-warshall-small", "5k", "int32"), ("reduction", "seed", "float32")])
+def test_a_damaged_cache_is_one_line_naming_it(results, capsys, monkeypatch, how, workload, size, dtype):
+    """floyd-warshall-small has parameters with defaults (its cache is aligned), reduction has none."""
+    target = damaged(results, workload, size, dtype, how)
+    if how == "unreadable":  # chmod does not stop root: the read itself fails
+        real = kt.util.correct_open_cache
+
+        def refuse(path, open_cache=True):
+            if str(path) == str(target):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, open_cache=open_cache)
+
+        monkeypatch.setattr(kt.util, "correct_open_cache", refuse)
+    err = fails(
+        ["tune", workload, "--size", size, "--dtype", dtype, "--simulate", "--quiet", "--strategy", "random"],
+        capsys,
+        str(target),
+    )
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_intact_cache_still_replays(results, capsys):
+    damaged(results, "floyd-warshall-small", "5k", "int32", "intact")
+    assert main(["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"]

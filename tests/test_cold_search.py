@@ -1,0 +1,105 @@
+"""The `auto` strategy's sampler (tuner.search.auto_sampler): how it reads a study (penalties, repeats,
+running trials), what it suggests, and a real replay of a recorded space through the one search loop."""
+
+import math
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import TrialState, create_trial
+
+from tuner.search.auto_sampler import AutoSampler, _read_history
+from tuner.search.codec import penalty_for
+from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
+from tuner.search.strategies import make_strategy
+from tuner.store import results_root
+
+DISTS = {"a": IntDistribution(0, 4), "b": IntDistribution(0, 3), "c": CategoricalDistribution(["x", "y"])}
+NAMES = list(DISTS)
+RECORDED = results_root() / "nvidia-h100-80gb-hbm3" / "reduction" / "large_float32.cache.json"
+
+
+def _study(rows: list[tuple[dict, float | None]]) -> optuna.Study:
+    """A study told what the search loop tells it: each row's params and cost (None: still running)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize")
+    for params, value in rows:
+        state = TrialState.RUNNING if value is None else TrialState.COMPLETE
+        study.add_trial(create_trial(params=params, distributions=DISTS, value=value, state=state))
+    return study
+
+
+def _told(costs: list[float | None]) -> list[float]:
+    """What the loop tells for each of `costs` (None: invalid or failed, told the penalty of those before)."""
+    out, seen = [], []
+    for c in costs:
+        out.append(penalty_for(seen) if c is None else c)
+        seen += [] if c is None else [c]
+    return out
+
+
+def test_auto_is_an_optuna_strategy():
+    assert "auto" in OPTUNA_SAMPLERS
+    assert isinstance(make_sampler("auto", 0), AutoSampler)
+    assert make_strategy("auto", seed=1).sampler_name == "auto"
+
+
+def test_penalties_read_as_invalid_and_worse_costs_as_costs():
+    costs = [None, 5.0, 9.0, None, 20.0, 3.0, None]  # 9 and 20: new worst costs, not penalties
+    params = [{"a": i % 5, "b": i % 4, "c": "xy"[i % 2]} for i in range(len(costs))]
+    history = _read_history(_study(list(zip(params, _told(costs)))), NAMES, list(DISTS.values()))
+    got = [None if math.isnan(c) else c for c in history.costs]
+    assert got == costs
+
+
+def test_repeats_count_once_and_running_trials_are_pending():
+    p, q = {"a": 1, "b": 2, "c": "x"}, {"a": 3, "b": 0, "c": "y"}
+    history = _read_history(_study([(p, 4.0), (p, 4.0), (q, None)]), NAMES, list(DISTS.values()))
+    assert history.levels.tolist() == [[1, 2, 0]] and history.costs.tolist() == [4.0]
+    assert history.pending.tolist() == [[3, 0, 1]] and (3, 0, 1) in history.seen
+
+
+@pytest.mark.parametrize("done", [3, 12])  # the space-filling start, then the model
+def test_never_suggests_a_config_tried_or_being_measured(done):
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(done):
+        params = {"a": int(rng.integers(5)), "b": int(rng.integers(4)), "c": "xy"[i % 2]}
+        rows.append((params, float(params["a"] + params["b"]) if i % 4 else None))
+    rows = list(zip([r[0] for r in rows], _told([r[1] for r in rows])))
+    running = {"a": 0, "b": 0, "c": "y"}
+    study = _study([*rows, (running, None)])
+    sampler = AutoSampler(seed=1, n_startup=4)
+    seen = {tuple(p[n] for n in NAMES) for p, _ in rows} | {tuple(running.values())}
+    for _ in range(5):
+        trial = study.ask()
+        got = sampler.sample_relative(study, study.trials[-1], DISTS)
+        assert tuple(got[n] for n in NAMES) not in seen
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def test_restricted_to_valid_configs_it_suggests_only_those():
+    valid = [{"a": a, "b": b, "c": "x"} for a in range(5) for b in range(4) if a + b <= 3]
+    sampler = AutoSampler(seed=0, n_startup=3)
+    sampler.restrict_to(valid)
+    study = optuna.create_study(sampler=sampler)
+    keys = {tuple(v.values()) for v in valid}
+    for _ in range(len(valid)):  # every valid config once, whichever phase suggests it
+        trial = study.ask(DISTS)
+        key = tuple(trial.params[n] for n in NAMES)
+        assert key in keys
+        study.tell(trial, float(key[0] * 3 + key[1]))
+    assert len({tuple(t.params.values()) for t in study.trials}) == len(valid)
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+def test_a_cold_replay_measures_distinct_configs_and_finds_good_ones():
+    from tuner.answers.compare import load_recording, strategy_trace
+
+    rec = load_recording("reduction", "large", "float32")
+    traces = [strategy_trace(rec, "auto", seed, 40) for seed in range(2)]
+    assert all(len(t) == 40 for t in traces)  # unique evaluations: the sampler never wastes one on a repeat
+    assert traces[0] != traces[1]  # seeded apart
+    median = float(np.median(rec.values))
+    assert all(max(v for v in t if v is not None) > median for t in traces)  # GB/s: better than half the space

@@ -1,0 +1,202 @@
+"""Compiling ahead without a GPU: the compile pool's failure handling with a stand-in compiler that crashes,
+hangs, errs and succeeds; a campaign's runner recording a crashed compile as a `compile` row and sending the
+others' cubins with their requests; and, where cuda-python's NVRTC loads, a real compile to a cubin of a
+built-in kernel config."""
+
+import os
+import time
+
+import pytest
+
+from tuner.measure.compile_pool import CompileJob, CompilePool, nvrtc_cubin
+from tuner.measure.pipeline import CompilePipeline, cubin_options, default_workers
+from tuner.measure.protocol import CacheReady, MeasureRounds, MeasureSpec, Ready, Result, Stop, UseCache
+
+STAND_IN = "tests.test_compile_pool:stand_in"
+
+
+def stand_in(job: CompileJob) -> tuple[bytes, str]:
+    """A compiler that crashes, hangs or errs where the source says so, and else 'compiles'."""
+    if "CRASH" in job.source or "#define block_size_x 64\n" in job.source:
+        os._exit(7)
+    if "HANG" in job.source:
+        time.sleep(3600)
+    if "ERROR" in job.source:
+        raise RuntimeError("error: identifier 'oops' is undefined")
+    return f"cubin of {job.source}".encode(), f"_lowered_{job.name}"
+
+
+def job(source: str) -> CompileJob:
+    return CompileJob(source, "k", ("--std=c++11",))
+
+
+def test_a_crash_and_a_hang_fail_their_job_alone_and_the_pool_goes_on():
+    pool = CompilePool(STAND_IN, workers=2, timeout=3)
+    try:
+        keys = {s: pool.submit(job(s)) for s in ["ok 1", "CRASH", "HANG", "ok 2", "ERROR", "ok 3"]}
+        out = {s: pool.result(k) for s, k in keys.items()}
+        for s in ["ok 1", "ok 2", "ok 3"]:
+            assert out[s].cubin == f"cubin of {s}".encode() and out[s].lowered_name == "_lowered_k"
+            assert not out[s].error and not out[s].crashed
+        assert out["CRASH"].crashed and "crashed" in out["CRASH"].error and "exit code 7" in out["CRASH"].error
+        assert out["HANG"].crashed and "within 3 s" in out["HANG"].error and out["HANG"].seconds >= 3
+        # a compile error is the compiler's verdict, not a crash: the measuring process raises it as Kernel Tuner
+        assert not out["ERROR"].crashed and "oops" in out["ERROR"].error and out["ERROR"].cubin is None
+        assert pool.restarts == 2
+        assert pool.result(pool.submit(job("ok after"))).cubin == b"cubin of ok after"  # restarted, still compiles
+    finally:
+        pool.close()
+
+
+def test_a_job_is_compiled_once_and_its_result_handed_out_once():
+    pool = CompilePool(STAND_IN, workers=1, timeout=10)
+    try:
+        key = pool.submit(job("twice"))
+        assert pool.submit(job("twice")) == key
+        assert pool.result(key).cubin == b"cubin of twice"
+        with pytest.raises(KeyError):
+            pool.result(key)
+    finally:
+        pool.close()
+
+
+def test_compile_workers_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TUNER_COMPILE_WORKERS", "3")
+    assert default_workers() == 3
+    monkeypatch.setenv("TUNER_COMPILE_WORKERS", "0")
+    assert default_workers() == 0
+    monkeypatch.setenv("TUNER_COMPILE_WORKERS", "many")
+    from tuner.errors import TunerError
+
+    with pytest.raises(TunerError, match="TUNER_COMPILE_WORKERS"):
+        default_workers()
+
+
+def test_the_options_are_kernel_tuners_with_a_real_architecture():
+    options = cubin_options(["-O3"], "90")
+    assert options[:2] == ("-O3", "--std=c++11") and "--gpu-architecture=sm_90" in options
+    assert cubin_options(["--gpu-architecture=compute_80"], "90") is None  # the space's own choice: Kernel Tuner's
+
+
+# ---- a campaign's runner with the pool -----------------------------------------------------------
+def cubin_measuring_main(conn, spec):
+    """A measuring process that says it takes cubins, and reports per config whether one came."""
+    conn.send(Ready({"gpu": {"gpu": "Fake GPU"}, "baselines": {}, "timing": "delayed-start",
+                     "cubin": {"cc": "90", "compiler_options": []}}))
+    while True:
+        request = conn.recv()
+        if isinstance(request, Stop):
+            return
+        if isinstance(request, UseCache):
+            conn.send(CacheReady())
+            continue
+        configs = request.configs if isinstance(request, MeasureRounds) else [request.values]
+        came = {c.lowered_name for c in request.compiled}
+        keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
+        rows = [{**dict(zip(keys, config)), "status": "ok", "error": "", "times": [1.0], "cubin": bool(came), "compiled": len(came),
+                 "compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0} for config in configs]
+        conn.send(Result(tuple(rows)))
+
+
+def test_brute_force_through_the_runner_compiles_ahead_and_records_a_crashed_compile(tmp_path):
+    from kernel_tuner import util
+
+    from tuner.measure import kt
+    from tuner.measure.runner import IsolatedRunner
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    size, dtype = {"n": 1 << 20}, "float32"
+    spec = MeasureSpec("reduction", size, dtype, "nvcuda", 0, None)
+    runner = IsolatedRunner(spec, timeout=20, target=cubin_measuring_main, compile_workers=2)
+    runner.compiler = STAND_IN
+    options = kt.tuning_options(space, size, dtype, max_fevals=None)
+    all_configs = kt.searchspace(space).sorted_list()
+    configs = [c for c in all_configs if c[list(space.params).index("block_size_x")] in (64, 128)]
+    configs = configs[:6] + [c for c in configs if c[list(space.params).index("block_size_x")] == 64][:1]
+    rows = []
+    runner.on_row = lambda row, fresh: rows.append(row)
+    try:
+        runner.start()
+        results = runner.run(configs, options)
+        assert runner.pipeline() is not None
+        # rounds (a check, a confirmation): compiled in the pool for the first round, cubins sent along, but
+        # not for a config this process measured already (it has the binary); a crash is a compile row
+        ok = next(c for c in configs if dict(zip(space.params, c))["block_size_x"] == 128)
+        new = next(c for c in all_configs if dict(zip(space.params, c))["block_size_x"] == 128 and c not in configs)
+        again, fresh = runner.measure_interleaved([ok, new], list(space.params), 3)
+        (crashed,) = runner.measure_interleaved([configs[-1], new], list(space.params), 3)
+    finally:
+        runner.shutdown()
+    by_bs = [dict(zip(space.params, c))["block_size_x"] for c in configs]
+    for bs, row, result in zip(by_bs, rows, results):
+        if bs == 64:  # the stand-in compiler dies on these: a compile failure, never sent to the GPU
+            assert row["status"] == "compile" and "crashed" in row["error"]
+            assert isinstance(result["__error__"], util.CompilationFailedConfig)
+        else:
+            assert row["status"] == "ok" and row["cubin"], row
+    assert any(bs == 64 for bs in by_bs) and any(bs == 128 for bs in by_bs)
+    assert again["compiled"] == fresh["compiled"] == 1  # one cubin sent: the new config's
+    assert crashed["status"] == "compile" and crashed["block_size_x"] == 64
+
+
+def test_a_lone_config_is_compiled_where_it_runs(tmp_path):
+    """An Optuna strategy asks one config at a time: nothing to overlap, the measuring process compiles it."""
+    from tuner.measure import kt
+    from tuner.measure.runner import IsolatedRunner
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    size = {"n": 1 << 20}
+    runner = IsolatedRunner(MeasureSpec("reduction", size, "float32", "nvcuda", 0, None), timeout=20,
+                            target=cubin_measuring_main, compile_workers=2)
+    runner.compiler = STAND_IN
+    rows = []
+    runner.on_row = lambda row, fresh: rows.append(row)
+    config = [c for c in kt.searchspace(space).sorted_list() if dict(zip(space.params, c))["block_size_x"] == 256][0]
+    try:
+        runner.start()
+        runner.run([config], kt.tuning_options(space, size, "float32"))
+        runner.known.clear()  # as if not measured: the same config again
+        runner.prefetch([config])  # unless announced ahead (an ask-ahead): then it comes from the pool
+        runner.run([config], kt.tuning_options(space, size, "float32"))
+    finally:
+        runner.shutdown()
+    assert rows[0]["status"] == "ok" and not rows[0]["cubin"]
+    assert rows[1]["status"] == "ok" and rows[1]["cubin"]
+
+
+# ---- the real compiler ---------------------------------------------------------------------------
+def _nvrtc_loads() -> bool:
+    try:
+        from cuda.bindings import nvrtc
+
+        return nvrtc.nvrtcVersion()[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    except Exception:  # noqa: BLE001  (not installed, or its library not found)
+        return False
+
+
+@pytest.mark.skipif(not _nvrtc_loads(), reason="cuda-python's NVRTC does not load here")
+@pytest.mark.parametrize("workload", ["reduction", "gemm"])
+def test_nvrtc_compiles_a_built_in_config_to_a_cubin_for_the_gpu(workload):
+    from tuner.measure import kt
+    from tuner.workloads import get_workload
+
+    space = get_workload(workload).space
+    size = dict(next(iter(space.sizes.values())))
+    pipeline = CompilePipeline.for_space(workload, size, "float32", "nvcuda", {"cc": "90", "compiler_options":
+                                         list(space.compiler_options)}, workers=1, timeout=120)
+    try:
+        config = kt.searchspace(space).sorted_list()[0]
+        made = pipeline.job(config)
+        assert "#define kernel_tuner 1" in made.source and made.name.startswith(space.kernel_name)
+        cubin, lowered = nvrtc_cubin(made)
+        assert cubin[:4] == b"\x7fELF" and lowered
+        pipeline.ahead([config])
+        pooled = pipeline.take(config)
+        assert pooled.cubin == cubin and pooled.lowered_name == lowered and not pooled.error
+        broken = CompileJob(made.source + "\n#error planted\n", made.name, made.options)
+        with pytest.raises(RuntimeError, match="planted"):
+            nvrtc_cubin(broken)
+    finally:
+        pipeline.close()

@@ -1,0 +1,178 @@
+"""Kernel Tuner's own files (tuner.store.kt_files): the store's caches are what Kernel Tuner writes and a plain
+Kernel Tuner replay of them picks what `tuner best` picks; `tuner export --format t4 | kt-cache`; any such file
+read back as a recorded space."""
+
+import gzip
+import json
+import shutil
+import statistics
+from functools import cache
+
+import jsonschema
+import kernel_tuner
+import pytest
+from kernel_tuner.file_utils import output_file_schema
+from kernel_tuner.util import read_cache
+
+from tuner import locations
+from tuner.answers.best_config import best
+from tuner.campaign import confirmation
+from tuner.cli import main
+from tuner.errors import TunerError
+from tuner.store import cache_path, load_evaluations, recorded_gpu
+from tuner.store.kt_files import cache_text, read_recording, store_cache_doc, t4_results
+from tuner.workloads import get_workload
+
+ROOT = locations.BUILTIN_RESULTS
+H100 = "NVIDIA H100 80GB HBM3"
+CACHES = sorted(ROOT.glob("*/*/*.cache.json"))
+# every complete brute force in the store
+COMPLETE = [("reduction", s, d) for s in ("seed", "16M", "64M", "large") for d in ("float32", "int32")]
+COMPLETE += [("gemm", "2048x2048x2048", "float32"), ("floyd-warshall-small", "5k", "int32")]
+KT_HEADER = ["device_name", "kernel_name", "problem_size", "tune_params_keys", "tune_params", "objective", "cache"]
+
+
+@cache
+def _rows(workload):
+    return load_evaluations(workload, ROOT)
+
+
+def _which(path):
+    """(workload, size, dtype, gpu) of a cache in the store, by the stored rows' sizes."""
+    workload, gpu = path.parent.name, recorded_gpu(path)
+    rows = _rows(workload)
+    for size, dtype in set(zip(rows["size"], rows["dtype"])):
+        if cache_path(ROOT, gpu, workload, size, dtype) == path:
+            return workload, size, dtype, gpu
+    raise AssertionError(f"{path}: no stored rows")
+
+
+@pytest.mark.parametrize("path", CACHES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
+def test_store_caches_are_as_kernel_tuner_writes_them(path):
+    doc = json.loads(path.read_text())  # closed: plain JSON
+    assert list(doc) == KT_HEADER and doc["device_name"] == recorded_gpu(path)  # the GPU, also for host code
+    assert isinstance(doc["problem_size"], list) and all(isinstance(v, int) for v in doc["problem_size"])
+    space = get_workload(path.parent.name).space
+    for key, entry in doc["cache"].items():
+        assert key == ",".join(str(entry[k]) for k in doc["tune_params_keys"])
+        assert {"compile_time", "verification_time", "benchmark_time", "timestamp"} <= set(entry)
+        if "__error__" not in entry:
+            assert entry["time"] == statistics.median(entry["times"])  # the time the store ranks by
+            assert set(space.metrics) <= set(entry)
+    # the file is the maintenance script's output from the store's rows (benchmarks/common/kt_caches.py)
+    workload, size, dtype, gpu = _which(path)
+    assert cache_text(store_cache_doc(workload, size, dtype, gpu, ROOT)) == path.read_text()
+
+
+@pytest.mark.parametrize("path", CACHES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
+def test_the_caches_best_is_tuner_best_or_its_confirmed_near_tie(path):
+    """By the file's own objective the best entry is `tuner best`'s config, except where a confirmation measured
+    near-ties again side by side and chose another of them (`tuner best` says so): then it is one of those."""
+    workload, size, dtype, gpu = _which(path)
+    space = get_workload(workload).space
+    doc = read_cache(str(path), open_cache=False)
+    ok = [e for e in doc["cache"].values() if "__error__" not in e]
+    pick = (max if space.maximize else min)(ok, key=lambda e: e[doc["objective"][0]])
+    pick = {k: pick[k] for k in doc["tune_params_keys"]}
+    answer = best(workload, size, dtype, gpu=gpu, root=ROOT, evaluations=_rows(workload))
+    if pick != {k: answer["config"][k] for k in pick}:
+        assert any(n.startswith("chosen among") for n in answer["notes"]), answer["notes"]
+        finalists = confirmation.load(workload, ROOT)
+        finalists = finalists[(finalists["gpu"] == gpu) & (finalists["dtype"] == dtype)]["config"]
+        assert pick in [{k: space.complete(json.loads(c))[k] for k in pick} for c in finalists]
+
+
+@pytest.mark.parametrize("workload, size, dtype", COMPLETE)
+def test_a_plain_kernel_tuner_replay_picks_what_tuner_best_picks(tmp_path, workload, size, dtype):
+    """kernel_tuner.tune_kernel in simulation mode, brute force over a committed complete cache, with nothing of
+    this package (its restriction: the configs the file holds): its best is `tuner best`'s (except where a
+    confirmation chose among near-ties: reduction 2^22 float32, checked above)."""
+    path = cache_path(ROOT, H100, workload, size, dtype)
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    head = json.loads(path.read_text())
+    space = get_workload(workload).space
+    objective = head["objective"][0]
+
+    def recorded(p):
+        return ",".join(str(p[k]) for k in head["tune_params_keys"]) in head["cache"]
+
+    results, _ = kernel_tuner.tune_kernel(
+        head["kernel_name"], "__global__ void k() {}", head["problem_size"], [], head["tune_params"],
+        restrictions=[recorded], cache=str(copy), simulation_mode=True, strategy="brute_force",
+        objective=objective, objective_higher_is_better=space.maximize, quiet=True, lang="CUDA",
+    )
+    assert len(results) == len(head["cache"])
+    ok = [r for r in results if "__error__" not in r]
+    top = (max if space.maximize else min)(ok, key=lambda r: r[objective])
+    pick = {k: top[k] for k in head["tune_params_keys"]}
+    answer = best(workload, size, dtype, gpu=H100, root=ROOT, evaluations=_rows(workload))
+    if not any(n.startswith("chosen among") for n in answer["notes"]):
+        assert pick == {k: answer["config"][k] for k in pick}
+
+
+def _with_failures(doc, n=5):
+    """`doc` with its first n configs failed (as Kernel Tuner records them) and a parameter that never varies."""
+    doc = json.loads(json.dumps(doc))
+    doc["tune_params_keys"].append("fixed")
+    doc["tune_params"]["fixed"] = [7]
+    cache = {}
+    for i, (key, entry) in enumerate(doc["cache"].items()):
+        entry["fixed"] = 7
+        if i < n:
+            for k in ("time", "times", *get_workload("reduction").space.metrics):
+                entry.pop(k, None)
+            entry["__error__"] = "CompilationFailedConfig" if i % 2 else "RuntimeFailedConfig"
+        cache[key + ",7"] = entry
+    doc["cache"] = cache
+    return doc
+
+
+def test_t4_export_validates_against_kernel_tuners_schema(tmp_path):
+    out = tmp_path / "r.t4.json"
+    assert main(["export", "reduction", "--format", "t4", "--size", "64M", "--dtype", "float32", "-o", str(out)]) == 0
+    t4 = json.loads(out.read_text())
+    _, schema = output_file_schema("results")
+    jsonschema.validate(t4, schema)
+    assert len(t4["results"]) == 576 and {r["invalidity"] for r in t4["results"]} == {"correct"}
+    failing = t4_results(_with_failures(store_cache_doc("reduction", "64M", "float32", H100, ROOT)))
+    jsonschema.validate(failing, schema)
+    assert [r["invalidity"] for r in failing["results"][:3]] == ["runtime", "compile", "runtime"]
+
+
+def test_kt_cache_export_is_the_stores_cache(tmp_path, capsys):
+    assert main(["export", "floyd-warshall-small", "--format", "kt-cache", "--gpu", H100]) == 0
+    text = capsys.readouterr().out
+    assert text == cache_path(ROOT, H100, "floyd-warshall-small", "5k", "int32").read_text() + "\n"
+    assert main(["export", "reduction", "--format", "t4", "--size", "n=1000"]) == 2  # never recorded
+    assert "export a recorded size" in capsys.readouterr().err
+
+
+def test_any_kernel_tuner_file_reads_as_a_recorded_space(tmp_path):
+    doc = _with_failures(store_cache_doc("reduction", "16M", "int32", H100, ROOT))
+    plain, packed, t4 = tmp_path / "c.json", tmp_path / "c.json.gz", tmp_path / "c.t4.json"
+    plain.write_text(cache_text(doc))
+    packed.write_bytes(gzip.compress(cache_text(doc).encode()))
+    t4.write_text(json.dumps(t4_results(doc)))
+    recs = [read_recording(p) for p in (plain, packed, t4)]
+    assert recs[0].configs == recs[1].configs == recs[2].configs
+    assert recs[0].tune_params == recs[1].tune_params and recs[2].tune_params["fixed"] == [7]
+    assert recs[0].objective == "GB/s" and recs[0].maximize and recs[0].device == H100
+    assert sum(v is None for v in recs[0].configs.values()) == 5 and len(recs[0].values) == 571
+    # left open by an interrupted run (Kernel Tuner's appending layout), it reads the same
+    plain.write_text(cache_text(doc)[: -len("}\n}")] + ",")
+    assert read_recording(plain).configs == recs[0].configs
+    assert read_recording(plain, "time").maximize is False
+
+
+@pytest.mark.parametrize("text, said", [("{", "invalid JSON"), ("[1]", "not a Kernel Tuner cache"),
+                                        ('{"a": 1}', "neither a Kernel Tuner cache")])
+def test_a_file_that_is_no_recording_is_one_line(tmp_path, text, said):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    with pytest.raises(TunerError, match=said):
+        read_recording(path)
+    with pytest.raises(TunerError, match="give --direction"):
+        doc = store_cache_doc("reduction", "16M", "int32", H100, ROOT)
+        path.write_text(cache_text(doc))
+        read_recording(path, "variant")

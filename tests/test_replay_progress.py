@@ -1,0 +1,116 @@
+"""Issue 23: a replay shows progress as a live campaign does, and its closing summary says why it stopped and,
+where `tuner best` answers another config than its top row, why. Issue 22: `tuner list` and `tuner results`
+say which sizes were recorded and how completely."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tuner.campaign.local
+from tuner.campaign.local import run_campaign
+from tuner.campaign.progress import CampaignProgress
+from tuner.campaign.request import CampaignRequest
+from tuner.campaign.summary import chosen_line, replay_line, stopped_line
+from tuner.cli import main
+from tuner.measure.replay import recording_searchspace
+from tuner.store import results_root
+from tuner.workloads import get_workload
+
+STORE = results_root()
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    """Every CampaignProgress a campaign makes, kept for the test to read."""
+    made = []
+
+    class Kept(CampaignProgress):
+        def __init__(self, *a, **kw) -> None:
+            super().__init__(*a, **kw)
+            made.append(self)
+
+    monkeypatch.setattr(tuner.campaign.local, "CampaignProgress", Kept)
+    return made
+
+
+def test_a_replay_advances_its_progress_once_per_config_evaluated(bars):
+    result = run_campaign(CampaignRequest(workload="reduction", size="large", dtype="float32", strategy="tpe",
+                                          max_evals=8, simulate=True, quiet=True, warm_start=False))
+    (bar,) = bars
+    assert bar.done == result.evaluated == 8 and bar.total == 8
+    assert bar.best == pytest.approx(result.best["value"]) and bar.failed == 0
+    assert result.stop_reason == "budget" and result.closing[0].startswith("stopped (budget)")
+    # 8 evaluations without the warm start do not reach the store's best: the summary says so
+    assert "`tuner best` answers" in result.closing[1] and "did not reach it" in result.closing[1]
+
+
+def test_a_brute_force_replay_counts_its_failures_and_says_the_space_was_exhausted(bars):
+    result = run_campaign(CampaignRequest(workload="floyd-warshall-small", size="5k", dtype="int32",
+                                          strategy="brute_force", simulate=True, quiet=True))
+    (bar,) = bars
+    assert bar.done == result.evaluated == bar.total
+    assert bar.failed == sum(result.failures.values()) and bar.failures == result.failures
+    assert result.closing == [stopped_line("space exhausted")]  # its top row is what `tuner best` answers
+
+
+def test_the_progress_bar_is_drawn_for_a_replay(capsys):
+    run_campaign(CampaignRequest(workload="reduction", size="large", dtype="float32", strategy="tpe",
+                                 max_evals=5, simulate=True, warm_start=False))
+    err = capsys.readouterr().err
+    assert "reduction large float32 [tpe, replay]" in err and "5/5" in err and "best" in err
+
+
+def test_the_summary_names_a_confirmation_that_chose_another_config():
+    answer = json.loads(_out(["best", "locvolcalib", "--size", "course-large", "--dtype", "float64", "--json"]))
+    assert any("near-ties" in n for n in answer["notes"])  # the store holds a confirmation for it
+    top = {"config": {**answer["config"], "STEPS": 1}, "value": 1.0, "objective": "time"}
+    line = replay_line("locvolcalib", "course-large", "float64", answer["gpu"], top, [], STORE)
+    assert "confirmation" in line and f"{answer['value']:.4g}" in line
+    assert replay_line("locvolcalib", "course-large", "float64", answer["gpu"], answer, [], STORE) is None
+
+    best = {"config": {"a": 1}, "value": 2.0, "objective": "GB/s"}
+    said = chosen_line(best, {"config": {"a": 2}, "value": 2.1, "objective": "GB/s"})
+    assert "a=2" in said and "confirmation chose" in said
+    assert chosen_line(best, best) is None and stopped_line(None) is None
+
+
+def _out(argv: list[str]) -> str:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return buf.getvalue()
+
+
+def test_list_says_how_completely_each_size_was_recorded():
+    docs = {d["workload"]: d for d in json.loads(_out(["list", "--json"]))}
+    reduction = docs["reduction"]["recordings"]
+    assert {(r["size"], r["dtype"]) for r in reduction} >= {("large", "float32"), ("seed", "int32")}
+    assert all(r["complete"] and r["recorded_configs"] == docs["reduction"]["configurations"] for r in reduction)
+    # a partial recording: counted as a replay counts what it can replay
+    gemm = get_workload("gemm").space
+    for r in docs["gemm"]["recordings"][:3]:
+        assert r["recorded_configs"] == recording_searchspace(gemm, Path(r["path"])).size
+        assert not r["complete"] and r["space_configs"] == docs["gemm"]["configurations"]
+    table = _out(["list", "reduction"])
+    assert "576/576" in table and "large" in table
+
+
+def test_an_unreadable_recording_is_listed_as_such(tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(STORE / "nvidia-h100-80gb-hbm3" / "reduction" / "evaluations",
+                    root / "nvidia-h100-80gb-hbm3" / "reduction" / "evaluations")
+    (root / "nvidia-h100-80gb-hbm3" / "reduction" / "large_float32.cache.json").write_text('{"cache": {"1,2')
+    doc = json.loads(_out(["--results", str(root), "list", "reduction", "--json"]))
+    (r,) = doc["recordings"]
+    assert r["recorded_configs"] is None and not r["complete"] and "cannot be read" in r["error"]
+    assert "unreadable" in _out(["--results", str(root), "list", "reduction"])
+
+
+def test_results_say_how_completely_this_size_was_recorded():
+    out = _out(["results", "reduction", "--size", "large", "--top", "3"])
+    assert "recorded for replay: 576/576 configs of the space" in out and "seed 576/576" in out

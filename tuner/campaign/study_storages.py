@@ -1,0 +1,43 @@
+"""Where a results folder keeps its Optuna studies, and which one holds a campaign: a single-process
+campaign's study is in its GPU's and workload's folder (`<gpu>/<workload>/optuna.sqlite3`), a distributed
+campaign's in the storage its workers share (`campaigns.sqlite3` beside the results, or a URL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from tuner.campaign.storage import default_storage, open_storage, redact
+from tuner.errors import TunerError
+
+
+def study_storages(root: Path) -> list[str]:
+    """The SQLite storages under a results folder that exist, distributed campaigns' first."""
+    shared = Path(root) / "campaigns.sqlite3"
+    local = sorted(Path(root).glob("*/*/optuna.sqlite3"))
+    return [f"sqlite:///{p.resolve()}" for p in ([shared] if shared.exists() else []) + local]
+
+
+def find_study(root: Path, campaign: str | None, url: str | None) -> tuple[str, int | None]:
+    """The storage to open and the study of `campaign` in it (None: all of that storage's studies).
+    `url`: a storage the user named; else the results folder's storages are searched."""
+    candidates = [url] if url else study_storages(root)
+    if not candidates:
+        raise TunerError(f"no Optuna studies under {root} (a campaign's study is made by `tuner tune`)")
+    if campaign is None:
+        if len(candidates) > 1:
+            listed = "\n  ".join(redact(c) for c in candidates)
+            raise TunerError(
+                f"several storages hold studies; name a campaign or choose one with --storage:\n  {listed}"
+            )
+        return candidates[0], None
+    for candidate in candidates:
+        storage = open_storage(candidate)
+        try:
+            return candidate, storage.get_study_id_from_name(campaign)
+        except KeyError:
+            continue
+    names = sorted({s.study_name for c in candidates for s in optuna.get_all_study_summaries(open_storage(c))})
+    where = redact(url) if url else f"the storages under {root} ({redact(default_storage(root))} and the GPUs' folders)"
+    raise TunerError(f"no campaign '{campaign}' in {where}" + (f"; there are: {', '.join(names)}" if names else ""))

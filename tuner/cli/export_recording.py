@@ -1,0 +1,36 @@
+"""`tuner export --format t4 | kt-cache`: one recorded space, every config, as Kernel Tuner's own file
+(the analysis: tuner.answers.export.recording_text)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tuner.cli.common import console, degraded_status, write_text
+
+
+def command(args: argparse.Namespace) -> int:
+    """Write the file to --output, or to stdout; with --json, a summary of it instead."""
+    from tuner.answers.export import recording_text
+    from tuner.store.schema import collect
+
+    with collect() as degraded:
+        text, about = recording_text(args.workload, args.format, args.size, args.dtype, args.gpu, root=args.results)
+    left_out = degraded.as_dict() if degraded else None
+    if args.output:
+        write_text(args.output, text)
+    if getattr(args, "json", False):
+        summary = {"workload": args.workload, "format": args.format, "output": args.output, **about}
+        print(json.dumps({**summary, **({} if args.output else {"text": text}), "degraded": left_out}, indent=2))
+    elif args.output:
+        for note in about["notes"]:
+            console.print(note, highlight=False)
+        console.print(
+            f"wrote {about['configs']} configuration(s) of {args.workload} {about['size']} {about['dtype']} "
+            f"on {about['gpu']} to {args.output}",
+            highlight=False,
+        )
+    else:
+        sys.stdout.write(text)
+    return degraded_status(left_out, args.allow_degraded)

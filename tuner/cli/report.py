@@ -1,0 +1,46 @@
+"""`tuner report`: a self-contained HTML page of figures for a workload, from the store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.markup import escape
+
+from tuner.cli.common import console, degraded_status, shown_path, size_text
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `tuner report`."""
+    s = subparsers.add_parser(
+        "report",
+        help="an HTML page of figures (convergence, sweeps, vendor references, failures, ceiling) from the store",
+    )
+    s.add_argument("workload")
+    s.add_argument("--size", help="the size of the sweep plots (default: the space's default size)")
+    s.add_argument("--matrix", help="spmv: a Matrix Market file (its nearest measured matrix by features)")
+    s.add_argument("--dtype")
+    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
+    s.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write the page into")
+    s.add_argument("--json", action="store_true", help="print a summary of what was written as JSON")
+    s.set_defaults(func=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """Write the page; say where (and, with --json, what it holds)."""
+    from tuner.report import write_report
+
+    summary = write_report(args.workload, size_text(args), args.dtype, args.output, gpu=args.gpu, root=args.results)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for note in summary["notes"]:
+            console.print(f"[yellow]note:[/] {escape(note)}")
+        empty = [s["title"] for s in summary["sections"].values() if s["empty"]]
+        console.print(
+            f"wrote {shown_path(summary['path'])}: {summary['figures']} figure(s)"
+            + (f"; no data for: {', '.join(empty)}" if empty else ""),
+            highlight=False,
+            soft_wrap=True,  # the path stays whole
+        )
+    return degraded_status(summary["degraded"], allowed=True)  # a page, like `tuner results`: said, not failed

@@ -1,0 +1,82 @@
+"""The measuring process's side of compiling ahead: Kernel Tuner's nvcuda backend, loading the cubin the compile
+pool made for a kernel source (tuner/measure/compile_pool.py) instead of compiling it, and compiling it
+itself as before where no cubin came (a source the pool did not see, another backend's config).
+
+Kernel Tuner's nvcuda backend compiles with NVRTC to PTX and leaves the PTX to the driver, which compiles it
+to machine code when cuModuleLoadData loads it: about 80% of a trial on the H100 with the driver's JIT cache
+cold. The pool compiles to a cubin for the GPU's architecture with the same source and options, and here the
+cubin is loaded as is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.measure.compile_pool import Compiled, source_key
+
+
+def install(dev: Any) -> dict | None:
+    """Make Kernel Tuner's backend object `dev` (a DeviceInterface's .dev) take ready cubins. Returns what the
+    campaign needs to compile for it ({"cc", "compiler_options"}), or None for a backend that cannot."""
+    try:
+        from kernel_tuner.backends.nvcuda import CudaFunctions
+    except ImportError:
+        return None
+    if type(dev) is not CudaFunctions:  # cupy, pycuda, the C backend: they compile as they always did
+        return None
+    # the subclass adds behaviour and two attributes, no state of its own to initialise: re-class the object
+    # Kernel Tuner's DeviceInterface built (it builds the backend itself, by language)
+    dev.__class__ = _cubin_class(CudaFunctions)
+    dev.ready, dev.loaded, dev.pool_ms = {}, 0, 0.0
+    return {"cc": str(dev.cc), "compiler_options": list(dev.compiler_options)}
+
+
+def offer(dev: Any, compiled: tuple[Compiled, ...]) -> None:
+    """Cubins (or compile errors) the pool made for the configs of the next request."""
+    if hasattr(dev, "ready"):
+        dev.ready.update((c.key, c) for c in compiled)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _cubin_class(base: type) -> type:
+    """CubinCudaFunctions over Kernel Tuner's CudaFunctions (defined on first use: Kernel Tuner's nvcuda module
+    imports cuda-python, which a process that never measures need not have)."""
+    if base in _CLASSES:
+        return _CLASSES[base]
+
+    class CubinCudaFunctions(base):
+        ready: dict[str, Compiled]
+        loaded: int  # kernels loaded from the pool's cubins
+        pool_ms: float  # the pool's compile time of the last one loaded
+
+        def compile(self, kernel_instance: Any) -> Any:
+            ready = self.ready.pop(source_key(kernel_instance.name, kernel_instance.kernel_string), None)
+            self.pool_ms = 0.0
+            if ready is None:
+                return super().compile(kernel_instance)
+            return self._load(ready)
+
+        def _load(self, ready: Compiled) -> Any:
+            from cuda.bindings import driver
+            from kernel_tuner.utils.nvcuda import cuda_error_check
+
+            self.pool_ms = ready.seconds * 1e3
+            if ready.error or ready.cubin is None:
+                # the compiler's verdict, raised where Kernel Tuner's compile raises it: its compile_kernel tells
+                # a config that needs too much shared memory (skipped) from any other error, as it does for its own
+                print(ready.error)
+                raise RuntimeError(ready.error)
+            err, self.current_module = driver.cuModuleLoadData(ready.cubin)
+            cuda_error_check(err)
+            err, self.func = driver.cuModuleGetFunction(self.current_module, ready.lowered_name.encode())
+            cuda_error_check(err)
+            err, self.num_regs = driver.cuFuncGetAttribute(
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, self.func
+            )
+            cuda_error_check(err)
+            self.loaded += 1
+            return self.func
+
+    _CLASSES[base] = CubinCudaFunctions
+    return CubinCudaFunctions

@@ -1,0 +1,151 @@
+"""The campaign's side of compiling ahead: the kernel source of each config, made by Kernel Tuner's own source
+preparation exactly as the measuring process's Kernel Tuner makes it, sent to the compile pool
+(tuner/measure/compile_pool.py) ahead of its measurement; the cubins go with the requests
+(tuner/measure/cubin_backend.py loads them).
+
+Used for Kernel Tuner's nvcuda backend on GPU kernels (not host code, cupy or pycuda: those compile in the
+measuring process as before), with as many compiler processes as TUNER_COMPILE_WORKERS says, by default the
+machine's cores less two (one for the measuring process, one for the campaign); 0 turns compiling ahead off."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from tuner.measure.compile_pool import Compiled, CompileJob, CompilePool, Compiler
+
+WORKERS_ENV = "TUNER_COMPILE_WORKERS"
+MAX_WORKERS = 16
+
+
+def default_workers() -> int:
+    """Compiler processes for this machine: TUNER_COMPILE_WORKERS, else its cores less two (0: none)."""
+    given = os.environ.get(WORKERS_ENV, "").strip()
+    if given:
+        try:
+            return max(0, int(given))
+        except ValueError:
+            from tuner.errors import TunerError
+
+            raise TunerError(f"{WORKERS_ENV}={given!r} is not a number of compiler processes") from None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(0, min(MAX_WORKERS, cores - 2))
+
+
+def cubin_options(compiler_options: Sequence[str], cc: str) -> tuple[str, ...] | None:
+    """Kernel Tuner's nvcuda compile options (its CudaFunctions.compile), with a real architecture in place of
+    its virtual one; None where the space names an architecture itself (then Kernel Tuner compiles)."""
+    from kernel_tuner.utils.nvcuda import find_cuda_home, to_valid_nvrtc_gpu_arch_cc
+
+    options = list(compiler_options)
+    if any(o.startswith(("-arch", "--arch", "--gpu-architecture=")) for o in options):
+        return None
+    if not any(o.startswith(("-std=", "--std=")) for o in options):
+        options.append("--std=c++11")
+    options.append(f"--gpu-architecture=sm_{to_valid_nvrtc_gpu_arch_cc(cc)}")
+    cuda_home = find_cuda_home()
+    if cuda_home:
+        options.append(f"-I{os.path.join(cuda_home, 'include')}")
+    return tuple(options)
+
+
+class _SourceOnly:
+    """What Kernel Tuner's DeviceInterface.create_kernel_instance reads of its device: the thread limit."""
+
+    def __init__(self, max_threads: int) -> None:
+        self.dev = type("Dev", (), {"max_threads": max_threads})()
+
+
+class CompilePipeline:
+    """Compiles the configs a campaign will measure next, `depth` ahead, on `workers` processes."""
+
+    def __init__(
+        self,
+        kernel_options: Any,
+        options: tuple[str, ...],
+        keys: list[str],
+        *,
+        workers: int,
+        timeout: float,
+        compiler: Compiler | str = "tuner.measure.compile_pool:nvrtc_cubin",
+        max_threads: int = 1024,
+    ) -> None:
+        self.kernel_options, self.options, self.keys = kernel_options, options, keys
+        self.pool = CompilePool(compiler, workers, timeout)
+        self.depth = 2 * max(1, workers)  # enough that no worker waits for the next job
+        self._device = _SourceOnly(max_threads)
+        self._pending: dict[tuple, str] = {}  # config values -> job key
+
+    @classmethod
+    def for_space(
+        cls,
+        workload: str,
+        size: dict,
+        dtype: str,
+        backend: str,
+        target: dict,
+        *,
+        workers: int,
+        timeout: float,
+        compiler: Compiler | str = "tuner.measure.compile_pool:nvrtc_cubin",
+    ) -> CompilePipeline | None:
+        """The pipeline of a campaign's space, for the GPU the measuring process set up (`target`: its
+        cubin_backend.install answer); None where configs are compiled by the measuring process."""
+        from tuner.measure import kt
+        from tuner.workloads import get_workload
+
+        space = get_workload(workload).space
+        if workers <= 0 or kt.effective_backend(space, backend) != "nvcuda":
+            return None
+        options = cubin_options(target["compiler_options"], target["cc"])
+        if options is None:
+            return None
+        kernel_options = kt.kernel_options(space, size, dtype, [], backend)
+        return cls(kernel_options, options, list(space.params), workers=workers, timeout=timeout, compiler=compiler)
+
+    def job(self, values: Sequence) -> CompileJob | None:
+        """The compile job of a config: Kernel Tuner's kernel instance for it (its defines, the grid and block
+        sizes, a templated kernel wrapped), or None where Kernel Tuner would compile nothing (too many threads)."""
+        from kernel_tuner.core import DeviceInterface
+
+        params = dict(zip(self.keys, values))
+        # Kernel Tuner's own method, on a stand-in device: the source is byte for byte what it compiles
+        instance = DeviceInterface.create_kernel_instance(
+            self._device, self.kernel_options.kernel_source, self.kernel_options, params, False
+        )
+        if not hasattr(instance, "kernel_string"):  # util.InvalidConfig
+            return None
+        instance.delete_temp_files()  # secondary sources in temporary files: that source will not match, no harm
+        return CompileJob(instance.kernel_string, instance.name, self.options)
+
+    def ahead(self, configs: Sequence[Sequence]) -> None:
+        """Start compiling these configs (those not started yet)."""
+        for values in configs:
+            values = tuple(values)
+            if values in self._pending:
+                continue
+            job = self.job(values)
+            if job is not None:
+                self._pending[values] = self.pool.submit(job)
+
+    def started(self, values: Sequence) -> bool:
+        return tuple(values) in self._pending
+
+    def take(self, values: Sequence) -> Compiled | None:
+        """The config's cubin (compiled now if it was not started), or None: Kernel Tuner compiles it."""
+        values = tuple(values)
+        self.ahead([values])
+        key = self._pending.pop(values, None)
+        return None if key is None else self.pool.result(key)
+
+    def forget(self, keep: Sequence[Sequence] = ()) -> None:
+        """Drop what was compiled ahead for configs other than `keep`."""
+        kept = {tuple(v) for v in keep}
+        gone = {k: key for k, key in self._pending.items() if k not in kept}
+        self.pool.discard(set(gone.values()))
+        for k in gone:
+            del self._pending[k]
+
+    def close(self) -> None:
+        self.pool.close()

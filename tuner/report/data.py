@@ -1,0 +1,206 @@
+"""What `tuner report` shows, read from the store through the answers' own code (tuner.answers: select,
+config_table, by_parameters, export_answers) and gathered into plain frames for the figures: each campaign's
+best so far, the sweep tables, the tuned best against the vendor references per size, failures by class, and
+the best against the ceiling measured in its own campaign (the copy bandwidth, or the fastest FLOP/s)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tuner import store
+from tuner.answers.best_config import Selection, export_answers, select
+from tuner.answers.tables import by_parameters, config_table, objective_column
+from tuner.space import format_size
+from tuner.store.schema import Degraded, collect
+
+CEILING_BASELINE = "copy"  # a device-to-device copy: the memory roof, measured (the other baselines are vendors')
+MAX_SIZES = 12  # convergence panels: the selected size first, then the sizes with the most evaluations
+MAX_HEATMAPS = 4  # parameter pairs drawn as heat maps
+MAX_VALUES = 24  # a parameter with more distinct values makes an unreadable heat-map axis
+
+
+@dataclass
+class ReportData:
+    """Everything the page draws, for one workload, GPU and dtype, around one selected size."""
+
+    selection: Selection
+    gpu: str
+    objective: str  # the objective's column in tables: its metric (GB/s), or time_ms
+    maximize: bool
+    rows: pd.DataFrame  # every evaluation of the GPU and dtype, all sizes
+    convergence: pd.DataFrame  # size, campaign_id, strategy, evaluation, best
+    sizes_left_out: int  # sizes with campaigns that have no convergence panel (MAX_SIZES)
+    sweeps: dict[str, pd.DataFrame]  # parameter -> by_parameters' table of the selected size
+    heatmaps: dict[tuple[str, str], pd.DataFrame]  # (down, across) -> grid of the best
+    versus: pd.DataFrame  # size, baseline, speedup (reference time / tuned time), times
+    failures: pd.DataFrame  # size, status, count (failed rows only)
+    failure_messages: pd.DataFrame  # status, error, count: the commonest messages per class
+    roofline: pd.DataFrame  # size, metric, achieved, ceiling, reference, fraction
+    notes: list[str] = field(default_factory=list)
+    degraded: Degraded = field(default_factory=Degraded)
+
+
+def gather(
+    workload: str, size: str | None, dtype: str | None, gpu: str | None = None, root: Path | None = None
+) -> ReportData:
+    """Read the store once and derive every section's data (TunerError for an unknown workload, size or dtype,
+    or a workload with nothing stored)."""
+    with collect() as degraded:
+        evaluations = store.load_evaluations(workload, root)
+        sel = select(workload, size, dtype, gpu=gpu, root=root, evaluations=evaluations)
+        chosen_gpu = str(sel.rows["gpu"].iloc[0])
+        space = sel.workload.space
+        rows = evaluations[(evaluations["gpu"] == chosen_gpu) & (evaluations["dtype"] == sel.dtype)]
+        objective = objective_column(space)
+        convergence, left_out = _convergence(rows, str(sel.rows["size_vars"].iloc[0]), space.maximize)
+        table = config_table(sel)
+        sweeps, heatmaps = _sweeps(table, list(space.params), objective, space.maximize)
+        answers = [a for a in export_answers(workload, sel.dtype, root)[0] if a["gpu"] == chosen_gpu]
+        answers.sort(key=_magnitude)
+        baselines = store.load_baselines(workload, root)
+        failures, messages = _failures(rows)
+    data = ReportData(
+        selection=sel,
+        gpu=chosen_gpu,
+        objective=objective,
+        maximize=space.maximize,
+        rows=rows,
+        convergence=convergence,
+        sizes_left_out=left_out,
+        sweeps=sweeps,
+        heatmaps=heatmaps,
+        versus=_versus(answers),
+        failures=failures,
+        failure_messages=messages,
+        roofline=_roofline(answers, baselines, space.objective),
+        notes=list(sel.notes),
+        degraded=degraded,
+    )
+    return data
+
+
+def size_label(size_name: str, size_vars: str) -> str:
+    """A size as people name it: its name in the space, else its variables."""
+    return size_name if size_name else format_size(json.loads(size_vars))
+
+
+def _convergence(rows: pd.DataFrame, selected: str, maximize: bool) -> tuple[pd.DataFrame, int]:
+    """Per campaign, the best objective found after each evaluation (in the order they were stored; a failure
+    counts as an evaluation and keeps the best so far)."""
+    counts = rows.groupby("size_vars").size()
+    order = sorted(counts.index, key=lambda s: (s != selected, -counts[s], s))
+    out = []
+    for size_vars in order[:MAX_SIZES]:
+        at_size = rows[rows["size_vars"] == size_vars]
+        for campaign, group in at_size.groupby("campaign_id", sort=True):
+            values = group.sort_values("timestamp", kind="stable")["objective_value"].astype(float)
+            best = values.cummax() if maximize else values.cummin()
+            out.append(
+                pd.DataFrame(
+                    {
+                        "size": size_label(str(group["size"].iloc[0]), str(size_vars)),
+                        "campaign_id": campaign,
+                        "strategy": str(group["strategy"].iloc[0]) if "strategy" in group else "",
+                        "evaluation": np.arange(1, len(values) + 1),
+                        "best": best.ffill().to_numpy(),
+                    }
+                )
+            )
+    columns = ["size", "campaign_id", "strategy", "evaluation", "best"]
+    frame = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+    return frame, max(0, len(order) - MAX_SIZES)
+
+
+def _sweeps(
+    table: pd.DataFrame, params: list[str], objective: str, maximize: bool
+) -> tuple[dict[str, pd.DataFrame], dict[tuple[str, str], pd.DataFrame]]:
+    """The sweep tables of `tuner results --by`: per parameter that took several values, the best per value;
+    and the grids of the best over the pairs whose cells differ most (those say most about the space)."""
+    ok = table[table["status"] == "ok"]
+    varied = [p for p in params if ok[p].nunique() > 1]
+    sweeps = {p: by_parameters(table, [p], objective, maximize) for p in varied}
+    ranked = []
+    narrow = [p for p in varied if ok[p].nunique() <= MAX_VALUES]
+    for i, down in enumerate(narrow):
+        for across in narrow[i + 1 :]:
+            grid = by_parameters(table, [down, across], objective, maximize)
+            cells = grid.to_numpy(dtype=float)
+            filled = cells[np.isfinite(cells)]
+            if len(filled) >= 4:
+                spread = (filled.max() - filled.min()) / max(abs(filled).max(), 1e-300)
+                ranked.append((-spread, i, down, across, grid))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return sweeps, {(down, across): grid for _, _, down, across, grid in ranked[:MAX_HEATMAPS]}
+
+
+def _versus(answers: list[dict]) -> pd.DataFrame:
+    """Per size, the tuned best (`tuner best`'s answer) against each vendor reference: the reference's time over
+    the tuned time (above 1: the tuned config is faster), both medians of the same measuring process."""
+    out = [
+        {
+            "size": a["size"],
+            "size_vars": json.dumps(a["size_vars"], sort_keys=True),
+            "baseline": name,
+            "tuned_ms": a["time_ms"],
+            "baseline_ms": ref["time_ms"],
+            "speedup": ref["time_ms"] / a["time_ms"],
+        }
+        for a in answers
+        for name, ref in a["baselines"].items()
+        if name != CEILING_BASELINE and a["time_ms"] > 0
+    ]
+    return pd.DataFrame(out, columns=["size", "size_vars", "baseline", "tuned_ms", "baseline_ms", "speedup"])
+
+
+def _magnitude(answer: dict) -> tuple[float, str]:
+    """A size's place on a plot's axis: the product of its variables (small to large), then its name."""
+    values = [v for v in answer["size_vars"].values() if isinstance(v, (int, float)) and v > 0]
+    return float(np.sum(np.log(values))) if values else 0.0, str(answer["size"])
+
+
+def _failures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    failed = rows[rows["status"] != "ok"]
+    if failed.empty:
+        return pd.DataFrame(columns=["size", "status", "count"]), pd.DataFrame(columns=["status", "error", "count"])
+    labels = [size_label(str(n), str(v)) for n, v in zip(failed["size"], failed["size_vars"])]
+    by_size = failed.assign(size=labels).groupby(["size", "status"]).size().rename("count").reset_index()
+    # a message's last line says what went wrong (the lines above it are the compiler's or the trace's)
+    last = failed["error"].fillna("").astype(str).map(lambda e: (e.strip().splitlines() or [""])[-1][:160])
+    messages = failed.assign(error=last).groupby(["status", "error"]).size().rename("count").reset_index()
+    messages = messages.sort_values(["status", "count"], ascending=[True, False]).groupby("status").head(3)
+    return by_size, messages.reset_index(drop=True)
+
+
+def _roofline(answers: list[dict], baselines: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Per size, the tuned best against a ceiling measured in the best's own campaign: its GB/s against the
+    copy bandwidth where that campaign timed a copy; where the objective is a FLOP/s, against the fastest FLOP/s
+    any reference reached there (e.g. cuBLAS: the fastest measured, not a data-sheet peak). Nothing else."""
+    out = []
+    columns = ["size", "metric", "achieved", "ceiling", "reference", "fraction"]
+    if baselines.empty or "campaign_id" not in baselines:
+        return pd.DataFrame(columns=columns)
+    for a in answers:
+        campaign = a["provenance"].get("campaign_id")
+        mine = baselines[
+            (baselines["campaign_id"] == campaign)
+            & (baselines["gpu"] == a["gpu"])
+            & (baselines["size_vars"] == json.dumps(a["size_vars"], sort_keys=True))
+            & (baselines["dtype"] == a["dtype"])
+        ]
+        refs = {str(r["baseline"]): json.loads(r["metrics"]) for _, r in mine.sort_values("timestamp").iterrows()}
+        copy = refs.get(CEILING_BASELINE, {})
+        for metric, achieved in a["metrics"].items():
+            if metric == "GB/s" and copy.get(metric):
+                out.append((a["size"], metric, achieved, copy[metric], f"{CEILING_BASELINE} (same campaign)"))
+            elif metric == objective and "FLOP/s" in metric:
+                peaks = {name: m[metric] for name, m in refs.items() if m.get(metric)}
+                if peaks:
+                    name = max(peaks, key=lambda k: peaks[k])
+                    out.append((a["size"], metric, achieved, peaks[name], f"{name} (same campaign)"))
+    frame = pd.DataFrame(out, columns=columns[:-1])
+    return frame.assign(fraction=frame["achieved"] / frame["ceiling"]) if len(frame) else pd.DataFrame(columns=columns)

@@ -1,0 +1,168 @@
+"""The report's figures, drawn with matplotlib (its object API: no pyplot state, no display) and handed back
+as SVG data URIs, so the page carries them and opens with no network and no files beside it."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure as MplFigure
+
+from tuner.formatting import readable
+
+FAILURE_COLORS = {
+    "compile": "#8c564b",
+    "launch": "#d62728",
+    "runtime": "#ff7f0e",
+    "wrong_answer": "#9467bd",
+    "timeout": "#7f7f7f",
+    "invalid": "#bcbd22",
+}
+
+
+@dataclass
+class Figure:
+    """One drawn figure: what it shows (alt text and caption) and the image as a data URI."""
+
+    name: str
+    caption: str
+    uri: str
+
+
+def to_uri(fig: MplFigure) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})  # no date: the same bytes
+    return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _grid(count: int, columns: int = 3, width: float = 4.2, height: float = 3.2) -> tuple[MplFigure, list[Axes]]:
+    """A figure of `count` panels, `columns` to a row."""
+    cols = min(columns, count)
+    rows = math.ceil(count / cols)
+    fig = MplFigure(figsize=(width * cols, height * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return fig, list(axes[:count])
+
+
+def convergence(frame: pd.DataFrame, objective: str, maximize: bool) -> MplFigure:
+    """One panel per size: each campaign's best so far against evaluations, coloured by strategy."""
+    sizes = list(dict.fromkeys(frame["size"]))
+    strategies = sorted(frame["strategy"].unique())
+    colors = {s: f"C{i % 10}" for i, s in enumerate(strategies)}
+    fig, axes = _grid(len(sizes))
+    for ax, size in zip(axes, sizes):
+        at_size = frame[frame["size"] == size]
+        shown: set[str] = set()
+        for _, run in at_size.groupby("campaign_id", sort=True):
+            strategy = str(run["strategy"].iloc[0])
+            count = int((at_size.drop_duplicates("campaign_id")["strategy"] == strategy).sum())
+            label = None if strategy in shown else f"{strategy} ({count} campaign{'s' * (count > 1)})"
+            shown.add(strategy)
+            ax.step(run["evaluation"], run["best"], where="post", color=colors[strategy], label=label, linewidth=1.4)
+        if at_size["evaluation"].max() > 100:
+            ax.set_xscale("log")
+        ax.set_title(str(size), fontsize=10)
+        ax.set_xlabel("evaluations")
+        ax.set_ylabel(f"best {objective} so far ({'higher' if maximize else 'lower'} is better)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right" if maximize else "upper right")
+    return fig
+
+
+def sweeps(tables: dict[str, pd.DataFrame], objective: str) -> MplFigure:
+    """One panel per parameter: the best (bar) and median (dot) objective per value."""
+    fig, axes = _grid(len(tables), columns=3, width=3.8, height=2.8)
+    for ax, (param, table) in zip(axes, tables.items()):
+        x = np.arange(len(table))
+        best, median = table[f"best {objective}"].astype(float), table[f"median {objective}"].astype(float)
+        ax.bar(x, best, color="C0", alpha=0.8, label="best")
+        ax.plot(x, median, "o", color="C1", markersize=4, label="median")
+        ax.set_xticks(x, [str(v) for v in table[param]], rotation=45 if len(table) > 5 else 0, fontsize=8)
+        ax.set_xlabel(param)
+        ax.set_ylabel(objective, fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    return fig
+
+
+def heatmaps(grids: dict[tuple[str, str], pd.DataFrame], objective: str, maximize: bool) -> MplFigure:
+    """One panel per parameter pair: the best objective over both, brighter is better; blank where no
+    configuration of that pair succeeded."""
+    fig, axes = _grid(len(grids), columns=2, width=5.2, height=4.0)
+    for ax, ((down, across), grid) in zip(axes, grids.items()):
+        cells = np.ma.masked_invalid(grid.to_numpy(dtype=float))
+        image = ax.imshow(cells, cmap="viridis" if maximize else "viridis_r", aspect="auto")
+        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns], fontsize=8)
+        ax.set_yticks(range(grid.shape[0]), [str(i) for i in grid.index], fontsize=8)
+        ax.set_xlabel(across)
+        ax.set_ylabel(down)
+        if cells.size <= 64:
+            for (i, j), value in np.ndenumerate(cells.filled(np.nan)):
+                if np.isfinite(value):
+                    shade = float(np.asarray(image.norm(value)))  # 0..1 along the map; viridis is light at its top
+                    bright = shade > 0.6 if maximize else shade < 0.4
+                    color = "black" if bright else "white"
+                    ax.text(j, i, readable(float(value)), ha="center", va="center", fontsize=6, color=color)
+        fig.colorbar(image, ax=ax, label=f"best {objective}")
+    return fig
+
+
+def versus(frame: pd.DataFrame) -> MplFigure:
+    """Per size (small at the top, large at the bottom), the reference's time over the tuned config's, one marker
+    series per reference."""
+    sizes = list(dict.fromkeys(frame["size"]))
+    fig = MplFigure(figsize=(7.5, max(2.4, 0.2 * len(sizes) + 1.4)), layout="constrained")
+    ax = fig.subplots()
+    y = {s: i for i, s in enumerate(sizes)}
+    for i, (name, group) in enumerate(frame.groupby("baseline", sort=True)):
+        ax.plot(group["speedup"], [y[s] for s in group["size"]], "o", color=f"C{i}", label=name, markersize=5)
+    ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(sizes)), sizes, fontsize=7)
+    ax.set_ylim(len(sizes) - 0.5, -0.5)
+    ax.set_xlabel("reference time / tuned time (above 1: tuned is faster)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def failures(frame: pd.DataFrame) -> MplFigure:
+    """Per size, the failed evaluations stacked by failure class."""
+    table = frame.pivot_table(index="size", columns="status", values="count", aggfunc="sum", fill_value=0)
+    fig = MplFigure(figsize=(7, max(2.5, 0.35 * len(table) + 1.2)), layout="constrained")
+    ax = fig.subplots()
+    left = np.zeros(len(table))
+    for status in table.columns:
+        counts = table[status].to_numpy(dtype=float)
+        ax.barh(range(len(table)), counts, left=left, label=status, color=FAILURE_COLORS.get(str(status)))
+        left += counts
+    ax.set_yticks(range(len(table)), [str(s) for s in table.index], fontsize=8)
+    ax.set_xlabel("failed evaluations")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def roofline(frame: pd.DataFrame) -> MplFigure:
+    """Per size and metric, the tuned best as a fraction of the ceiling measured in its campaign."""
+    labels = [f"{s} ({m})" for s, m in zip(frame["size"], frame["metric"])]
+    fig = MplFigure(figsize=(7.5, max(2.2, 0.4 * len(frame) + 1.2)), layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(len(frame))
+    ax.barh(y, 100 * frame["fraction"].astype(float), color="C2")
+    ax.axvline(100, color="black", linewidth=0.8, linestyle="--")
+    rows = zip(frame["achieved"], frame["ceiling"], frame["metric"], frame["reference"])
+    for i, (achieved, ceiling, metric, reference) in enumerate(rows):
+        text = f"{readable(float(achieved))} / {readable(float(ceiling))} {metric}, {str(reference).split(' ')[0]}"
+        ax.text(2, i, text, va="center", fontsize=7, color="white")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_ylim(len(frame) - 0.5, -0.5)  # in the order of the sizes, small at the top
+    ax.set_xlabel("tuned best, % of the measured ceiling")
+    ax.grid(axis="x", alpha=0.3)
+    return fig

@@ -1,0 +1,307 @@
+"""The `auto` strategy's sampler: a search that adapts to a space it knows nothing about (no stored
+neighbours, no settings fitted to it), through Optuna's public sampler interface only.
+
+- A space-filling start: each of the first suggestions is the random point of the parameter box farthest
+  from every config tried so far (maximin), so the start spreads out whatever the loop made of earlier ones.
+- Then a model: a random forest (bootstrapped trees, SMAC's surrogate) over the parameters' value indices,
+  which handles ordinal and categorical parameters and the sharp edges of GPU spaces alike. Each suggestion
+  maximises expected improvement, with the spread of the trees as the model's uncertainty, over candidates
+  that mix local search (moves of one or a few parameters from the best configs so far), crossovers of the
+  best configs, and random points of the box. The candidates' mix is the portfolio: the model decides per
+  suggestion whether a local step or a distant point promises more, as evaluations come in.
+- Invalid or failed configs (the loop tells them a penalty, tuner.search.codec.penalty_for) are learnt as
+  the worst region of the model, so suggestions move away from where restrictions bite or kernels fail;
+  the loop measures the nearest valid config of an invalid suggestion, which the model then sees.
+- Configs already tried or being measured (running trials: parallel workers) are never suggested again.
+
+Trials are read through the study alone (`study.get_trials`, `study.direction`); parameters are Optuna's
+values of the distributions asked for (the codec's ordinal indices, categorical values)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+from scipy.stats import norm
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+from tuner.search.codec import penalty_for
+
+
+@dataclass
+class _History:
+    """The study's configs as level indices (rows of `levels`), their costs (minimised; NaN: invalid or
+    failed), and those still being measured."""
+
+    levels: np.ndarray  # (n, d) int: complete trials, each config once
+    costs: np.ndarray  # (n,)
+    pending: np.ndarray  # (p, d) int: running trials with their params set
+    seen: set  # every config above, as tuples
+
+
+class AutoSampler(BaseSampler):
+    """Space-filling start, then a random forest's expected improvement over local, crossover and random
+    candidates. `n_startup`: configs with a cost before the model takes over; `max_train`: the model is fit
+    on at most this many configs (the best half of them and a random rest), so each suggestion stays cheap
+    on large spaces with large budgets."""
+
+    def __init__(
+        self,
+        seed: int | None = None,
+        *,
+        n_startup: int = 6,
+        n_trees: int = 32,
+        max_train: int = 400,
+        n_random: int = 256,
+    ):
+        self._rng = np.random.default_rng(seed)
+        self._independent = RandomSampler(seed)
+        self.n_startup, self.n_trees, self.max_train, self.n_random = n_startup, n_trees, max_train, n_random
+        self._valid: list[dict] = []
+        self._valid_levels: tuple[tuple, np.ndarray] | None = None  # (names, levels) of `_valid`
+        self._drawn: dict[int, dict] = {}  # trial number -> the valid config its independent params come from
+
+    def restrict_to(self, configs: Sequence[dict]) -> None:
+        """The space's valid configs, params as the sampler sees them: suggestions are drawn from them alone.
+        Without them suggestions range over the parameter box, and the loop measures the nearest valid config
+        to an invalid one."""
+        self._valid, self._valid_levels = list(configs), None
+
+    def reseed_rng(self) -> None:
+        self._rng = np.random.default_rng()
+        self._independent.reseed_rng()
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        """Every integer or categorical parameter the study's trials were asked for, that has a choice."""
+        space: dict[str, BaseDistribution] = {}
+        for t in study.get_trials(deepcopy=False):
+            for name, dist in t.distributions.items():
+                if isinstance(dist, (IntDistribution, CategoricalDistribution)) and not dist.single():
+                    space.setdefault(name, dist)
+        return space
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        # the first trial (no space known yet), and parameters outside the relative space; restricted to the
+        # valid configs, each of the trial's parameters comes from one valid config drawn for the trial
+        if self._valid and param_name in self._valid[0]:
+            if trial.number not in self._drawn:
+                self._drawn = {trial.number: self._valid[int(self._rng.integers(len(self._valid)))]}
+            return self._drawn[trial.number][param_name]
+        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        names = list(search_space)
+        dists = [search_space[n] for n in names]
+        sizes = np.array([_n_levels(d) for d in dists])
+        history = _read_history(study, names, dists)
+        valid = self._levels_of_valid(names, dists)
+        if np.count_nonzero(~np.isnan(history.costs)) < self.n_startup:
+            chosen = self._space_filling(history, sizes, valid)
+        else:
+            categorical = [isinstance(d, CategoricalDistribution) for d in dists]
+            chosen = self._model_choice(history, sizes, categorical, valid)
+        return {n: _value(d, int(i)) for n, d, i in zip(names, dists, chosen, strict=True)}
+
+    # ---- the two phases --------------------------------------------------------------------------------
+
+    def _levels_of_valid(self, names: list[str], dists: list[BaseDistribution]) -> np.ndarray | None:
+        if not self._valid:
+            return None
+        if self._valid_levels is None or self._valid_levels[0] != tuple(names):
+            levels = [[_level(d, c[n]) for n, d in zip(names, dists, strict=True)] for c in self._valid]
+            self._valid_levels = (tuple(names), np.unique(np.array(levels, dtype=int), axis=0))
+        return self._valid_levels[1]
+
+    def _some_valid(self, valid: np.ndarray, seen: set) -> np.ndarray:
+        """Unseen valid configs: all of them, or a random `n_random` * 8 on a large space."""
+        if len(valid) > 8 * self.n_random:
+            valid = valid[self._rng.choice(len(valid), 8 * self.n_random, replace=False)]
+        return _unseen(valid, seen)
+
+    def _space_filling(self, history: _History, sizes: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
+        pool = self._random_points(sizes, self.n_random) if valid is None else self._some_valid(valid, history.seen)
+        candidates = _unseen(pool, history.seen)
+        if len(candidates) == 0:
+            return self._random_points(sizes, 1)[0]
+        tried = np.vstack([history.levels, history.pending])
+        if len(tried) == 0:
+            return candidates[0]
+        scale = np.maximum(sizes - 1, 1)
+        dist = np.abs(candidates[:, None, :] / scale - tried[None, :, :] / scale).sum(axis=2).min(axis=1)
+        return candidates[int(np.argmax(dist))]
+
+    def _model_choice(
+        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: np.ndarray | None
+    ) -> np.ndarray:
+        ok = ~np.isnan(history.costs)
+        target = _model_target(history.costs[ok])
+        scale = np.maximum(sizes - 1, 1)
+        x, y = self._training_set(history.levels[ok], target)
+        forest = RandomForestRegressor(
+            n_estimators=self.n_trees,
+            min_samples_leaf=2,
+            max_features=0.8,
+            bootstrap=True,
+            random_state=int(self._rng.integers(2**31)),
+        ).fit(x / scale, y)
+        if valid is None:
+            candidates = _unseen(self._candidates(history.levels[ok], target, sizes, categorical), history.seen)
+        else:
+            candidates = self._some_valid(valid, history.seen)
+        if len(candidates) == 0:
+            return self._random_points(sizes, 1)[0]
+        per_tree = np.stack([tree.predict(candidates / scale) for tree in forest.estimators_])
+        mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0)
+        gain = _expected_improvement(mean, spread, float(target.min()))
+        score = gain * self._p_valid(history, candidates, scale)
+        # ties (no tree expects a gain anywhere) go to the lowest predicted cost, then at random
+        order = np.lexsort((self._rng.random(len(candidates)), mean, -score))
+        return candidates[order[0]]
+
+    def _p_valid(self, history: _History, candidates: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """The chance that a candidate is valid and runs, by a forest that tells the configs that ran from
+        those told a penalty (invalid or failed)."""
+        ok = ~np.isnan(history.costs)
+        if ok.all():
+            return np.ones(len(candidates))
+        classifier = RandomForestClassifier(
+            n_estimators=self.n_trees, min_samples_leaf=1, random_state=int(self._rng.integers(2**31))
+        ).fit(history.levels / scale, ok)
+        return classifier.predict_proba(candidates / scale)[:, list(classifier.classes_).index(True)]
+
+    # ---- the model's data and candidates ---------------------------------------------------------------
+
+    def _training_set(self, levels: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(levels) <= self.max_train:
+            return levels, target
+        order = np.argsort(target, kind="stable")
+        best, rest = order[: self.max_train // 2], order[self.max_train // 2 :]
+        keep = np.concatenate([best, self._rng.choice(rest, self.max_train - len(best), replace=False)])
+        return levels[keep], target[keep]
+
+    def _candidates(
+        self, levels: np.ndarray, target: np.ndarray, sizes: np.ndarray, categorical: list[bool]
+    ) -> np.ndarray:
+        """Local moves from the best configs (`levels`, that ran), crossovers of them, and random points."""
+        ranked = levels[np.argsort(target, kind="stable")]
+        top = ranked[: min(5, len(ranked))]
+        out = [self._random_points(sizes, self.n_random)]
+        for config in top:  # every move of one parameter: one or two steps (ordinal), any other value (categorical)
+            for j, size in enumerate(sizes):
+                steps = range(size) if categorical[j] else (config[j] + s for s in (-2, -1, 1, 2))
+                moved = [v for v in steps if 0 <= v < size and v != config[j]]
+                block = np.repeat(config[None, :], len(moved), axis=0)
+                block[:, j] = moved
+                out.append(block)
+        # moves of two or three parameters at once from the incumbent: steps across a restriction's edge
+        n_moves = 64
+        several = np.repeat(top[:1], n_moves, axis=0)
+        for row in several:
+            for j in self._rng.choice(len(sizes), size=min(len(sizes), int(self._rng.integers(2, 4))), replace=False):
+                row[j] = self._rng.integers(sizes[j]) if categorical[j] else row[j] + self._rng.choice((-2, -1, 1, 2))
+        out.append(np.clip(several, 0, sizes - 1))
+        parents = ranked[: min(10, len(ranked))]
+        if len(parents) >= 2:
+            a = parents[self._rng.integers(len(parents), size=n_moves)]
+            b = parents[self._rng.integers(len(parents), size=n_moves)]
+            out.append(np.where(self._rng.random(a.shape) < 0.5, a, b))
+        return np.unique(np.vstack(out), axis=0)
+
+    def _random_points(self, sizes: np.ndarray, n: int) -> np.ndarray:
+        return np.floor(self._rng.random((n, len(sizes))) * sizes).astype(int)
+
+
+# ---- reading the study -------------------------------------------------------------------------------
+
+
+def _read_history(study: Study, names: list[str], dists: list[BaseDistribution]) -> _History:
+    """The study's trials as level indices and costs. A penalty (what the loop tells an invalid or failed
+    config: penalty_for the costs told before it) becomes NaN here. A config told twice (the loop tells a
+    repeat its known value) counts once."""
+    sign = 1.0 if study.direction == StudyDirection.MINIMIZE else -1.0
+    rows, costs, pending, seen = [], [], [], set()
+    lo, hi = math.inf, -math.inf
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    for t in sorted(trials, key=lambda t: t.number):
+        if not all(n in t.params for n in names):
+            continue
+        key = tuple(_level(d, t.params[n]) for n, d in zip(names, dists, strict=True))
+        if t.state == TrialState.RUNNING:
+            pending.append(key)
+            seen.add(key)
+            continue
+        if t.value is None or key in seen:
+            continue
+        cost = sign * t.value
+        penalty = penalty_for((lo, hi) if lo <= hi else ())
+        bad = not math.isfinite(cost) or math.isclose(cost, penalty, rel_tol=1e-12) or cost >= penalty_for(())
+        if not bad:
+            lo, hi = min(lo, cost), max(hi, cost)
+        seen.add(key)
+        rows.append(key)
+        costs.append(math.nan if bad else cost)
+    d = len(names)
+    return _History(
+        np.array(rows, dtype=int).reshape(-1, d),
+        np.array(costs, dtype=float),
+        np.array(pending, dtype=int).reshape(-1, d),
+        seen,
+    )
+
+
+def _model_target(costs: np.ndarray) -> np.ndarray:
+    """Costs on the scale the model fits: logarithmic where they share a sign (times, throughputs), standardised."""
+    c = costs
+    if np.all(c > 0):
+        c = np.log(c)
+    elif np.all(c < 0):
+        c = -np.log(-c)
+    return (c - c.mean()) / (float(c.std()) or 1.0)
+
+
+def _expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
+    spread = np.maximum(spread, 1e-9)
+    z = (best - mean) / spread
+    return (best - mean) * norm.cdf(z) + spread * norm.pdf(z)
+
+
+def _unseen(candidates: np.ndarray, seen: set) -> np.ndarray:
+    keep = [i for i, row in enumerate(map(tuple, candidates.tolist())) if row not in seen]
+    return candidates[keep]
+
+
+# ---- distributions as levels -------------------------------------------------------------------------
+
+
+def _n_levels(dist: BaseDistribution) -> int:
+    if isinstance(dist, CategoricalDistribution):
+        return len(dist.choices)
+    assert isinstance(dist, IntDistribution)
+    return (dist.high - dist.low) // dist.step + 1
+
+
+def _level(dist: BaseDistribution, value: Any) -> int:
+    if isinstance(dist, CategoricalDistribution):
+        return int(dist.to_internal_repr(value))
+    assert isinstance(dist, IntDistribution)
+    return (int(value) - dist.low) // dist.step
+
+
+def _value(dist: BaseDistribution, level: int) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return dist.choices[level]
+    assert isinstance(dist, IntDistribution)
+    return dist.low + level * dist.step

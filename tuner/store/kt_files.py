@@ -1,0 +1,312 @@
+"""Kernel Tuner's own files, in and out: its cache (one entry per config, as its runners write it) and the T4
+results file (the open autotuning results schema that ships in the kernel_tuner package).
+
+Out: `store_cache_doc` makes the cache of one recorded (GPU, size, dtype) from the store's rows, as Kernel
+Tuner writes it (the parameters, `time` and `times`, the compile, verification and benchmark times, the space's
+metrics, the timestamp; a failure as its error class), with the store's rule for the figures: a config's `time`
+is the median of its launches, the time every answer ranks by, so a plain Kernel Tuner replay of the file picks
+what `tuner best` picks. `write_cache` lays it out as Kernel Tuner does; `t4_results` turns a cache into a T4
+results document through Kernel Tuner's own writer (kernel_tuner.file_utils.get_t4_results).
+
+In: `read_recording` reads any complete Kernel Tuner cache (`.json`, `.json.gz`, closed or left open by an
+interrupted run) or T4 results file into one `FileRecording`: the parameters, each config's objective value
+or failure, and the objective's direction."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from kernel_tuner import util
+
+from tuner.atomic import write_atomically
+from tuner.errors import TunerError
+from tuner.store.parts import read_parts
+from tuner.store.paths import results_root
+from tuner.store.rows import complete_configs, config_medians, without_superseded
+from tuner.workloads import get_workload
+
+# the store's failure classes as Kernel Tuner's error classes (as tuner.measure.evaluate records them)
+KT_ERRORS = {"compile": "CompilationFailedConfig", "launch": "RuntimeFailedConfig", "invalid": "InvalidConfig"}
+KT_ERROR_NAMES = ("ErrorConfig", "InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
+T4_INVALIDITY = {"compile": "compile", "runtime": "runtime", "constraints": "constraints"}
+
+
+# ---- out: the store's rows as Kernel Tuner's cache ----------------------------------------------------
+
+
+def _kt_timestamp(text: str) -> str:
+    """The store's ISO timestamp as Kernel Tuner writes it (str of an aware datetime)."""
+    try:
+        return str(datetime.fromisoformat(text))
+    except (TypeError, ValueError):
+        return str(text)
+
+
+def _ms(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
+def cache_entry(row: dict, keys: list[str], metrics: dict) -> dict:
+    """One stored evaluation as Kernel Tuner's runner caches it; `metrics` the space's, of this row."""
+    config = json.loads(row["config"])
+    entry: dict = {k: config[k] for k in keys}
+    if row["status"] == "ok":
+        times = [float(t) for t in row["times"]]
+        entry.update(time=statistics.median(times), times=times)
+    else:
+        entry["__error__"] = KT_ERRORS.get(row["status"], "RuntimeFailedConfig")
+    entry.update(
+        compile_time=_ms(row.get("compile_ms")),
+        verification_time=_ms(row.get("verify_ms")),
+        benchmark_time=_ms(row.get("benchmark_ms")),
+    )
+    if row["status"] == "ok":
+        entry.update(metrics)
+    entry["timestamp"] = _kt_timestamp(row["timestamp"])
+    return entry
+
+
+def _entry_rows(rows: pd.DataFrame, maximize: bool) -> list[dict]:
+    """One row per config: a config that ran, its measurement at its median (the latest of equals, as `tuner
+    best` takes it); one that never ran, its latest failure. In the order first measured."""
+    ok = rows[rows["status"] == "ok"]
+    medians = config_medians(ok, maximize) if len(ok) else pd.Series(dtype=float)
+    chosen = []
+    for config, mine in rows.sort_values("timestamp", kind="stable").groupby("config", sort=False):
+        good = mine[mine["status"] == "ok"]
+        if len(good):
+            distance = (good["objective_value"] - medians[config]).abs()
+            chosen.append(good.loc[distance[distance == distance.min()].index[-1]].to_dict())
+        else:
+            chosen.append(mine.iloc[-1].to_dict())
+    return chosen
+
+
+def problem_size(size_vars: dict) -> list | str:
+    """The size's variables as Kernel Tuner's problem size (numbers), else "callable" as it writes then."""
+    values = list(size_vars.values())
+    return values if values and all(isinstance(v, int) for v in values) else "callable"
+
+
+def store_cache_doc(
+    workload: str, size_name: str, dtype: str, gpu: str, root: Path | None = None, rows: pd.DataFrame | None = None
+) -> dict:
+    """The Kernel Tuner cache of one recorded (GPU, size, dtype), from the store's rows as `tuner best` reads
+    them (times taken the current way; every failure). The parameters are those the rows were recorded with
+    (a parameter the space gained later with a default is left out where no row has it, as Kernel Tuner
+    would have recorded it; where some have it, the others get its default)."""
+    space = get_workload(workload).space
+    raw = read_parts(f"*/{workload}/evaluations/*.parquet", Path(root or results_root())) if rows is None else rows
+    if raw.empty:
+        raise TunerError(f"nothing stored for {workload}")
+    raw = raw[
+        (raw["workload"] == workload) & (raw["size"] == size_name) & (raw["dtype"] == dtype) & (raw["gpu"] == gpu)
+    ]
+    if raw.empty:
+        raise TunerError(f"nothing stored for {workload} {size_name} {dtype} on {gpu}")
+    rows_now = without_superseded(raw, space)
+    recorded = [json.loads(c) for c in rows_now["config"]]
+    keys = [k for k in space.params if any(k in c for c in recorded)]
+    rows_now = complete_configs(rows_now, space)
+    size_vars = json.loads(rows_now["size_vars"].iloc[-1])
+    size_vars = {k: size_vars[k] for k in space.sizes.get(size_name, size_vars) if k in size_vars} or size_vars
+    cache = {}
+    for row in _entry_rows(rows_now, space.maximize):
+        metrics = json.loads(row["metrics"]) if row["status"] == "ok" and row.get("metrics") else {}
+        entry = cache_entry(row, keys, {k: metrics[k] for k in space.metrics if k in metrics})
+        cache[",".join(str(entry[k]) for k in keys)] = entry
+    return {
+        "device_name": gpu,
+        "kernel_name": space.kernel_name,
+        "problem_size": problem_size(size_vars),
+        "tune_params_keys": keys,
+        "tune_params": {k: list(space.params[k]) for k in keys},
+        "objective": [space.objective],
+        "cache": cache,
+    }
+
+
+def cache_text(doc: dict) -> str:
+    """Kernel Tuner's layout: the header, then one entry a line, closed (as its close_cache leaves it)."""
+    text = json.dumps({**doc, "cache": {}}, cls=util.NpEncoder, indent="")[:-3]
+    text += "".join("\n" + json.dumps({k: v}, cls=util.NpEncoder)[1:-1] + "," for k, v in doc["cache"].items())
+    return text[:-1] + "}\n}" if doc["cache"] else text + "}\n}"
+
+
+def write_cache(path: Path, doc: dict) -> None:
+    """Write a cache document whole (gzip-compressed where the name ends in .gz)."""
+    data = cache_text(doc).encode()
+    data = gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data
+    write_atomically(Path(path), lambda tmp: tmp.write_bytes(data))
+
+
+def t4_results(doc: dict) -> dict:
+    """A cache document as Kernel Tuner's T4 results file, written by Kernel Tuner's own get_t4_results."""
+    from kernel_tuner.file_utils import get_t4_results
+
+    errors = {name: getattr(util, name)() for name in KT_ERROR_NAMES}
+    results = []
+    for entry in doc["cache"].values():
+        result = {**entry, "framework_time": 0.0, "strategy_time": 0.0}
+        if isinstance(entry.get("__error__"), str):
+            result["__error__"] = errors.get(entry["__error__"], util.RuntimeFailedConfig())
+        results.append(result)
+    out = get_t4_results(results, doc["tune_params"], objective=doc["objective"][0])
+    for result in out["results"]:  # the failure itself is the T4 result's invalidity, not a measurement
+        result["measurements"] = [m for m in result["measurements"] if m["name"] != "__error__"]
+    return json.loads(json.dumps(out, cls=util.NpEncoder))
+
+
+# ---- in: any Kernel Tuner cache or T4 results file as a recorded space ---------------------------------
+
+
+@dataclass(frozen=True)
+class FileRecording:
+    """A recorded space read from a Kernel Tuner file: its parameters, and per config (values in parameter
+    order) the objective value, or None where it failed."""
+
+    path: Path
+    kernel: str
+    device: str
+    tune_params: dict
+    objective: str
+    maximize: bool
+    configs: dict  # tuple of values -> float | None
+
+    @property
+    def values(self) -> list[float]:
+        return [v for v in self.configs.values() if v is not None]
+
+
+def _open_text(path: Path) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise TunerError(f"{path}: cannot read it ({e.strerror})") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise TunerError(f"{path}: not a readable gzip file ({e})") from None
+    return data.decode("utf-8", errors="replace").strip()
+
+
+def _parse(path: Path) -> dict:
+    text = _open_text(path)
+    if text and text[-3:] not in ("}\n}", "}}}") and '"cache"' in text:  # left open by an interrupted run
+        text = text.rstrip(",") + "}\n}"
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TunerError(f"{path}: not a Kernel Tuner cache or T4 results file (invalid JSON: {e})") from None
+    if not isinstance(doc, dict):
+        raise TunerError(f"{path}: not a Kernel Tuner cache or T4 results file")
+    return doc
+
+
+def direction_of(objective: str, direction: str | None) -> bool:
+    """Whether `objective` is maximised: as given, else time minimised and a rate ("/s") maximised."""
+    if direction is not None:
+        if direction not in ("maximize", "minimize"):
+            raise TunerError(f"unknown direction '{direction}': maximize or minimize")
+        return direction == "maximize"
+    if objective == "time" or objective.endswith("_time"):
+        return False
+    if "/s" in objective or "/W" in objective:
+        return True
+    raise TunerError(f"cannot tell whether '{objective}' is maximised or minimised: give --direction")
+
+
+def _value(entry: dict, objective: str) -> float | None:
+    if "__error__" in entry or any(isinstance(v, str) and v in KT_ERROR_NAMES for v in entry.values()):
+        return None
+    value = entry.get(objective)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _from_cache(path: Path, doc: dict, objective: str | None) -> tuple[str, str, dict, str, dict]:
+    try:
+        keys, tune_params, cache = doc["tune_params_keys"], doc["tune_params"], doc["cache"]
+    except KeyError as e:
+        raise TunerError(f"{path}: a Kernel Tuner cache without {e}") from None
+    objective = objective or (doc.get("objective") or ["time"])[0]
+    configs = {}
+    for key, entry in cache.items():
+        if not all(k in entry for k in keys):
+            raise TunerError(f"{path}: entry {key} lacks parameters of {keys}")
+        configs[tuple(entry[k] for k in keys)] = _value(entry, objective)
+    return doc.get("kernel_name", ""), doc.get("device_name", ""), {k: tune_params[k] for k in keys}, objective, configs
+
+
+def _from_t4(path: Path, doc: dict, objective: str | None) -> tuple[str, str, dict, str, dict]:
+    results = doc["results"]
+    if not results:
+        raise TunerError(f"{path}: a T4 results file without results")
+    names = list(results[0]["configuration"])
+    objective = objective or (results[0].get("objectives") or ["time"])[0]
+    configs = {}
+    for r in results:
+        config = tuple(r["configuration"].get(k) for k in names)
+        measured = {m["name"]: m["value"] for m in r.get("measurements", []) if "name" in m}
+        ok = r.get("invalidity", "correct") == "correct"
+        configs[config] = _value(measured, objective) if ok else None
+    # T4 keeps no parameter list: each parameter's values as the results hold them, sorted where they compare
+    tune_params = {}
+    for i, k in enumerate(names):
+        seen = list(dict.fromkeys(c[i] for c in configs))
+        try:
+            tune_params[k] = sorted(seen)
+        except TypeError:
+            tune_params[k] = seen
+    return "", doc.get("metadata", {}).get("device", ""), tune_params, objective, configs
+
+
+def read_recording(path: Path, objective: str | None = None, direction: str | None = None) -> FileRecording:
+    """A Kernel Tuner cache (`.json` or `.json.gz`) or T4 results file as a recorded space. Its objective is
+    the file's (the cache header's, the T4 results' `objectives`) unless `objective` names another column."""
+    path = Path(path)
+    doc = _parse(path)
+    if "cache" in doc:
+        kernel, device, tune_params, objective, configs = _from_cache(path, doc, objective)
+    elif isinstance(doc.get("results"), list):
+        try:
+            kernel, device, tune_params, objective, configs = _from_t4(path, doc, objective)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise TunerError(f"{path}: not a T4 results file ({type(e).__name__}: {e})") from None
+    else:
+        raise TunerError(f"{path}: neither a Kernel Tuner cache (no 'cache') nor a T4 results file (no 'results')")
+    rec = FileRecording(path, kernel, device, tune_params, objective, direction_of(objective, direction), configs)
+    if len(set(rec.values)) < 2:
+        raise TunerError(f"{path}: fewer than two configurations have a value for '{objective}'; nothing to compare")
+    return rec
+
+
+def rewrite_store_caches(root: Path) -> list[Path]:
+    """Rewrite every Kernel Tuner cache beside the store's parts under `root` from the store's own rows
+    (store_cache_doc), for each (GPU, workload, size, dtype) whose cache is there; returns those written."""
+    from tuner.store.paths import cache_path
+
+    written = []
+    for folder in sorted(p for p in Path(root).glob("*/*") if (p / "evaluations").is_dir()):
+        workload = folder.name
+        try:
+            get_workload(workload)
+        except TunerError:
+            continue  # a workload this install does not have: its files are left as they are
+        rows = read_parts(f"{folder.parent.name}/{workload}/evaluations/*.parquet", Path(root))
+        if rows.empty:
+            continue
+        for gpu, size, dtype in sorted(set(zip(rows["gpu"], rows["size"], rows["dtype"]))):
+            path = cache_path(Path(root), str(gpu), workload, str(size), str(dtype))
+            if path.is_file():
+                write_cache(path, store_cache_doc(workload, str(size), str(dtype), str(gpu), rows=rows))
+                written.append(path)
+    return written

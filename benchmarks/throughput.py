@@ -82,9 +82,12 @@ def kernel_tuner_side(workload: str, size_text: str, out: Path) -> None:
     results, _ = kernel_tuner.tune_kernel(
         space.kernel_name,
         space.source_for(DTYPE),
-        ko.problem_size,
+        ko.problem_size,  # the grid itself (space.grid_dims): no divisors, as the tool's own runs
         args,
         kt.tune_params(space),
+        grid_div_x=ko.grid_div_x,
+        grid_div_y=ko.grid_div_y,
+        grid_div_z=ko.grid_div_z,
         restrictions=list(space.restrictions),
         answer=answer,
         verify=util.normalize_verify_function(kt.verify_function(rtol)),

@@ -403,7 +403,7 @@ def test_the_references_are_set_up_once_for_all_rounds(monkeypatch):
     measurer.workload, measurer.args, measurer.runner = Workload(), None, _FakeRunner()
     measurer.spec = MeasureSpec("reduction", {"n": 8}, "float32", "nvcuda", 0, None)
     measurer.tuning_options, measurer.keys = {"answer": [1], "verify": None}, ["block_size_x"]
-    measurer.host_code, measurer.fastest = False, Fastest(0)
+    measurer.host_code, measurer.fastest, measurer.cubin_target = False, Fastest(0), None
     monkeypatch.setattr("tuner.measure.rounds.WARMUP_S", 0)
     rows = measurer.measure_rounds([[128], [256]], 3, references=True)
     assert measurer.workload.prepared == 1 and all(r["references"]["copy"] == [0.5] * 3 for r in rows)

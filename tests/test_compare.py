@@ -197,11 +197,9 @@ def test_cli_errors_are_one_line(results, capsys):
 
 # ---- the gate ---------------------------------------------------------------------------------------
 
-# every complete recording: the reduction's eight spaces and GEMM at 2048^3 (whose other sizes were tuned from
-# its brute force's best configs, so there the warm start is not an independent test of the search: see README)
+# every complete recording: the reduction's eight spaces (GEMM's 2048^3 brute force covers the space as it was
+# before split-K, 292 of its 1270 configs now: no longer complete)
 GATED = [("reduction", size, dtype) for size, dtype in RECORDED]
-if cache_path(results_root(), H100, "gemm", "2048x2048x2048", "float32").is_file():
-    GATED.append(("gemm", "2048x2048x2048", "float32"))
 # Floyd-Warshall's reduced space (56 configs at 5k), warm-started from the full workload's other sizes
 if cache_path(results_root(), H100, "floyd-warshall-small", "5k", "int32").is_file():
     GATED.append(("floyd-warshall-small", "5k", "int32"))

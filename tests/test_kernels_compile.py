@@ -17,11 +17,18 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 
 
 def nvcc_compile(space, dtype, config, tmp_path):
-    """What Kernel Tuner does: the config as #defines in front of the source; the dtype's defines too."""
-    src = tmp_path / "k.cu"
-    src.write_text(space.source_for(dtype, config))
-    cmd = [NVCC, "-arch=sm_90", "-c", "-o", str(tmp_path / "k.o"), str(src),
-           *space.compiler_options, "-Werror", "all-warnings"]
+    """What Kernel Tuner does: the config as #defines in front of the source; the dtype's defines too. CPU
+    code (a space with `compiler: g++`) is built by the system compiler, as its campaigns build it."""
+    if space.on_cpu:
+        src = tmp_path / "k.cpp"
+        src.write_text(space.source_for(dtype, config))
+        cmd = [shutil.which(space.compiler) or space.compiler, "-c", "-o", str(tmp_path / "k.o"), str(src),
+               *space.compiler_options]
+    else:
+        src = tmp_path / "k.cu"
+        src.write_text(space.source_for(dtype, config))
+        cmd = [NVCC, "-arch=sm_90", "-c", "-o", str(tmp_path / "k.o"), str(src),
+               *space.compiler_options, "-Werror", "all-warnings"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 0, f"{space.workload} {dtype} {config} does not compile:\n{out.stderr[-3000:]}"
 

@@ -42,6 +42,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME=VALUE",
         help="measure the baseline config with this parameter changed (validates the check on a runner)",
     )
+    s.add_argument(
+        "--simulate",
+        action="store_true",
+        help="no GPU: replay the check from the baselines' recorded rounds (each baseline's last session "
+        "plays the fresh measurement), to test the gate itself",
+    )
+    s.add_argument(
+        "--plant-slowdown",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="with --simulate: the replayed kernel times slowed by this fraction (0.1: 10%%), a regression to catch",
+    )
     s.add_argument("--junit", help="write a JUnit XML report")
     s.add_argument("--markdown", help="write a markdown summary")
     s.add_argument("--json", action="store_true")
@@ -52,13 +65,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run the check, print and write its reports; the exit code is the verdict."""
-    from tuner.answers import check, check_report
+    from tuner.answers import check
 
     plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None
     for path in filter(None, (args.junit, args.markdown)):  # found out now, not after minutes of measuring
         folder = Path(path).resolve().parent
         if not folder.is_dir():
             raise TunerError(f"cannot write {path}: no folder {folder}")
+    log = Console(stderr=True).print if args.json else console.print
+    if args.plant_slowdown and not args.simulate:
+        raise TunerError("--plant-slowdown is for --simulate (on a GPU, --plant changes the config itself)")
+    if args.simulate:
+        from tuner.answers.check_replay import simulate_check
+
+        results = simulate_check(
+            args.workloads or None,
+            threshold=args.threshold,
+            slowdown=args.plant_slowdown,
+            root=args.results,
+            log=log,
+        )
+        return _report(args, results)
     results = check.run_check(
         args.workloads or None,
         rounds=args.rounds,
@@ -69,8 +96,14 @@ def command(args: argparse.Namespace) -> int:
         root=args.results,
         plant=plant,
         retune=args.retune,
-        log=Console(stderr=True).print if args.json else console.print,
+        log=log,
     )  # stdout: the JSON
+    return _report(args, results)
+
+
+def _report(args: argparse.Namespace, results: list) -> int:
+    from tuner.answers import check, check_report
+
     if args.json:
         print(check_report.as_json(results))
     else:

@@ -125,3 +125,10 @@ def test_a_broken_user_workload_names_its_folder(project, capsys):
     docs = {d["workload"]: d for d in json.loads(capsys.readouterr().out)}
     assert "reduction" in docs and "configurations" in docs["reduction"]
     assert str(broken) in docs["broken"]["error"] and "configurations" not in docs["broken"]
+
+
+def test_init_json_names_the_folder_and_its_files(project, capsys):
+    assert main(["init", "saxpy", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["workload"] == "saxpy" and doc["folder"] == str(project / "workloads" / "saxpy")
+    assert {"space.yaml", "saxpy.cu"} <= set(doc["files"])

@@ -4,6 +4,7 @@ the user's kernel (--kernel), or imported from a Kernel Tuner / BAT T1 input fil
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="t1",
         help="a T1 input file (Kernel Tuner / BAT) to import: parameters, restrictions, launch, arguments",
     )
+    s.add_argument("--json", action="store_true", help="print the folder made and its files as JSON")
     s.set_defaults(func=command)
 
 
@@ -37,6 +39,13 @@ def command(args: argparse.Namespace) -> int:
     from tuner.workloads.scaffold import init_workload
 
     folder = init_workload(args.name, project().workloads, kernel=args.kernel, t1=args.t1)
+    if args.json:
+        print(
+            json.dumps(
+                {"workload": args.name, "folder": str(folder), "files": sorted(p.name for p in folder.iterdir())}
+            )
+        )
+        return 0
     files = ", ".join(sorted(p.name for p in folder.iterdir()))
     console.print(f"created {escape(shown_path(folder))}/ ({escape(files)})", highlight=False, soft_wrap=True)
     # a folder given with --workloads must be given again (TUNER_WORKLOADS or the settings file need not)

@@ -13,6 +13,7 @@ from kernel_tuner.searchspace import Searchspace
 
 from tuner.errors import TunerError
 from tuner.measure import kt
+from tuner.measure.replay import StallGuard
 from tuner.store.kt_files import FileRecording
 
 
@@ -42,6 +43,6 @@ def replay_file(rec: FileRecording, strategy: Any, *, max_evals: int, seed: int 
     runner = SimulationRunner(None, Options(kernel_name=rec.kernel or "recording"), Options(quiet=True), 1, None)
     options = kt.recording_options(rec.tune_params, rec.objective, rec.maximize, cache, max_fevals=max_evals, seed=seed)
     try:
-        return list(strategy.tune(searchspace, runner, options))
+        return list(strategy.tune(searchspace, StallGuard(runner), options))
     except ValueError as e:  # a strategy that asks for a config outside the recording
         raise TunerError(f"{rec.path}: {e}") from None

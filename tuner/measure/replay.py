@@ -21,6 +21,7 @@ from kernel_tuner import util
 from kernel_tuner.interface import Options
 from kernel_tuner.runners.simulation import SimulationRunner
 from kernel_tuner.searchspace import Searchspace
+from kernel_tuner.util import StopCriterionReached
 
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -108,6 +109,31 @@ class Replay:
         return f"replayed over {held} of the space's {self.space_size} configs the recording holds"
 
 
+STALL = 2000  # runner calls in a row that bring no config not evaluated before: a strategy going in circles
+
+
+class StallGuard:
+    """Kernel Tuner's runner, stopping a strategy that has evaluated nothing new for STALL calls in a row (a
+    StopCriterionReached, which Kernel Tuner's strategies end on). On a recording that holds part of its
+    space, a local search such as Kernel Tuner's greedy_ils can circle for ever among configs it has seen:
+    its budget counts only new ones, and its random walks land outside the recording."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner, self.seen, self.idle = runner, set(), 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.runner, name)
+
+    def run(self, parameter_space: Any, tuning_options: Any) -> Any:
+        results = self.runner.run(parameter_space, tuning_options)
+        new = {tuple(config) for config in parameter_space} - self.seen
+        self.seen |= new
+        self.idle = 0 if new else self.idle + 1
+        if self.idle >= STALL:
+            raise StopCriterionReached(f"no configuration not evaluated before in {STALL} evaluations in a row")
+        return results
+
+
 def replay_recording(
     space: Space,
     size: dict,
@@ -130,7 +156,7 @@ def replay_recording(
     except TunerError as e:
         raise TunerError(f"{cachefile}: {e}") from None
     try:
-        results = strategy.tune(searchspace, runner, tuning_options)
+        results = strategy.tune(searchspace, StallGuard(runner), tuning_options)
     except ValueError as e:
         raise TunerError(f"{cachefile}: the recording does not cover the space: {e}") from None
     return Replay(results, recorded_gpu(cachefile) or runner.dev.name, searchspace.size, space_size)

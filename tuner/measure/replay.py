@@ -119,7 +119,8 @@ class StallGuard:
     its budget counts only new ones, and its random walks land outside the recording."""
 
     def __init__(self, runner: Any) -> None:
-        self.runner, self.seen, self.idle = runner, set(), 0
+        self.runner, self.idle = runner, 0
+        self.seen: set[tuple] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.runner, name)

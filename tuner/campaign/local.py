@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from tuner import store
 from tuner.campaign import confirmation
 from tuner.campaign.progress import CampaignProgress, counted
-from tuner.campaign.request import CampaignRequest, Resolved, check_gpu, resolve
+from tuner.campaign.request import CampaignRequest, Resolved, check_gpu, default_name, resolve
 from tuner.campaign.session import Session, baseline_medians, known_rows, open_session, store_row
-from tuner.campaign.storage import open_storage
+from tuner.campaign.storage import local_storage, open_storage
 from tuner.campaign.summary import chosen_line, closing_notes, replay_line, stopped_line
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -93,7 +93,7 @@ def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session
 
     session.runner.known, session.runner.on_row = known, on_row
     # one SQLite file shared by the campaigns of this GPU
-    storage = open_storage(req.storage or f"sqlite:///{session.wdir / 'optuna.sqlite3'}")
+    storage = open_storage(req.storage or local_storage(session.wdir))
     # the campaign's name, and what it must not be mixed with: this GPU, this kernel and space
     study_name = f"{study_title(req, r)}@{gpu_slug(gpu)}/{kernel_hash}-{space.space_hash}"
     strategy = campaign_strategy(
@@ -290,8 +290,7 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
 
 def study_title(req: CampaignRequest, r: Resolved) -> str:
     """A single-process campaign's Optuna study is named as a distributed one would be by default."""
-    seed = "" if req.seed is None else f"-s{req.seed}"
-    return store.safe_name(f"{req.workload}-{r.size_name}-{r.dtype}-{req.strategy}{seed}")
+    return default_name(req.workload, r.size_name, r.dtype, req.strategy, req.seed)
 
 
 def local_gpu_name() -> str | None:

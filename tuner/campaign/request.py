@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tuner import store
 from tuner.campaign.storage import open_storage
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -133,6 +134,11 @@ def check_gpu(req: CampaignRequest, space: Space) -> None:
         raise TunerError(
             f"cannot measure here: {missing}; `tuner tune {req.workload} --simulate` replays a recorded campaign"
         )
+
+
+def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed: int | None) -> str:
+    """A campaign's name, and its Optuna study's, unless the user names it (distributed: --campaign)."""
+    return store.safe_name(f"{workload}-{size_name}-{dtype}-{strategy}-s{seed}")
 
 
 def default_max_evals(strategy: str, space_size: int, time_limit: float | None) -> int | None:

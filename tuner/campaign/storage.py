@@ -23,8 +23,17 @@ MAX_RETRY = 3
 CREATE_TRIES = 5
 
 
+SHARED_FILE = "campaigns.sqlite3"  # beside the results: the distributed campaigns' studies
+LOCAL_FILE = "optuna.sqlite3"  # in a GPU's and workload's folder: its single-process campaigns' studies
+
+
 def default_storage(root: Path) -> str:
-    return f"sqlite:///{Path(root).resolve() / 'campaigns.sqlite3'}"
+    return f"sqlite:///{Path(root).resolve() / SHARED_FILE}"
+
+
+def local_storage(folder: Path) -> str:
+    """The studies of the single-process campaigns whose rows go to `folder` (a GPU's and workload's)."""
+    return f"sqlite:///{Path(folder) / LOCAL_FILE}"
 
 
 def sqlite_path(url: str) -> str:

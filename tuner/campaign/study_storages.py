@@ -8,15 +8,14 @@ from pathlib import Path
 
 import optuna
 
-from tuner.campaign.storage import default_storage, open_storage, redact
+from tuner.campaign.storage import LOCAL_FILE, SHARED_FILE, default_storage, local_storage, open_storage, redact
 from tuner.errors import TunerError
 
 
 def study_storages(root: Path) -> list[str]:
     """The SQLite storages under a results folder that exist, distributed campaigns' first."""
-    shared = Path(root) / "campaigns.sqlite3"
-    local = sorted(Path(root).glob("*/*/optuna.sqlite3"))
-    return [f"sqlite:///{p.resolve()}" for p in ([shared] if shared.exists() else []) + local]
+    shared = [default_storage(root)] if (Path(root) / SHARED_FILE).exists() else []
+    return shared + [local_storage(p.parent.resolve()) for p in sorted(Path(root).glob(f"*/*/{LOCAL_FILE}"))]
 
 
 def find_study(root: Path, campaign: str | None, url: str | None) -> tuple[str, int | None]:

@@ -107,16 +107,7 @@ def _one(doc: dict, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(doc, indent=2))
         return
-    header, rows = table_rows(doc, sep="\n")
-    keep, left_out = _fitting(header, rows, console.width)
-    table = Table(title=caption(doc), title_justify="left")
-    for i in keep:
-        table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
-    for r in rows:
-        table.add_row(*(r[i] for i in keep))
-    console.print(table)
-    if left_out:
-        console.print(f"left out to fit {console.width} columns: {', '.join(left_out)} (see --json)", highlight=False)
+    _print_table(caption(doc), *table_rows(doc, sep="\n"))
     if "cold_warm" in doc:
         cw = doc["cold_warm"]
         source = "" if doc["warm_start"] else " (nothing stored to warm-start from: both run alike)"
@@ -133,9 +124,13 @@ def _several(docs: list[dict], args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(docs, indent=2))
         return
-    header, rows = summary_rows(docs)
+    _print_table("Methodology scores per recording (cold / warm: the default strategy)", *summary_rows(docs))
+
+
+def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """The columns that fit the terminal, whole, and a line naming those left out."""
     keep, left_out = _fitting(header, rows, console.width)
-    table = Table(title="Methodology scores per recording (cold / warm: the default strategy)", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for i in keep:
         table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
     for r in rows:

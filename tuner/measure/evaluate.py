@@ -15,6 +15,13 @@ from kernel_tuner import util
 from tuner.measure.protocol import config_key
 
 _KT_ERRORS = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "launch", "InvalidConfig": "invalid"}
+
+
+def kt_error_status(error: object) -> str:
+    """The failure class of one of Kernel Tuner's error kinds (an unknown one: runtime)."""
+    return _KT_ERRORS.get(type(error).__name__, "runtime")
+
+
 ERROR_CONFIGS = {
     "compile": util.CompilationFailedConfig,
     "launch": util.RuntimeFailedConfig,
@@ -59,7 +66,7 @@ def evaluate(runner: Any, tuning_options: Any, keys: list[str], values: Sequence
     row = {k: result[k] for k in keys}
     err = result.get("__error__")
     if err is not None:
-        row.update(status=_KT_ERRORS.get(type(err).__name__, "runtime"), error=str(err))
+        row.update(status=kt_error_status(err), error=str(err))
     elif any(t < 0 for t in result.get("times", [])):  # a host pipeline's way of saying a CUDA call failed
         row.update(status="runtime", error="the host pipeline reported a CUDA error (negative time); see its stderr")
     else:

@@ -12,6 +12,7 @@ from kernel_tuner.strategies.common import CostFunc
 from kernel_tuner.util import StopCriterionReached, get_result_cost
 
 from tuner.errors import TunerError
+from tuner.measure.evaluate import kt_error_status
 from tuner.search.codec import Codec, Repair
 from tuner.search.loop import FAILED, SearchLoop
 from tuner.search.sampler_view import ViewSampler
@@ -131,8 +132,7 @@ def _failure(result: dict) -> dict:
     error = result.get("__error__")
     if error is None:
         return {}
-    kinds = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "runtime", "InvalidConfig": "invalid"}
-    return {"status": result.get("status") or kinds.get(type(error).__name__, str(error))}
+    return {"status": result.get("status") or kt_error_status(error)}
 
 
 def _budget_reason(message: str) -> str:

@@ -28,8 +28,7 @@ def view_trial(trial: FrozenTrial, codec: Codec, state: TrialState | None = None
     """One trial as the sampler sees it: ordinal params; told with a cost, COMPLETE with that cost. `state`:
     the trial's state if not its own (the one it is being told, while it is still running)."""
     state = state or trial.state
-    told = trial_kinds.info(trial).get("cost")
-    cost = float(told) if told is not None and state in (TrialState.COMPLETE, TrialState.PRUNED) else None
+    cost = trial_kinds.cost(trial, state)
     params = codec.view_params(trial.params)
     return FrozenTrial(
         number=trial.number,

@@ -49,7 +49,10 @@ def holds_result(trial: FrozenTrial) -> bool:
     return trial.state in (TrialState.COMPLETE, TrialState.PRUNED) and kind_of(trial) in MEASURED
 
 
-def cost(trial: FrozenTrial) -> float | None:
-    """What the sampler was told for the trial; None for one that holds nothing (FAIL, running, waiting)."""
+def cost(trial: FrozenTrial, state: TrialState | None = None) -> float | None:
+    """What the sampler was told for the trial; None for one that holds nothing (FAIL, running, waiting).
+    `state`: the trial's state if not its own (the one it is being told, while it is still running)."""
     told = info(trial).get("cost")
-    return None if told is None or trial.state not in (TrialState.COMPLETE, TrialState.PRUNED) else float(told)
+    return (
+        None if told is None or (state or trial.state) not in (TrialState.COMPLETE, TrialState.PRUNED) else float(told)
+    )

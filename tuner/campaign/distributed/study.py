@@ -12,7 +12,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import store
-from tuner.campaign.request import CampaignRequest, resolve
+from tuner.campaign.request import CampaignRequest, default_name, resolve
 from tuner.campaign.storage import (
     GRACE_S,
     HEARTBEAT_S,
@@ -68,10 +68,6 @@ class Campaign:
             self.simulate,
             self.backend,
         )
-
-
-def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed: int | None) -> str:
-    return store.safe_name(f"{workload}-{size_name}-{dtype}-{strategy}-s{seed}")
 
 
 def load_campaign(

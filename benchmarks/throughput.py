@@ -1,17 +1,27 @@
-"""Configs per second, this tool against Kernel Tuner (issue 27), on the GPU machine in one device run.
+"""Configs per second, this tool against Kernel Tuner (issue 27), on the GPU machine.
 
-For each workload, with the driver's JIT cache disabled for both sides (CUDA_CACHE_DISABLE=1):
-  1. Kernel Tuner's own tune_kernel(strategy="brute_force") over the space, in a process of its own;
-  2. `tuner tune --strategy brute_force --no-warm-start` into an empty results folder (compiling ahead);
-  3. the agreement check: two serial runs (TUNER_COMPILE_WORKERS=0, no compiling ahead; JIT cache on, a fresh
-     one) over the space's first --agreement-configs configs; the parallel run's per-config medians agree
-     when their median relative difference to the serial runs' mean is no larger than the two serial runs'
-     own median relative difference (for runs alike in distribution it is sqrt(3/4) of it).
-Writes $OUT/results/records/common/<gpu>/throughput/<date>-<commit>-<workloads>.json.
+For each workload:
+  throughput: Kernel Tuner's own tune_kernel(strategy="brute_force") over the space, in a process of its own,
+     then `tuner tune --strategy brute_force --no-warm-start` into an empty results folder (compiling ahead),
+     both with the driver's JIT cache disabled (CUDA_CACHE_DISABLE=1);
+  agreement: five runs of `tuner tune` over the space's first --agreement-configs configs, in this order:
+     ptx1, cubin1, parallel, cubin2, ptx2 (AGREEMENT_RUNS): each serial pair is taken around the parallel run,
+     so that a drift in time weighs on both sides alike. "ptx": compiling ahead off (TUNER_COMPILE_WORKERS=0,
+     the driver's JIT cache on, a fresh one); "cubin": the parallel run's binaries compiled just before each
+     config is measured (TUNER_COMPILE_AHEAD=0). The parallel run's per-config medians agree with two serial
+     runs' when their median relative difference to the serial runs' mean is no larger than the two serial
+     runs' own median relative difference: `agreement` (the issue's criterion, against ptx) and
+     `same_binaries` (against cubin: concurrency alone); `ptx_vs_cubin_median_rel_diff` is what the compilers'
+     binaries differ by.
+Writes $OUT/<date>-<commit>-<workloads>-<parts>.json, and the same under
+$OUT/results/records/common/<gpu>/throughput/ (after each part: a command that runs out of time keeps what
+was done).
 
-Usage (through the device tool, one command per workload to stay under 10 minutes):
-  . benchmarks/common/device_env.sh; python3 benchmarks/throughput.py gemm-292 --commit <sha>
-  . benchmarks/common/device_env.sh; python3 benchmarks/throughput.py reduction --commit <sha>
+Usage (through the device tool, one command per workload and part to stay under 10 minutes):
+  . benchmarks/common/device_env.sh; python3 benchmarks/throughput.py gemm-292 --parts throughput --commit <sha>
+  . benchmarks/common/device_env.sh; python3 benchmarks/throughput.py gemm-292 --parts agreement \
+      --agreement-configs 60 --commit <sha>
+  . benchmarks/common/device_env.sh; python3 benchmarks/throughput.py reduction --agreement-configs 60 --commit <sha>
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +46,7 @@ DTYPE = "float32"
 HERE = Path(__file__).resolve().parent.parent
 # what the GEMM space gained since issue 27's measurement (issue 24), left out again
 PRE_SPLIT_K = [  # the restrictions the space had then (spaces/gemm.yaml at commit b3918da), and no split
+    "variant <= 4",
     "split_k == 1",
     "variant < 4 or (unroll == 0 and block_size_x >= 16 and block_size_y >= 8 and block_size_x * block_size_y <= 256)",
     "variant < 4 or (block_size_y * tile_m, block_size_x * tile_n) in ((64, 64), (128, 64), (64, 128), (128, 128), (128, 256), (256, 128))",
@@ -120,10 +132,13 @@ def run(cmd: list[str], env: dict, log: Path) -> float:
     return seconds
 
 
-def tuner_run(workload: str, results: Path, env: dict, log: Path, budget: int | None = None) -> tuple[float, dict]:
+def tuner_run(
+    workload: str, results: Path, env: dict, log: Path, budget: int | None = None, strategy: str = "brute_force"
+) -> tuple[float, dict]:
     cmd = [sys.executable, "-m", "tuner", "--results", str(results), "tune", workload, "--size", SIZES[workload]]
-    cmd += ["--dtype", DTYPE, "--strategy", "brute_force", "--no-warm-start", "--quiet", "--json"]
+    cmd += ["--dtype", DTYPE, "--strategy", strategy, "--no-warm-start", "--quiet", "--json"]
     cmd += ["--budget", str(budget)] if budget else []
+    cmd += ["--seed", "1"] if strategy != "brute_force" else []
     seconds = run(cmd, env, log)
     text = log.read_text()  # the campaign's --json answer, among whatever the run logged around it
     return seconds, json.JSONDecoder().raw_decode(text[text.index("{\n") :])[0]
@@ -141,12 +156,74 @@ def rel(a: float, b: float) -> float:
     return abs(a - b) / ((a + b) / 2)
 
 
-def one_workload(workload: str, work: Path, agreement_configs: int) -> dict:
+def agreement(run: dict[str, float], first: dict[str, float], second: dict[str, float]) -> dict:
+    """`run`'s per-config medians against the mean of two runs taken before and after it, beside those two
+    runs' own difference: they agree when the median difference is no larger (for runs alike in distribution
+    it is sqrt(3/4) of it)."""
+    both = [c for c in first if c in second and c in run]
+    if len(both) < 2:
+        return {"configs": len(both)}
+    spread = [rel(first[c], second[c]) for c in both]
+    diff = [rel(run[c], (first[c] + second[c]) / 2) for c in both]
+    return {
+        "configs": len(both),
+        "serial_vs_serial_median_rel_diff": statistics.median(spread),
+        "parallel_vs_serial_median_rel_diff": statistics.median(diff),
+        "serial_vs_serial_p90": statistics.quantiles(spread, n=10)[-1],
+        "parallel_vs_serial_p90": statistics.quantiles(diff, n=10)[-1],
+        "agrees": statistics.median(diff) <= statistics.median(spread),
+    }
+
+
+# the runs of the agreement check, in the order they run: each serial pair around the parallel run, so that a
+# drift in time (clocks, temperature) weighs on both sides alike. "ptx": compiling ahead off (Kernel Tuner's
+# nvcuda path: NVRTC to PTX, the driver's JIT with a fresh cache); "cubin": the parallel run's binaries (the
+# pool's NVRTC cubins), each compiled just before it is measured, never meanwhile (TUNER_COMPILE_AHEAD=0)
+AGREEMENT_RUNS = ("ptx1", "cubin1", "parallel", "cubin2", "ptx2")
+
+
+def agreement_env(run: str, work: Path, workload: str) -> dict:
+    if run.startswith("ptx"):
+        return {"TUNER_COMPILE_WORKERS": "0", "CUDA_CACHE_PATH": str(work / f"{workload}-jit")}
+    if run.startswith("cubin"):
+        return {"TUNER_COMPILE_WORKERS": "1", "TUNER_COMPILE_AHEAD": "0", "CUDA_CACHE_DISABLE": "1"}
+    return {"CUDA_CACHE_DISABLE": "1"}
+
+
+def agreement_check(workload: str, work: Path, configs: int, out: dict, save: Callable[[], None]) -> None:
+    """Five runs over the space's first `configs` configs (AGREEMENT_RUNS) into `out` (`save`d after each): the
+    issue's criterion (the parallel run against the serial runs without compiling ahead), the same with the
+    parallel run's own binaries (what concurrency alone does), and the two binaries' difference (what the
+    compilers do)."""
+    medians = {}
+    for run in AGREEMENT_RUNS:
+        print(f"  agreement: {run} over {configs} configs", flush=True)
+        folder = work / f"{workload}-agree-{run}"
+        env = agreement_env(run, work, workload)
+        seconds, _ = tuner_run(workload, folder, env, work / f"{workload}-agree-{run}.log", configs)
+        medians[run] = stored_medians(workload, folder)
+        out[f"{run}_s"] = round(seconds, 1)
+        save()
+    ptx_mean = {c: (t + medians["ptx2"][c]) / 2 for c, t in medians["ptx1"].items() if c in medians["ptx2"]}
+    cubin_mean = {c: (t + medians["cubin2"][c]) / 2 for c, t in medians["cubin1"].items() if c in medians["cubin2"]}
+    common = [c for c in ptx_mean if c in cubin_mean]
+    out.update(
+        order=list(AGREEMENT_RUNS),
+        agreement=agreement(medians["parallel"], medians["ptx1"], medians["ptx2"]),
+        same_binaries=agreement(medians["parallel"], medians["cubin1"], medians["cubin2"]),
+        ptx_vs_cubin_median_rel_diff=statistics.median(rel(ptx_mean[c], cubin_mean[c]) for c in common)
+        if common
+        else None,
+    )
+
+
+def throughput(workload: str, work: Path) -> dict:
+    """Kernel Tuner's brute force, then this tool's (compiling ahead) over the whole space: configs/s, best
+    configs."""
     from tuner.measure import kt
     from tuner.workloads import get_workload
 
-    space = get_workload(workload).space
-    n = kt.searchspace(space).size
+    n = kt.searchspace(get_workload(workload).space).size
     cold = {"CUDA_CACHE_DISABLE": "1"}
     print(f"{workload}: {n} configs; Kernel Tuner's brute force", flush=True)
     kt_json = work / f"{workload}-kt.json"
@@ -159,9 +236,6 @@ def one_workload(workload: str, work: Path, agreement_configs: int) -> dict:
     par_medians = stored_medians(workload, work / f"{workload}-par")
     print(f"  {par_s:.1f} s", flush=True)
     out = {
-        "workload": workload,
-        "size": SIZES[workload],
-        "dtype": DTYPE,
         "space": n,
         "kernel_tuner_s": round(kt_s, 1),
         "kernel_tuner_tune_kernel_s": round(kt_out["tune_s"], 1),
@@ -184,51 +258,85 @@ def one_workload(workload: str, work: Path, agreement_configs: int) -> dict:
     out["kernel_tuner_vs_tuner_median_rel_diff"] = statistics.median(
         rel(par_medians[c], kt_out["medians"][c]) for c in common
     )  # for information: Kernel Tuner's times include the host's launch overhead, this tool's do not
-    if agreement_configs:
-        serial = []
-        for i in (1, 2):
-            print(f"  serial run {i} over {agreement_configs} configs", flush=True)
-            env = {"TUNER_COMPILE_WORKERS": "0", "CUDA_CACHE_PATH": str(work / f"{workload}-jit")}
-            folder = work / f"{workload}-serial{i}"
-            seconds, _ = tuner_run(workload, folder, env, work / f"{workload}-serial{i}.log", agreement_configs)
-            serial.append(stored_medians(workload, folder))
-            out[f"serial{i}_s"] = round(seconds, 1)
-        both = [c for c in serial[0] if c in serial[1] and c in par_medians]
-        spread = [rel(serial[0][c], serial[1][c]) for c in both]
-        par_diff = [rel(par_medians[c], (serial[0][c] + serial[1][c]) / 2) for c in both]
-        out["agreement"] = {
-            "configs": len(both),
-            "serial_vs_serial_median_rel_diff": statistics.median(spread),
-            "parallel_vs_serial_median_rel_diff": statistics.median(par_diff),
-            "serial_vs_serial_p90": statistics.quantiles(spread, n=10)[-1],
-            "parallel_vs_serial_p90": statistics.quantiles(par_diff, n=10)[-1],
-            "agrees": statistics.median(par_diff) <= statistics.median(spread),
-        }
-    print(json.dumps(out, indent=1), flush=True)
     return out
+
+
+def ask_ahead(workload: str, work: Path, budget: int) -> dict:
+    """A TPE search of `budget` configs (seed 1, no warm start, the driver's JIT cache off) asking one trial at
+    a time and compiling in the measuring process (TUNER_COMPILE_WORKERS=0), then asking ahead into the compile
+    pool (tuner.search.ahead): configs/s of each, and each one's best."""
+    out: dict = {"tpe_budget": budget}
+    for run_name, env in (("one_at_a_time", {"TUNER_COMPILE_WORKERS": "0"}), ("ask_ahead", {})):
+        print(f"  TPE, {run_name.replace('_', ' ')}: {budget} configs", flush=True)
+        folder = work / f"{workload}-tpe-{run_name}"
+        seconds, answer = tuner_run(
+            workload, folder, {"CUDA_CACHE_DISABLE": "1", **env}, work / f"{folder.name}.log", budget, "tpe"
+        )
+        measured = len(stored_medians(workload, folder))
+        out[run_name] = {
+            "s": round(seconds, 1),
+            "configs_ok": measured,
+            "evaluated": answer.get("evaluated"),
+            "configs_per_s": round((answer.get("evaluated") or 0) / seconds, 3),
+            "best": answer.get("best"),
+        }
+    if out["one_at_a_time"]["configs_per_s"]:
+        out["ask_ahead_speedup"] = round(out["ask_ahead"]["configs_per_s"] / out["one_at_a_time"]["configs_per_s"], 2)
+    return out
+
+
+def write_record(record: dict, out: Path, name: str) -> None:
+    """The record under results/records/... in $OUT, and at its top level too (what surely comes back)."""
+    from tuner.store import gpu_slug
+
+    text = json.dumps(record, indent=1) + "\n"
+    deep = out / "results/records/common" / gpu_slug(record["gpu"]) / "throughput"
+    deep.mkdir(parents=True, exist_ok=True)
+    (deep / name).write_text(text)
+    (out / name).write_text(text)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("workloads", nargs="*", default=["gemm-292", "reduction"], choices=sorted(SIZES))
+    p.add_argument("workloads", nargs="*", help=f"of {', '.join(sorted(SIZES))} (default: gemm-292 reduction)")
     p.add_argument("--commit", default=os.environ.get("COMMIT", "unknown"))
-    p.add_argument("--agreement-configs", type=int, default=100, help="configs of each serial run (0: no check)")
+    p.add_argument("--agreement-configs", type=int, default=100, help="configs of each agreement run (0: no check)")
+    p.add_argument(
+        "--parts",
+        default="throughput,agreement",
+        help="throughput (Kernel Tuner's and this tool's brute force), agreement (the five runs), ask-ahead (TPE "
+        "one trial at a time against asking ahead), comma-separated",
+    )
+    p.add_argument("--tpe-budget", type=int, default=60, help="configs of each ask-ahead run")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp")))
     a = p.parse_args()
+    a.workloads = a.workloads or ["gemm-292", "reduction"]  # not argparse's choices: it refuses none given
+    if not set(a.workloads) <= set(SIZES):
+        p.error(f"workloads: {', '.join(sorted(set(a.workloads) - set(SIZES)))} not of {', '.join(sorted(SIZES))}")
+    parts = set(a.parts.split(","))
+    if not parts <= {"throughput", "agreement", "ask-ahead"}:
+        p.error(f"--parts {a.parts}: of throughput, agreement, ask-ahead")
     sys.path.insert(0, str(HERE))
     from tuner.measure.provenance import gpu_info
-    from tuner.store import gpu_slug
 
     gpu = gpu_info(0).get("gpu", "unknown")
+    record = {"gpu": gpu, "commit": a.commit, "date": datetime.now(UTC).isoformat(timespec="seconds"), "runs": []}
+    name = f"{datetime.now(UTC):%Y-%m-%d}-{a.commit}-{'-'.join(a.workloads)}-{'-'.join(sorted(parts))}.json"
     with tempfile.TemporaryDirectory() as tmp:
         legacy_gemm(Path(tmp) / "workloads")
-        runs = [one_workload(w, Path(tmp), a.agreement_configs) for w in a.workloads]
-    record = {"gpu": gpu, "commit": a.commit, "date": datetime.now(UTC).isoformat(timespec="seconds"), "runs": runs}
-    path = a.out / "results/records/common" / gpu_slug(gpu) / "throughput"
-    path.mkdir(parents=True, exist_ok=True)
-    name = f"{datetime.now(UTC):%Y-%m-%d}-{a.commit}-{'-'.join(a.workloads)}.json"
-    (path / name).write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {path / name}")
+        for w in a.workloads:
+            out: dict = {"workload": w, "size": SIZES[w], "dtype": DTYPE}
+            record["runs"].append(out)
+            if "throughput" in parts:
+                out.update(throughput(w, Path(tmp)))
+                write_record(record, a.out, name)  # what is done so far, should a later part run out of time
+            if "agreement" in parts and a.agreement_configs:
+                agreement_check(w, Path(tmp), a.agreement_configs, out, lambda: write_record(record, a.out, name))
+            if "ask-ahead" in parts:
+                out.update(ask_ahead(w, Path(tmp), a.tpe_budget))
+            write_record(record, a.out, name)
+            print(json.dumps(out, indent=1), flush=True)
+    print(f"wrote {a.out / name}")
 
 
 if __name__ == "__main__":

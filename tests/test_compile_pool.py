@@ -36,14 +36,14 @@ def test_a_crash_and_a_hang_fail_their_job_alone_and_the_pool_goes_on():
         keys = {s: pool.submit(job(s)) for s in ["ok 1", "CRASH", "HANG", "ok 2", "ERROR", "ok 3"]}
         out = {s: pool.result(k) for s, k in keys.items()}
         for s in ["ok 1", "ok 2", "ok 3"]:
-            assert out[s].cubin == f"cubin of {s}".encode() and out[s].lowered_name == "_lowered_k"
+            assert out[s].binary == f"cubin of {s}".encode() and out[s].lowered_name == "_lowered_k"
             assert not out[s].error and not out[s].crashed
         assert out["CRASH"].crashed and "crashed" in out["CRASH"].error and "exit code 7" in out["CRASH"].error
         assert out["HANG"].crashed and "within 3 s" in out["HANG"].error and out["HANG"].seconds >= 3
         # a compile error is the compiler's verdict, not a crash: the measuring process raises it as Kernel Tuner
-        assert not out["ERROR"].crashed and "oops" in out["ERROR"].error and out["ERROR"].cubin is None
+        assert not out["ERROR"].crashed and "oops" in out["ERROR"].error and out["ERROR"].binary is None
         assert pool.restarts == 2
-        assert pool.result(pool.submit(job("ok after"))).cubin == b"cubin of ok after"  # restarted, still compiles
+        assert pool.result(pool.submit(job("ok after"))).binary == b"cubin of ok after"  # restarted, still compiles
     finally:
         pool.close()
 
@@ -53,7 +53,7 @@ def test_a_job_is_compiled_once_and_its_result_handed_out_once():
     try:
         key = pool.submit(job("twice"))
         assert pool.submit(job("twice")) == key
-        assert pool.result(key).cubin == b"cubin of twice"
+        assert pool.result(key).binary == b"cubin of twice"
         with pytest.raises(KeyError):
             pool.result(key)
     finally:
@@ -194,9 +194,37 @@ def test_nvrtc_compiles_a_built_in_config_to_a_cubin_for_the_gpu(workload):
         assert cubin[:4] == b"\x7fELF" and lowered
         pipeline.ahead([config])
         pooled = pipeline.take(config)
-        assert pooled.cubin == cubin and pooled.lowered_name == lowered and not pooled.error
+        assert pooled.binary == cubin and pooled.lowered_name == lowered and not pooled.error
         broken = CompileJob(made.source + "\n#error planted\n", made.name, made.options)
         with pytest.raises(RuntimeError, match="planted"):
             nvrtc_cubin(broken)
     finally:
         pipeline.close()
+
+
+def test_compiling_ahead_off_keeps_the_pools_binaries(monkeypatch):
+    """TUNER_COMPILE_AHEAD=0: each config compiled in the pool just before it is measured (the parallel run's
+    binaries in a serial run), an announced one too, none ahead."""
+    from tuner.measure import kt
+    from tuner.measure.runner import IsolatedRunner
+    from tuner.workloads import get_workload
+
+    monkeypatch.setenv("TUNER_COMPILE_AHEAD", "0")
+    space = get_workload("reduction").space
+    size = {"n": 1 << 20}
+    configs = [c for c in kt.searchspace(space).sorted_list() if dict(zip(space.params, c))["block_size_x"] == 256]
+    runner = IsolatedRunner(MeasureSpec("reduction", size, "float32", "nvcuda", 0, None), timeout=20,
+                            target=cubin_measuring_main, compile_workers=2)
+    runner.compiler = STAND_IN
+    rows = []
+    runner.on_row = lambda row, fresh: rows.append(row)
+    try:
+        runner.start()
+        runner.prefetch(configs[3:5])
+        assert runner.pipeline().depth == 0 and not runner.pipeline().started(configs[3])
+        runner.run(configs[:3], kt.tuning_options(space, size, "float32"))
+        assert not any(runner.pipeline().started(c) for c in configs)  # nothing compiled ahead
+        runner.run([configs[3]], kt.tuning_options(space, size, "float32"))
+    finally:
+        runner.shutdown()
+    assert [r["status"] for r in rows] == ["ok"] * 4 and all(r["cubin"] and r["compiled"] == 1 for r in rows)

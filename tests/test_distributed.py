@@ -372,3 +372,96 @@ def test_a_measurement_that_raises_stops_the_worker_at_once(results, monkeypatch
     assert states.count(optuna.trial.TrialState.COMPLETE) == 2
     assert states.count(optuna.trial.TrialState.FAIL) == 1
     assert states.count(optuna.trial.TrialState.RUNNING) <= 1  # asked ahead: a heartbeat check retries it
+
+
+def two_config_campaign(results, name: str):
+    """A brute-force campaign's study, storage and settings, and a search space of two of its configs."""
+    from kernel_tuner.searchspace import Searchspace
+
+    from tuner.campaign.distributed.study import join_campaign
+    from tuner.measure import kt
+
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force", simulate=True,
+                          results=with_recording(results))
+    _, url = create_campaign(req, name, None, heartbeat_s=1, grace_s=30)
+    study, storage, camp = join_campaign(name, url)
+    full = kt.searchspace(get_workload("reduction").space)
+    names = list(full.tune_params)
+    two = {str(i): dict(zip(names, c)) for i, c in enumerate(full.list[:2])}
+    space = Searchspace(None, None, None, from_cache={"tune_params": full.tune_params, "cache": two})
+    return study, storage, camp, space
+
+
+def test_a_lost_trial_holds_its_config_until_its_retry_is_queued(results):
+    """The CI flake of the PostgreSQL run, made deterministic: Optuna's stale check fails a lost trial, then
+    queues its retry in another transaction. A worker looking in between saw the config held by no trial, fed
+    it to brute force's queue, and the retry found that trial first and was told `taken`. In between, the lost
+    trial is in limbo: it holds its config (nobody feeds or measures it), and counts as running."""
+    import warnings
+
+    from tuner.campaign.distributed.campaign_loop import CampaignLoop, prior_claim
+    from tuner.campaign.distributed.study import TrialCodec, in_limbo, tally_trials
+    from tuner.search import optuna_private
+
+    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)  # asking outside Study.optimize
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    study, storage, camp, space = two_config_campaign(results, "limbo")
+    codec = TrialCodec(space)
+    lost_config, free_config = (tuple(c) for c in space.list)
+    study.enqueue_trial(codec.encode(lost_config))
+    lost = study.ask()  # a worker's trial, as brute force asks it (the params its queued trial fixed)
+    storage.set_trial_state_values(optuna_private.trial_id(lost), optuna.trial.TrialState.FAIL)  # the stale check's
+    # first step: the config is held by no live trial (as every worker saw it before), but the trial is in limbo
+    trials = study.get_trials(deepcopy=False)
+    assert lost_config not in tally_trials(trials, codec)["held"]
+    assert lost_config in tally_trials(trials, codec, limbo_s=camp.grace_s)["held"]
+    assert prior_claim(study, codec, lost.number + 1, lost_config, limbo_s=camp.grace_s).number == lost.number
+    assert prior_claim(study, codec, lost.number + 1, lost_config) is None
+    # a limbo is bounded: no retry ever coming (the process failing it died), the config is free again
+    assert not in_limbo(trials, camp.grace_s, now=datetime.now() + timedelta(seconds=camp.grace_s + 1))
+
+    loop = CampaignLoop(study, storage, camp, space, "me")
+    try:
+        assert loop.wanted() and loop.running == 1  # brute force's queue fed with the free config alone
+        waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        assert [codec.config_of(t) for t in waiting] == [free_config]
+        retry_callback = storage.get_heartbeat_stale_trial_callback()  # the stale check's second step
+        retry_callback(study, storage.get_trial(optuna_private.trial_id(lost)))  # the retry queued
+        proposals = [loop.propose(), loop.propose()]
+        assert loop.propose() is None and loop.settled == 0  # nothing taken, nothing surplus
+        assert {p.config for p in proposals} == {lost_config, free_config}
+        for p in proposals:
+            loop.record(p.trial, p.config, 1.0, "measured")
+            loop.release(p.trial)
+    finally:
+        loop.close()
+    (retry,) = [t for t in study.get_trials() if t.system_attrs.get("failed_trial") == lost.number]
+    assert retry.user_attrs["tuner"]["kind"] == "measured" and retry.user_attrs["tuner"]["worker"] == "me"
+
+
+def test_a_workers_trials_asked_ahead_are_compiled_ahead(results, monkeypatch):
+    """Where the runner compiles ahead, each trial a worker asks goes to its prefetch as it is asked, before
+    the measuring thread takes it; the worker measures as many as it would otherwise."""
+    from kernel_tuner.strategies.common import CostFunc
+
+    from tuner.campaign.distributed import scheduler
+
+    events = []
+    monkeypatch.setattr(scheduler, "compile_ahead", lambda runner: (3, lambda configs: events.extend(
+        ("prefetch", tuple(c)) for c in configs)))
+    real_call = CostFunc.__call__
+
+    def measured(self, config, *args, **kwargs):
+        events.append(("run", tuple(config)))
+        return real_call(self, config, *args, **kwargs)
+
+    monkeypatch.setattr(CostFunc, "__call__", measured)
+    req = CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random", max_evals=8,
+                          timeout=5.0, results=results)
+    _, url = create_campaign(req, "prefetched", None)
+    summary = run_worker("prefetched", url, 0, results=results, measure_target=fake_worker_main)
+    assert summary["measured"] == 8
+    runs = [c for what, c in events if what == "run"]
+    prefetched = [c for what, c in events if what == "prefetch"]
+    assert len(runs) == 8 and sorted(prefetched) == sorted(runs)
+    assert all(events.index(("prefetch", c)) < events.index(("run", c)) for c in runs)

@@ -1,35 +1,47 @@
 """Compiling ahead: a pool of compiler processes that turn the next configs' kernel sources into cubins for
-the GPU's architecture while the GPU measures the current one (tuner/measure/pipeline.py feeds it,
-tuner/measure/cubin_backend.py loads what it made).
+the GPU's architecture (host code into shared libraries) while the device measures the current one
+(tuner/measure/pipeline.py feeds it, tuner/measure/cubin_backend.py and library_backend.py load what it made).
 
 Each worker compiles one job at a time. A compiler that crashes (the worker dies) or hangs (killed after
 `timeout` seconds) fails that job alone, as a `crashed` Compiled the campaign records as a `compile` failure;
 the worker is replaced and the other jobs go on. A compiler's own verdict (a compile error) is an ordinary
-Compiled with its `error`: the measuring process raises it where Kernel Tuner's compile would have."""
+Compiled with its `error`: the measuring process raises it where Kernel Tuner's compile would have.
+
+While a request is with the measuring process the pool is `frozen`: the measuring process stops the workers
+for each timed part (tuner/measure/quiet.py), so the pool starts no worker it was not told of, reaps none (its
+pid stays its own) and counts no stopped time towards a hang or a compile's seconds."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
 import multiprocessing as mp
+import os
+import signal
 import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
+
+from tuner.measure.quiet import resume, signal_group
 
 
 @dataclass(frozen=True)
 class CompileJob:
     """One kernel source to compile: the source Kernel Tuner would compile for a config, the kernel's name
-    expression and the compiler's options."""
+    expression and the compiler's options; for host code (tuner/measure/library_backend.py) also the compiler
+    program and the source file's suffix."""
 
     source: str
     name: str
     options: tuple[str, ...]
+    compiler: str = ""
+    suffix: str = ""
 
     @property
     def key(self) -> str:
@@ -38,11 +50,11 @@ class CompileJob:
 
 @dataclass(frozen=True)
 class Compiled:
-    """What came of a job: a cubin and the kernel's lowered name in it, or the compiler's error, or (crashed)
-    no verdict at all because the compiler crashed or hung."""
+    """What came of a job: a binary (a cubin, or a shared library for host code) and the kernel's (lowered) name
+    in it, or the compiler's error, or (crashed) no verdict at all because the compiler crashed or hung."""
 
     key: str
-    cubin: bytes | None = None
+    binary: bytes | None = None
     lowered_name: str = ""
     error: str = ""
     crashed: bool = False
@@ -55,7 +67,7 @@ def source_key(name: str, source: str) -> str:
     return hashlib.sha256(f"{name}\0{source}".encode()).hexdigest()
 
 
-Compiler = Callable[[CompileJob], tuple[bytes, str]]  # a job -> (cubin, lowered name); raises on a compile error
+Compiler = Callable[[CompileJob], tuple[bytes, str]]  # a job -> (binary, its name); raises on a compile error
 
 
 def resolve_compiler(compiler: Compiler | str) -> Compiler:
@@ -68,6 +80,7 @@ def resolve_compiler(compiler: Compiler | str) -> Compiler:
 
 def _worker_main(conn: Any, compiler: Compiler | str) -> None:
     """A pool worker: compile each job it is sent until it is sent None."""
+    os.setpgid(0, 0)  # a group of its own with the compilers it runs: stopped, continued and killed together
     fn = resolve_compiler(compiler)
     while True:
         job = conn.recv()
@@ -75,8 +88,8 @@ def _worker_main(conn: Any, compiler: Compiler | str) -> None:
             return
         t0 = time.perf_counter()
         try:
-            cubin, lowered = fn(job)
-            out = Compiled(job.key, cubin=cubin, lowered_name=lowered)
+            binary, lowered = fn(job)
+            out = Compiled(job.key, binary=binary, lowered_name=lowered)
         except Exception as e:  # the compiler's verdict on this source: the config's compile failure
             message = f"{type(e).__name__}: {e}".strip() or traceback.format_exc()
             out = Compiled(job.key, error=message[-4000:])
@@ -90,10 +103,12 @@ class _Worker:
         self.proc.start()
         child.close()
         self.job: CompileJob | None = None
-        self.since = 0.0  # when the job was sent
+        self.since = 0.0  # when the job was sent, moved on by the time the job was stopped
+        self.stopped_s = 0.0  # of the job's time, stopped by the measuring process
 
     def kill(self) -> None:
         if self.proc.is_alive():
+            signal_group(self.proc.pid, signal.SIGKILL)  # with a compiler it runs (g++ would go on alone)
             self.proc.kill()
         self.proc.join(5)
         self.conn.close()
@@ -114,6 +129,7 @@ class CompilePool:
         self._known: set[str] = set()  # keys submitted (queued, compiling or done)
         self._cond = threading.Condition()
         self._closed = False
+        self._frozen = 0  # requests with the measuring process now (see frozen)
         self._thread = threading.Thread(target=self._pump, name="compile-pool", daemon=True)
         self._thread.start()
 
@@ -146,6 +162,37 @@ class CompilePool:
             busy = {w.job.key for w in self._workers if w.job is not None}
             self._known -= keys - busy
 
+    @contextmanager
+    def frozen(self) -> Iterator[tuple[int, ...]]:
+        """While a request is with the measuring process: the workers' pids, which it may stop (SIGSTOP) for
+        its timed parts. No worker is started or reaped meanwhile; all are continued (SIGCONT) on the way out,
+        however the request ended (the measuring process died or hung with them stopped)."""
+        with self._cond:
+            self._frozen += 1
+            pids = tuple(w.proc.pid for w in self._workers if w.proc.pid is not None)
+        try:
+            yield pids
+        finally:
+            resume(pids)  # first, without the lock: the pump may be reading a stopped worker's reply under it
+            with self._cond:
+                self._frozen -= 1
+                self._cond.notify_all()
+
+    def credit(self, stopped_s: float) -> None:
+        """The measuring process kept the workers stopped `stopped_s` seconds: not a compile's time, nor a hang."""
+        with self._cond:
+            now = time.perf_counter()
+            for w in self._workers:
+                if w.job is not None:
+                    s = max(0.0, min(stopped_s, now - w.since))
+                    w.since += s
+                    w.stopped_s += s
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        with self._cond:
+            return tuple(w.proc.pid for w in self._workers if w.proc.pid is not None)
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -174,21 +221,28 @@ class CompilePool:
                     continue
             ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=0.05)
             with self._cond:
-                now = time.perf_counter()
+                now, deferred = time.perf_counter(), False
                 for w in busy:
                     if w.job is None:
                         continue
-                    if w.conn in ready or w.proc.sentinel in ready:
+                    ended = w.proc.sentinel in ready
+                    if self._frozen and (ended or w.conn not in ready):
+                        # until the request is over: an ended worker is not reaped (its pid stays its own, for
+                        # the signals), a slow one's stopped time is no hang
+                        deferred = deferred or ended
+                    elif w.conn in ready or ended:
                         self._collect(w)
                     elif now - w.since > self.timeout:
                         self._fail(w, f"the compiler did not finish within {self.timeout:.0f} s and was killed")
                 self._cond.notify_all()
+            if deferred:
+                time.sleep(0.05)  # its sentinel stays ready: no busy loop meanwhile
 
     def _dispatch(self) -> None:
         while self._queue:
             idle = next((w for w in self._workers if w.job is None), None)
             if idle is None:
-                if len(self._workers) >= self.size:
+                if len(self._workers) >= self.size or self._frozen:
                     return
                 idle = _Worker(self._ctx, self.compiler)
                 self._workers.append(idle)
@@ -197,20 +251,25 @@ class CompilePool:
                 idle.conn.send(job)
             except (OSError, BrokenPipeError):  # died while idle: replace it, the job goes back in front
                 self._queue.appendleft(job)
+                if self._frozen:  # not reaped until the request is over (see _pump)
+                    return
                 self._replace(idle)
                 continue
-            idle.job, idle.since = job, time.perf_counter()
+            idle.job, idle.since, idle.stopped_s = job, time.perf_counter(), 0.0
 
     def _collect(self, w: _Worker) -> None:
         assert w.job is not None
         try:
             if w.conn.poll():
                 out = w.conn.recv()
+                if w.stopped_s:  # the worker timed the job with a clock that ran on while it was stopped
+                    out = Compiled(**{**out.__dict__, "seconds": max(0.0, out.seconds - w.stopped_s)})
                 self._results[w.job.key] = out
                 w.job = None
                 return
         except (EOFError, OSError):
-            pass
+            if self._frozen:  # it ended: failed once the request is over, when it may be reaped (see _pump)
+                return
         w.proc.join(5)
         self._fail(w, f"the compiler crashed (its process ended with exit code {w.proc.exitcode})")
 

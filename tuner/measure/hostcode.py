@@ -1,6 +1,9 @@
 """Build a 'host' space (a host function that runs a multi-kernel pipeline) for one configuration into a
 shared library, as Kernel Tuner's C backend does when it tunes it, so `tuner run` executes exactly the
-code that was timed. Libraries are cached by the hash of what went into them."""
+code that was timed: the source Kernel Tuner compiles for the config, built by the compile pool with the C
+backend's own commands (tuner/measure/library_backend.py), the pipeline a campaign compiles ahead with. A
+compiler that crashes or hangs is an error naming the config. Libraries are cached by the hash of what went
+into them."""
 
 from __future__ import annotations
 
@@ -9,11 +12,14 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
+from tuner.measure.compile_pool import CompileJob
 from tuner.space import Space
 
 
@@ -22,12 +28,72 @@ def cache_dir() -> Path:
     return Path(root) / "host"
 
 
-def build(space: Space, config: dict, dtype: str) -> Callable[..., float]:
+BUILD_TIMEOUT_S = 900  # an nvcc build of a host pipeline takes a minute at most; past this it hangs
+_pool: Any = None  # the compile pool of this process's builds, started on the first
+_locks: dict[str, threading.Lock] = {}  # one build of a library at a time (benchmarks build from threads)
+_lock = threading.Lock()
+
+
+def build(space: Space, config: dict, dtype: str, size: dict | None = None) -> Callable[..., float]:
     """The entry point for `config`: a ctypes function returning the pipeline's time in ms. Pass arrays as
-    `array.ctypes` and scalars as ctypes values (`ctypes.c_int(n)`), as Kernel Tuner's C backend does."""
+    `array.ctypes` and scalars as ctypes values (`ctypes.c_int(n)`), as Kernel Tuner's C backend does.
+    `size`: the problem size, for a space whose launch grid depends on it (a host space's does not)."""
+    job = config_job(space, config, dtype, size)
+    key = hashlib.sha256("\0".join([job.compiler, job.suffix, *job.options, job.source]).encode()).hexdigest()
+    lib = cache_dir() / f"{space.workload}-{key[:20]}.so"
+    with _lock:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        if not lib.exists():
+            out = _build_pool().result(_build_pool().submit(job))
+            if out.error or out.binary is None:
+                raise TunerError(f"{space.compiler} could not build {space.workload} with {config}:\n{out.error}")
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            binary = out.binary
+            write_atomically(lib, lambda tmp: tmp.write_bytes(binary))  # a concurrent load never sees half
+    fn = getattr(ctypes.CDLL(str(lib)), job.name)
+    fn.restype = ctypes.c_float
+    return fn
+
+
+def config_job(space: Space, config: dict, dtype: str, size: dict | None = None) -> CompileJob:
+    """The build of a config as Kernel Tuner's C backend runs it when it times it: its source for the config,
+    its compiler, suffix and options (library_backend.plan)."""
+    from tuner.measure import kt
+    from tuner.measure.library_backend import plan
+    from tuner.measure.pipeline import kernel_tuner_source
+
     if space.lang != "host":
         raise TunerError(f"{space.workload} is not a host-code space")
-    return build_source(space, space.source_for(dtype, config), space.kernel_name, f"with {config}")
+    if shutil.which(space.compiler) is None:
+        raise TunerError(f"{space.compiler} is not on the PATH: it builds {space.workload}")
+    complete = space.complete(config)
+    missing = [k for k in space.params if k not in complete]
+    if missing:
+        raise TunerError(f"{space.workload} with {config}: no value for {', '.join(missing)}")
+    kernel_options = kt.kernel_options(space, size or {}, dtype, [], "nvcuda")
+    made = kernel_tuner_source(kernel_options, {k: complete[k] for k in space.params})
+    nvcc = shutil.which("nvcc") is not None
+    target = {"compiler": space.compiler, "compiler_options": list(space.compiler_options), "nvcc_available": nvcc}
+    suffix = kernel_options.kernel_source.get_user_suffix()
+    job = None if made is None else plan(*made, target, suffix)
+    if made is not None and job is None and space.compiler == "g++":  # CUDA code: the C backend turns to nvcc
+        job = plan(*made, {**target, "compiler": "nvcc"}, suffix)
+    if job is None:
+        raise TunerError(f"{space.workload} with {config}: not a config Kernel Tuner's C backend builds")
+    return job
+
+
+def _build_pool() -> Any:
+    """The compile pool of this process's builds: a process per build at a time, as many as the cores."""
+    global _pool
+    from tuner.measure.compile_pool import CompilePool
+    from tuner.measure.pipeline import HOST_BUILD
+
+    with _lock:
+        if _pool is None:
+            _pool = CompilePool(HOST_BUILD, workers=os.cpu_count() or 1, timeout=BUILD_TIMEOUT_S)
+        return _pool
 
 
 def build_source(space: Space, source: str, name: str, what: str = "") -> Callable[..., float]:

@@ -1,34 +1,45 @@
 """The campaign's side of compiling ahead: the kernel source of each config, made by Kernel Tuner's own source
 preparation exactly as the measuring process's Kernel Tuner makes it, sent to the compile pool
-(tuner/measure/compile_pool.py) ahead of its measurement; the cubins go with the requests
-(tuner/measure/cubin_backend.py loads them).
+(tuner/measure/compile_pool.py) ahead of its measurement; the binaries go with the requests.
 
-Used for Kernel Tuner's nvcuda backend on GPU kernels (not host code, cupy or pycuda: those compile in the
-measuring process as before), with as many compiler processes as TUNER_COMPILE_WORKERS says, by default the
-machine's cores less two (one for the measuring process, one for the campaign); 0 turns compiling ahead off."""
+Used for Kernel Tuner's nvcuda backend on GPU kernels (cubins: tuner/measure/cubin_backend.py loads them) and
+for its C backend on host code (shared libraries: tuner/measure/library_backend.py); cupy and pycuda compile
+in the measuring process as before. With as many compiler processes as TUNER_COMPILE_WORKERS says, by default
+the machine's cores less two (one for the measuring process, one for the campaign); 0 turns it off.
+TUNER_COMPILE_AHEAD (configs compiled ahead, by default twice the workers) set to 0 keeps the pool's binaries
+but compiles each config just before it is measured, never meanwhile: a serial run with the parallel run's
+binaries, which tells what concurrency does to the times from what the compiler does (benchmarks/throughput.py)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tuner.measure.compile_pool import Compiled, CompileJob, CompilePool, Compiler
 
 WORKERS_ENV = "TUNER_COMPILE_WORKERS"
+AHEAD_ENV = "TUNER_COMPILE_AHEAD"
 MAX_WORKERS = 16
+
+
+def _env_count(name: str, what: str) -> int | None:
+    given = os.environ.get(name, "").strip()
+    if not given:
+        return None
+    try:
+        return max(0, int(given))
+    except ValueError:
+        from tuner.errors import TunerError
+
+        raise TunerError(f"{name}={given!r} is not a number of {what}") from None
 
 
 def default_workers() -> int:
     """Compiler processes for this machine: TUNER_COMPILE_WORKERS, else its cores less two (0: none)."""
-    given = os.environ.get(WORKERS_ENV, "").strip()
-    if given:
-        try:
-            return max(0, int(given))
-        except ValueError:
-            from tuner.errors import TunerError
-
-            raise TunerError(f"{WORKERS_ENV}={given!r} is not a number of compiler processes") from None
+    given = _env_count(WORKERS_ENV, "compiler processes")
+    if given is not None:
+        return given
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(0, min(MAX_WORKERS, cores - 2))
 
@@ -57,23 +68,44 @@ class _SourceOnly:
         self.dev = type("Dev", (), {"max_threads": max_threads})()
 
 
+def kernel_tuner_source(kernel_options: Any, params: dict, device: _SourceOnly | None = None) -> tuple[str, str] | None:
+    """The source and kernel name Kernel Tuner compiles for a config: its kernel instance (its defines, the grid
+    and block sizes, a templated kernel wrapped), or None where it would compile nothing (too many threads)."""
+    from kernel_tuner.core import DeviceInterface
+
+    # Kernel Tuner's own method, on a stand-in device: the source is byte for byte what it compiles
+    instance = DeviceInterface.create_kernel_instance(
+        device or _SourceOnly(1024), kernel_options.kernel_source, kernel_options, params, False
+    )
+    if not hasattr(instance, "kernel_string"):  # util.InvalidConfig
+        return None
+    instance.delete_temp_files()  # secondary sources in temporary files: that source will not match, no harm
+    return instance.kernel_string, instance.name
+
+
+JobMaker = Callable[[str, str], "CompileJob | None"]  # Kernel Tuner's source and name of a config -> its job
+NVRTC = "tuner.measure.compile_pool:nvrtc_cubin"
+HOST_BUILD = "tuner.measure.library_backend:build_library"
+
+
 class CompilePipeline:
     """Compiles the configs a campaign will measure next, `depth` ahead, on `workers` processes."""
 
     def __init__(
         self,
         kernel_options: Any,
-        options: tuple[str, ...],
+        make_job: JobMaker,
         keys: list[str],
         *,
         workers: int,
         timeout: float,
-        compiler: Compiler | str = "tuner.measure.compile_pool:nvrtc_cubin",
+        compiler: Compiler | str = NVRTC,
         max_threads: int = 1024,
     ) -> None:
-        self.kernel_options, self.options, self.keys = kernel_options, options, keys
+        self.kernel_options, self.make_job, self.keys = kernel_options, make_job, keys
         self.pool = CompilePool(compiler, workers, timeout)
-        self.depth = 2 * max(1, workers)  # enough that no worker waits for the next job
+        ahead = _env_count(AHEAD_ENV, "configs compiled ahead")
+        self.depth = 2 * max(1, workers) if ahead is None else ahead  # twice: no worker waits for the next job
         self._device = _SourceOnly(max_threads)
         self._pending: dict[tuple, str] = {}  # config values -> job key
 
@@ -88,36 +120,41 @@ class CompilePipeline:
         *,
         workers: int,
         timeout: float,
-        compiler: Compiler | str = "tuner.measure.compile_pool:nvrtc_cubin",
+        compiler: Compiler | str | None = None,
     ) -> CompilePipeline | None:
-        """The pipeline of a campaign's space, for the GPU the measuring process set up (`target`: its
-        cubin_backend.install answer); None where configs are compiled by the measuring process."""
+        """The pipeline of a campaign's space, for the device the measuring process set up (`target`: its
+        cubin_backend.install answer for a kernel on nvcuda, its library_backend.install answer for host code);
+        None where configs are compiled by the measuring process. `compiler`: the pool's (default: NVRTC to a
+        cubin, or the host code's compiler to a shared library)."""
         from tuner.measure import kt
         from tuner.workloads import get_workload
 
         space = get_workload(workload).space
-        if workers <= 0 or kt.effective_backend(space, backend) != "nvcuda":
-            return None
-        options = cubin_options(target["compiler_options"], target["cc"])
-        if options is None:
-            return None
         kernel_options = kt.kernel_options(space, size, dtype, [], backend)
-        return cls(kernel_options, options, list(space.params), workers=workers, timeout=timeout, compiler=compiler)
+        run_by = kt.effective_backend(space, backend)
+        if workers <= 0:
+            return None
+        if run_by == "nvcuda" and "cc" in target:
+            options = cubin_options(target["compiler_options"], target["cc"])
+            if options is None:
+                return None
+            make_job: JobMaker = lambda source, name: CompileJob(source, name, options)  # noqa: E731
+            default = NVRTC
+        elif run_by in (kt.HOST_BACKEND, kt.CPU_BACKEND) and "compiler" in target:
+            from tuner.measure.library_backend import plan
+
+            suffix = kernel_options.kernel_source.get_user_suffix()
+            make_job, default = (lambda source, name: plan(source, name, target, suffix)), HOST_BUILD  # noqa: E731
+        else:
+            return None
+        keys = list(space.params)
+        return cls(kernel_options, make_job, keys, workers=workers, timeout=timeout, compiler=compiler or default)
 
     def job(self, values: Sequence) -> CompileJob | None:
-        """The compile job of a config: Kernel Tuner's kernel instance for it (its defines, the grid and block
-        sizes, a templated kernel wrapped), or None where Kernel Tuner would compile nothing (too many threads)."""
-        from kernel_tuner.core import DeviceInterface
-
-        params = dict(zip(self.keys, values))
-        # Kernel Tuner's own method, on a stand-in device: the source is byte for byte what it compiles
-        instance = DeviceInterface.create_kernel_instance(
-            self._device, self.kernel_options.kernel_source, self.kernel_options, params, False
-        )
-        if not hasattr(instance, "kernel_string"):  # util.InvalidConfig
-            return None
-        instance.delete_temp_files()  # secondary sources in temporary files: that source will not match, no harm
-        return CompileJob(instance.kernel_string, instance.name, self.options)
+        """The compile job of a config (None where Kernel Tuner would compile nothing, too many threads, or the
+        pool would not: make_job's call)."""
+        made = kernel_tuner_source(self.kernel_options, dict(zip(self.keys, values)), self._device)
+        return None if made is None else self.make_job(*made)
 
     def ahead(self, configs: Sequence[Sequence]) -> None:
         """Start compiling these configs (those not started yet)."""

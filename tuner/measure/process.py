@@ -32,6 +32,7 @@ from tuner.measure.protocol import (
     UseCache,
     config_key,
 )
+from tuner.measure.quiet import Pauser
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -41,6 +42,7 @@ class Measurer(ABC):
     """One way of answering the protocol's requests (the live GPU, a replayed recording)."""
 
     setup: dict  # what Ready tells the campaign
+    pauser: Pauser | None = None  # stops the compile pool's workers for the timed parts (a replay times none)
 
     @abstractmethod
     def measure(self, values: list) -> dict: ...
@@ -52,7 +54,7 @@ class Measurer(ABC):
         """Append fresh measurements to Kernel Tuner's cache at `path` (a replay writes none)."""
 
     def accept_compiled(self, compiled: tuple) -> None:  # noqa: B027  (optional: a replay compiles nothing)
-        """Cubins the compile pool made for the next request's configs (tuner/measure/cubin_backend.py)."""
+        """Binaries the compile pool made for the next request's configs (cubin_backend.py, library_backend.py)."""
 
 
 def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
@@ -78,13 +80,15 @@ def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
             continue
         if isinstance(request, (Measure, MeasureRounds)) and request.compiled:
             measurer.accept_compiled(request.compiled)
+        if isinstance(request, (Measure, MeasureRounds)) and measurer.pauser is not None:
+            measurer.pauser.watch(request.pause)
         if isinstance(request, MeasureRounds):
             rows = measurer.measure_rounds([list(c) for c in request.configs], request.rounds, request.references)
         elif isinstance(request, Measure):
             rows = [measurer.measure(list(request.values))]
         else:
             raise TypeError(f"not a request of the measuring protocol: {request!r}")
-        conn.send(Result(tuple(rows)))
+        conn.send(Result(tuple(rows), measurer.pauser.take_paused_s() if measurer.pauser else 0.0))
         if rows[0]["status"] not in SURVIVABLE:
             return
 
@@ -111,12 +115,14 @@ class LiveMeasurer(Measurer):
     """Kernel Tuner's sequential runner on the GPU, its stages marked so that a compile error, a wrong answer
     and a crash in a benchmark are told apart."""
 
+    ahead = False  # takes binaries compiled ahead (set up in __init__)
+
     def __init__(self, spec: MeasureSpec, entered: float):
         t_imports = time.perf_counter()
         import numpy as np
         from kernel_tuner.runners.sequential import SequentialRunner
 
-        from tuner.measure import cubin_backend, kt, timing
+        from tuner.measure import cubin_backend, kt, library_backend, timing
         from tuner.measure.provenance import device_info
         from tuner.workloads import get_workload
 
@@ -161,14 +167,21 @@ class LiveMeasurer(Measurer):
             self.runner.dev.name = gpu["gpu"]
         self.use_cache(spec.cachefile)
         dev = self.runner.dev
-        # cubins compiled ahead by the campaign's compile pool are loaded, not compiled (nvcuda only)
+        # binaries compiled ahead by the campaign's compile pool are loaded, not compiled: cubins on nvcuda,
+        # shared libraries on the C backend (host code)
         self.cubin_target = cubin_backend.install(self.runner.dev.dev)
+        self.library_target = None if self.cubin_target else library_backend.install(self.runner.dev.dev)
+        self.ahead = bool(self.cubin_target or self.library_target)
+        # the timed part: Kernel Tuner's benchmark (its timed launches, not the compile or the verification's
+        # launch) runs with the compile pool's workers stopped
+        self.pauser = Pauser()
         for method, stage in (
             ("compile_kernel", "compile"),
             ("check_kernel_output", "verify"),
             ("benchmark", "benchmark"),
         ):
-            setattr(dev, method, _staged(getattr(dev, method), stage, dev))
+            fn = getattr(dev, method)
+            setattr(dev, method, _staged(self.pauser.timed(fn) if stage == "benchmark" else fn, stage, dev))
         # a C-backend (host code) library is replaced by the next one built: nothing to keep
         self.fastest = Fastest(0 if self.host_code else Fastest.KEEP)
         baselines = (
@@ -186,7 +199,8 @@ class LiveMeasurer(Measurer):
             "gpu": gpu,
             "baselines": baselines,
             "timing": timing_protocol,
-            "cubin": self.cubin_target,  # what the compile pool compiles for (None: it does not)
+            "cubin": self.cubin_target,  # what the compile pool compiles for (None: it does not) ...
+            "library": self.library_target,  # ... for host code
             "setup_s": {k: round(v, 2) for k, v in seconds.items()},
             "entered_at": entered,
         }
@@ -202,10 +216,10 @@ class LiveMeasurer(Measurer):
 
     def measure(self, values: list) -> dict:
         dev = self.runner.dev.dev
-        if self.cubin_target:
+        if self.ahead:
             dev.pool_ms = 0.0
         row = evaluate(self.runner, self.tuning_options, self.keys, values)
-        if self.cubin_target:
+        if self.ahead:
             dev.ready.clear()  # offered for this config alone: Kernel Tuner may have compiled nothing
             if dev.pool_ms and "compile_time" in row:  # compiled ahead: the pool's compile and the load
                 row["compile_time"] += dev.pool_ms
@@ -217,6 +231,8 @@ class LiveMeasurer(Measurer):
 
         started = time.perf_counter()  # the references, set up once for all rounds
         timers = self.workload.reference_timers(self.args, self.spec.size, self.spec.dtype) if references else {}
+        if self.pauser is not None:  # timed too
+            timers = {name: self.pauser.timed(timer) for name, timer in timers.items()}
         prepared_s = round(time.perf_counter() - started, 2)
         rows = measure_rounds(
             self.runner,
@@ -228,7 +244,7 @@ class LiveMeasurer(Measurer):
             one_at_a_time=self.host_code,
             compiled=dict(self.fastest.funcs),
         )
-        if self.cubin_target:
+        if self.ahead:
             self.runner.dev.dev.ready.clear()
         return [{**row, "references_s": prepared_s} if row["status"] == "ok" else row for row in rows]
 

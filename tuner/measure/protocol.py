@@ -32,6 +32,7 @@ class Measure:
 
     values: tuple
     compiled: tuple = ()
+    pause: tuple = ()  # pids of the compile pool's workers: stopped while it times launches (measure/quiet.py)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class MeasureRounds:
     rounds: int
     references: bool = True
     compiled: tuple = ()  # cubins of the configs from the compile pool, as Measure's
+    pause: tuple = ()  # as Measure's
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Result:
     """One row (Measure) or one row per config, or the first failure alone (MeasureRounds)."""
 
     rows: tuple
+    paused_s: float = 0.0  # how long the compile pool's workers were kept stopped for this request
 
     @property
     def row(self) -> dict:

@@ -9,6 +9,8 @@ import multiprocessing as mp
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 from kernel_tuner import util
@@ -76,10 +78,11 @@ class IsolatedRunner(Runner):
         self._ctx = mp.get_context("spawn")  # CUDA cannot be forked
         self.lifecycle_s: dict = {}  # wall seconds of the last start (spawn to ready) and shutdown, as seen here
         self.compile_workers = default_workers() if compile_workers is None else compile_workers
-        self.compiler = "tuner.measure.compile_pool:nvrtc_cubin"  # what the pool runs ("module:function")
+        self.compiler: str | None = None  # what the pool runs ("module:function"; None: the backend's own)
         self._pipeline: CompilePipeline | None = None
         self._pipeline_made = False  # _pipeline is None for a space that compiles in its measuring process
         self._ok_here: set[str] = set()  # configs measured ok by the running process (compiled there already)
+        self.paused_s = 0.0  # how long measuring processes kept the pool's workers stopped (measure/quiet.py)
 
     @classmethod
     def for_campaign(
@@ -211,19 +214,20 @@ class IsolatedRunner(Runner):
     # -- compiling ahead ----------------------------------------------------------------------------
     def pipeline(self) -> CompilePipeline | None:
         """The compile pipeline of this runner's space on its GPU (made once the measuring process said which
-        GPU), or None: its measuring process compiles (no workers, another backend, host code)."""
+        GPU), or None: its measuring process compiles (no workers, cupy or pycuda)."""
         if not self._pipeline_made:
             self._pipeline_made = True
             if self.compile_workers > 0:
                 setup = self.setup or self.start()
-                if setup.get("cubin"):
+                target = setup.get("cubin") or setup.get("library")  # what the measuring process loads
+                if target:
                     s = self.spec
                     self._pipeline = CompilePipeline.for_space(
                         s.workload,
                         s.size,
                         s.dtype,
                         s.backend,
-                        setup["cubin"],
+                        target,
                         workers=self.compile_workers,
                         timeout=self.timeout,
                         compiler=self.compiler,
@@ -233,7 +237,7 @@ class IsolatedRunner(Runner):
     def prefetch(self, configs: Iterable[Sequence]) -> None:
         """Configs a strategy will ask for soon (an ask-ahead): compiled meanwhile, loaded when measured."""
         pipeline = self.pipeline()
-        if pipeline is not None:
+        if pipeline is not None and pipeline.depth:  # TUNER_COMPILE_AHEAD=0: never ahead
             pipeline.ahead([v for v in configs if config_key(v) not in self.known])
 
     def _compiled_ahead(self, configs: list[list], i: int, budget: Any) -> Any:
@@ -242,6 +246,8 @@ class IsolatedRunner(Runner):
         pipeline = self.pipeline()
         if pipeline is None:
             return None
+        if pipeline.depth == 0:  # TUNER_COMPILE_AHEAD=0: the pool's binary, compiled while the GPU waits
+            return pipeline.take(configs[i])
         left = budget.max_fevals - budget.num_fevals if budget.max_fevals is not None else len(configs)
         upcoming = [v for v in configs[i + 1 : i + 1 + pipeline.depth] if config_key(v) not in self.known]
         if not upcoming and not pipeline.started(configs[i]):
@@ -316,23 +322,24 @@ class IsolatedRunner(Runner):
             self._kill()
             self.start()
         params = dict(zip(keys, values))
-        self._conn.send(request)
-        if self._conn.poll(timeout or self.timeout):
-            try:
-                reply = self._conn.recv()
-                assert isinstance(reply, Result), reply
-                if isinstance(request, Measure) and reply.row["status"] == "ok":
-                    self._ok_here.add(config_key(values))
-                if reply.row["status"] not in SURVIVABLE:
-                    self._proc.join(30)
-                    self._kill()
-                return list(reply.rows)
-            except (EOFError, OSError):
-                self._proc.join(5)
-                status, error = "runtime", f"the measuring process died (exit code {self._proc.exitcode})"
-        else:
-            status, error = "timeout", f"no result within {timeout or self.timeout:.0f} s; the process was killed"
-        self._kill()
+        pool = self._pipeline.pool if self._pipeline is not None else None
+        with pool.frozen() if pool is not None else nullcontext(()) as pids:
+            # the pool's workers, which the measuring process stops while it times launches (measure/quiet.py)
+            self._conn.send(replace(request, pause=pids))
+            got = self._reply(timeout or self.timeout)
+            if not isinstance(got, Result):  # killed before the workers are continued: it cannot stop them again
+                self._kill()
+        if isinstance(got, Result):
+            if pool is not None:
+                pool.credit(got.paused_s)
+            self.paused_s += got.paused_s
+            if isinstance(request, Measure) and got.row["status"] == "ok":
+                self._ok_here.add(config_key(values))
+            if got.row["status"] not in SURVIVABLE:
+                self._proc.join(30)
+                self._kill()
+            return list(got.rows)
+        status, error = got
         if self.spec.cachefile and isinstance(
             request, Measure
         ):  # rounds of several configs: no one config failed for sure
@@ -347,6 +354,18 @@ class IsolatedRunner(Runner):
                 "benchmark_time": 0.0,
             }
         ]
+
+    def _reply(self, timeout: float) -> Result | tuple[str, str]:
+        """The measuring process's Result, or the failure class and error when it died or hung."""
+        if not self._conn.poll(timeout):
+            return "timeout", f"no result within {timeout:.0f} s; the process was killed"
+        try:
+            reply = self._conn.recv()
+        except (EOFError, OSError):
+            self._proc.join(5)
+            return "runtime", f"the measuring process died (exit code {self._proc.exitcode})"
+        assert isinstance(reply, Result), reply
+        return reply
 
     def _as_kt_result(self, row: dict, keys: list[str], tuning_options: Any) -> dict:
         result = {k: row[k] for k in keys}

@@ -9,6 +9,10 @@ measurement: the objective in its own direction, or for a failed config a pruned
 Trials are recorded as tuner.search.trial_kinds describes; the sampler sees them through
 tuner.search.sampler_view, as costs.
 
+Trials may be asked ahead (tuner.search.ahead): a config proposed and not yet told is `pending`, held like a
+measured one (never the nearest free config, a suggestion of it steps aside as `taken`), so no config is
+measured twice. Asked one at a time, nothing is ever pending at an ask, and the loop is the sequential one.
+
 A distributed campaign (tuner/campaign/distributed/campaign_loop.py) overrides the hooks: when a trial is
 wanted (the budget, trials of other workers, brute force's queue), what follows each ask (a heartbeat),
 where a trial's config comes from (a queued trial's fixed params), and which earlier trial holds a config
@@ -63,6 +67,7 @@ class SearchLoop:
         self.values: dict[tuple, float] = {}  # config -> cost: measured here, or known from before
         self.asked = 0  # trials asked for
         self.settled = 0  # of those, told without a measurement
+        self.pending: dict[int, tuple] = {}  # trial number -> config: proposed, not told yet
 
     # the loop
 
@@ -78,6 +83,8 @@ class SearchLoop:
                 self.release(trial)
                 raise
             if config is not None:
+                self.pending[trial.number] = config
+                self.repair.mark(config)  # held: the nearest free config to a later suggestion is another
                 return Proposal(trial, config)
             self.release(trial)
             self.settled += 1
@@ -88,13 +95,16 @@ class SearchLoop:
         is told the penalty); `fields` go to the trial's record (a failure's `status`, its class)."""
         self.values[config] = cost
         self.repair.mark(config)
+        self.pending.pop(trial.number, None)
         if cost < FAILED:
             self.tell(trial, kind, value=-cost if self.maximize else cost, cost=cost, **fields)
         else:
             self.tell(trial, kind, state=TrialState.PRUNED, cost=self.penalty(), **fields)
 
     def abandon(self, trial: Trial) -> None:
-        """The trial's config was not measured after all (out of budget, or the measurement raised)."""
+        """The trial's config was not measured after all (out of budget, asked ahead of a stop, or the
+        measurement raised)."""
+        self.pending.pop(trial.number, None)
         self.study.tell(trial, state=TrialState.FAIL)
 
     def known(self, config: tuple, cost: float) -> None:
@@ -139,9 +149,11 @@ class SearchLoop:
         return self.codec.decode(trial.params)
 
     def prior(self, trial: Trial, config: tuple) -> Prior | None:
-        """The earlier trial holding `config`, if any."""
+        """The earlier trial holding `config`, if any: measured, or asked ahead and not told yet."""
         cost = self.values.get(config)
-        return None if cost is None else Prior(cost)
+        if cost is not None:
+            return Prior(cost)
+        return Prior(None) if config in self.pending.values() else None
 
     def step_aside(self, config: tuple) -> None:
         """After a suggestion that needs no measurement: queue the nearest free config to it."""

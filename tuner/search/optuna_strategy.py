@@ -13,6 +13,7 @@ from kernel_tuner.util import StopCriterionReached, get_result_cost
 
 from tuner.errors import TunerError
 from tuner.measure.evaluate import kt_error_status
+from tuner.search.ahead import AskAhead, Pace, compile_ahead
 from tuner.search.codec import Codec, Repair
 from tuner.search.loop import FAILED, SearchLoop
 from tuner.search.sampler_view import ViewSampler
@@ -36,6 +37,9 @@ class OptunaStrategy:
     - A suggestion that breaks a restriction, or repeats a measured config, costs no benchmark: its trial is
       pruned at once (the sampler sees a penalty, or the known cost), and the next trial is the unmeasured
       valid config nearest to the suggestion, so the search never stalls on its own suggestions.
+    - Where the runner compiles ahead (a compile pool), trials are asked ahead of their measurement and their
+      configs compiled meanwhile, as many as compiling needs to keep pace with measuring (tuner.search.ahead);
+      the sampler counts those in flight (constant liar). Elsewhere one trial at a time.
     - Trials live in Optuna storage (SQLite by default), so an interrupted campaign resumes its study.
     - `stop_reason` says, after `tune`, why the search stopped.
     """
@@ -62,12 +66,14 @@ class OptunaStrategy:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         codec = Codec(searchspace.tune_params, self.encoding)
         metric, maximize = _objective(tuning_options)
+        limit, prefetch = compile_ahead(runner)
+        parallel = limit > 1  # trials in flight: the sampler lies about them (TPE's constant liar)
         study = open_study(
             self.storage,
             self.study_name,
             maximize=maximize,
             metric=metric,
-            sampler=ViewSampler(make_sampler(self.sampler_name, self.seed), codec),
+            sampler=ViewSampler(make_sampler(self.sampler_name, self.seed, parallel=parallel), codec, searchspace.list),
         )
         cost_func = CostFunc(searchspace, tuning_options, runner, snap=False)
         loop = SearchLoop(
@@ -95,27 +101,41 @@ class OptunaStrategy:
                 if stop.update(cost if cost < FAILED else None):
                     self.stop_reason = "patience"
                     return cost_func.results
-            while (proposal := loop.propose()) is not None:
-                trial, config = proposal
-                evaluated = len(cost_func.results)
-                try:
-                    cost = cost_func(list(config), check_restrictions=False)
-                except StopCriterionReached:
-                    if len(cost_func.results) > evaluated:  # measured, and that used up the budget: a trial like any
-                        last = cost_func.results[-1]
-                        loop.record(trial, config, _cost_of(last, tuning_options), **_failure(last))
-                    else:
-                        loop.abandon(trial)
-                    raise
-                loop.record(trial, config, cost, **_failure(cost_func.results[-1]))
-                if stop.update(cost if cost < FAILED else None):
-                    self.stop_reason = "patience"
-                    break
-            else:
-                self.stop_reason = "space exhausted"
+            ahead = AskAhead(loop, Pace(limit), prefetch, room=tuning_options.budget.get_evaluations_remaining)
+            try:
+                self.stop_reason = self._search(ahead, cost_func, tuning_options, stop)
+            finally:
+                ahead.drop()  # asked ahead and never measured: told FAIL, not left running
         except StopCriterionReached as stopped:
             self.stop_reason = _budget_reason(str(stopped))
         return cost_func.results
+
+    @staticmethod
+    def _search(ahead: AskAhead, cost_func: CostFunc, tuning_options: Options, stop: Patience) -> str:
+        """Measure and tell the loop's proposals until it wants no more ("space exhausted") or patience stops
+        it ("patience"); the budget's StopCriterionReached passes through, the trial it cut short told."""
+        loop = ahead.loop
+        while (proposal := ahead.next()) is not None:
+            trial, config = proposal
+            evaluated = len(cost_func.results)
+            try:
+                cost = cost_func(list(config), check_restrictions=False)
+            except StopCriterionReached:
+                if len(cost_func.results) > evaluated:  # measured, and that used up the budget: a trial like any
+                    last = cost_func.results[-1]
+                    loop.record(trial, config, _cost_of(last, tuning_options), **_failure(last))
+                else:
+                    loop.abandon(trial)
+                raise
+            except BaseException:  # interrupted: not left running (a sampler counting running trials would
+                loop.abandon(trial)  # count it for ever in a resumed study)
+                raise
+            last = cost_func.results[-1]
+            loop.record(trial, config, cost, **_failure(last))
+            ahead.pace.observe(last)
+            if stop.update(cost if cost < FAILED else None):
+                return "patience"
+        return "space exhausted"
 
 
 def _objective(tuning_options: Options) -> tuple[str, bool]:

@@ -7,9 +7,10 @@ as it is: the parameters' real values, the objective in its unit and direction.
 - PRUNED: a trial that holds no value of its own: its config failed (kind `measured`/`served`, `status`
   the failure class: compile, launch, runtime, wrong_answer, timeout, ...), broke a restriction (`invalid`),
   or was measured before (`repeat`).
-- FAIL: a trial that holds nothing: another worker's trial was measuring its config (`taken`), a
-  distributed brute force asked when no queued config was left (`surplus`), or it was never told (its
-  measurement raised, the budget ran out; a lost worker's).
+- FAIL: a trial that holds nothing: another trial was measuring its config (`taken`: another worker's, or one
+  this search asked ahead, tuner.search.ahead), a distributed brute force asked when no queued config was left
+  (`surplus`), or it was never told (its measurement raised, the budget ran out; asked ahead of a stop; a lost
+  worker's, retried).
 
 Every told trial's record also keeps `cost`: what the search's sampler was told (the objective as a cost
 to minimize, or for a trial with no value a penalty worse than the worst cost); tuner.search.sampler_view
@@ -22,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 KINDS = ("measured", "served", "invalid", "repeat", "taken", "surplus")
 MEASURED = ("measured", "served")  # trial kinds that hold a result of the campaign
+HOLDS_NOTHING = ("taken", "surplus")  # FAIL trials their worker told so: no config of theirs is retried
 ATTR = "tuner"
 FORMAT_ATTR = "tuner_format"  # a study attribute: 2 = real parameter values, the objective in its direction
 FORMAT = 2

@@ -6,13 +6,16 @@ of workers join it, each a process bound to one GPU with its own isolated worker
 (tuner/measure/runner.py) and its own Parquet part in the store (merged on read):
 
 - a worker asks the study for a trial, measures its config, writes the row, then tells the study; its
-  bookkeeping runs on a scheduler thread that asks for the next trial while the current one measures;
+  bookkeeping runs on a scheduler thread that asks for the next trial while the current one measures, and
+  sends the configs it asks ahead to its runner's compile pool (tuner.search.ahead), as a single-process
+  search does;
 - brute force enqueues the configs no trial holds yet, a few at a time: Optuna hands each WAITING trial
   to exactly one worker (the queue stays short: each pop reads every waiting trial);
 - TPE samples with a constant liar, so workers do not all try the same region;
 - a worker records a heartbeat while it measures. A killed worker's trial goes stale after the grace
-  period; the next worker to look fails it and Optuna's RetryFailedTrialCallback enqueues it again. The
-  retry first looks in the store, so a row written just before the kill is served, never measured twice;
+  period; the next worker to look fails it and Optuna's RetryFailedTrialCallback enqueues it again (in
+  between, the failed trial still holds its config: study.in_limbo). The retry first looks in the store, so a
+  row written just before the kill is served, never measured twice;
 - of trials that drew the same config, the lowest-numbered live one measures it; the others are told
   its value (or step aside), and the search goes on from the nearest unclaimed config.
 

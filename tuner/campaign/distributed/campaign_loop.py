@@ -25,7 +25,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.campaign.distributed.liveness import Heartbeat, Liveness
-from tuner.campaign.distributed.study import Campaign, TrialCodec, retry_of, tally_trials
+from tuner.campaign.distributed.study import Campaign, TrialCodec, in_limbo, retry_of, tally_trials
 from tuner.search import optuna_private, trial_kinds
 from tuner.search.codec import Repair, penalty_for
 from tuner.search.loop import Prior, Proposal, SearchLoop
@@ -57,7 +57,7 @@ class CampaignLoop(SearchLoop):
         codec = TrialCodec(searchspace)
         if camp.strategy != "brute_force":  # a sampler of its own, seeded apart from the other workers'
             seed = (camp.seed * 1_000_003 + zlib.crc32(me.encode())) % 2**31
-            study.sampler = ViewSampler(make_sampler(camp.strategy, seed=seed, parallel=True), codec)
+            study.sampler = ViewSampler(make_sampler(camp.strategy, seed=seed, parallel=True), codec, searchspace.list)
         self.rng = random.Random(zlib.crc32(me.encode()))
         super().__init__(
             study,
@@ -93,8 +93,8 @@ class CampaignLoop(SearchLoop):
         if self.halted():
             return False
         self.liveness.check()
-        tally = tally_trials(self.study.get_trials(deepcopy=False), self.codec)
-        self.running = tally["running"]
+        tally = tally_trials(self.study.get_trials(deepcopy=False), self.codec, limbo_s=self.camp.grace_s)
+        self.running = tally["running"] + tally["limbo"]  # a trial in limbo is retried: wait for it
         for config in tally["held"]:
             self.repair.mark(config)
         if self.brute:
@@ -127,7 +127,7 @@ class CampaignLoop(SearchLoop):
         return self.codec.config_of(frozen)
 
     def prior(self, trial: Trial, config: tuple) -> Prior | None:
-        held = prior_claim(self.study, self.codec, trial.number, config)
+        held = prior_claim(self.study, self.codec, trial.number, config, limbo_s=self.camp.grace_s)
         if held is None:
             return None
         return Prior(trial_kinds.cost(held) if held.state.is_finished() else None)
@@ -170,25 +170,31 @@ class CampaignLoop(SearchLoop):
 
 
 def prior_claim(
-    study: optuna.Study, codec: TrialCodec, number: int, config: tuple, settle_s: float = 5.0
+    study: optuna.Study, codec: TrialCodec, number: int, config: tuple, settle_s: float = 5.0, limbo_s: float = 0.0
 ) -> FrozenTrial | None:
-    """The lowest-numbered other trial holding `config`: measured or served (ran or failed), or running. A lower-numbered
-    trial still being asked (its params arrive one by one) is waited for, briefly, so that two workers that
-    drew the same config at the same moment both see who came first."""
+    """The lowest-numbered other trial holding `config`: measured or served (ran or failed), running, or lost and
+    about to be retried (in limbo for up to `limbo_s`, tuner.campaign.distributed.study.in_limbo). A
+    lower-numbered trial still being asked (its params arrive one by one) is waited for, briefly, so that two
+    workers that drew the same config at the same moment both see who came first."""
     deadline = time.monotonic() + settle_s
     while True:
+        trials = study.get_trials(deepcopy=False)
+        limbo = {t.number for t in in_limbo(trials, limbo_s)} if limbo_s else set()
         best, unsettled = None, False
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)):
-            if t.number >= number:
+        for t in trials:
+            if t.number >= number or not _claims(t, limbo):
                 continue
             other = codec.config_of(t)
             if other is None:
                 unsettled = unsettled or t.state == TrialState.RUNNING
                 continue
-            if other != config or (t.state.is_finished() and not trial_kinds.holds_result(t)):
-                continue
-            if best is None or t.number < best.number:
+            if other == config and (best is None or t.number < best.number):
                 best = t
         if best is not None or not unsettled or time.monotonic() > deadline:
             return best
         time.sleep(0.02)
+
+
+def _claims(trial: FrozenTrial, limbo: set[int]) -> bool:
+    """Whether the trial holds its config against later trials: running, holding a result, or in limbo."""
+    return trial.state == TrialState.RUNNING or trial_kinds.holds_result(trial) or trial.number in limbo

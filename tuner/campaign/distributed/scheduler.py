@@ -1,7 +1,12 @@
 """One worker's two threads around its search loop (tuner.campaign.distributed.campaign_loop): the calling
 thread measures, one config at a time; a scheduler thread keeps the books with the study (asks for the next
 trial while the current one measures, then stores its row and tells it), so the GPU waits for the database
-only when a measurement is quicker than the bookkeeping."""
+only when a measurement is quicker than the bookkeeping.
+
+The trials asked ahead go to the runner's compile pool as they are asked (tuner.search.ahead), as a
+single-process search's do: at least one waits behind the one measuring, more where compiling a config takes
+longer than measuring one (Pace), up to the pool's workers. Past the worker's time limit, a trial asked ahead
+is not measured but told FAIL: its config is free again for a worker with time left."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import Session, known_rows, store_row
 from tuner.formatting import readable
 from tuner.measure import kt
+from tuner.search.ahead import Pace, compile_ahead
 from tuner.search.loop import Proposal
 from tuner.space import Space
 
@@ -58,6 +64,8 @@ class Scheduler:
         self.stopping = threading.Event()
         self.scheduler_error: BaseException | None = None
         self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
+        limit, self.prefetch = compile_ahead(session.runner)  # the pipeline is made here, before the threads
+        self.pace = Pace(limit)
         self.loop = CampaignLoop(
             study, storage, camp, searchspace, me, halted=self._halted, on_retry=self._read_known_rows, log=log
         )
@@ -89,7 +97,7 @@ class Scheduler:
 
     def run(self) -> dict:
         """Search until the campaign is done; a summary of this worker's trials."""
-        todo: queue.Queue[Proposal | None] = queue.Queue()  # the scheduler keeps at most two trials in flight
+        todo: queue.Queue[Proposal | None] = queue.Queue()  # the scheduler keeps `_inflight()` trials in flight
         done: queue.Queue[tuple[Proposal, object]] = queue.Queue()
         with warnings.catch_warnings():  # heartbeats outside Study.optimize are what we mean
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -98,6 +106,9 @@ class Scheduler:
             scheduler.start()
             try:
                 while (job := todo.get()) is not None:
+                    if self._out_of_time():  # asked ahead, never measured
+                        done.put((job, None))
+                        continue
                     self.last_row = None
                     try:
                         cost = self.cost_func(list(job.config), check_restrictions=False)
@@ -120,8 +131,16 @@ class Scheduler:
             "handed_back": self.loop.settled,
         }
 
+    def _out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def _inflight(self) -> int:
+        """Trials to keep asked: one measuring, one waiting behind it (the database's time hidden), and more
+        where their compiles need it."""
+        return max(2, self.pace.depth)
+
     def _schedule(self, todo: queue.Queue[Proposal | None], done: queue.Queue[tuple[Proposal, object]]) -> None:
-        """Keep one trial measuring and one waiting behind it; finish each as its result comes back."""
+        """Keep trials measuring and waiting behind (`_inflight`); finish each as its result comes back."""
         inflight = 0
         try:
             while not self.stopping.is_set():
@@ -129,9 +148,11 @@ class Scheduler:
                     if not self._finish(*done.get()):
                         return
                     inflight -= 1
-                if inflight < 2 and not self._halted():
+                if inflight < self._inflight() and not self._halted():
                     proposal = self.loop.propose()
                     if proposal is not None:
+                        if self.prefetch is not None:  # before it is queued: the measuring thread never takes a
+                            self.prefetch([proposal.config])  # config whose compile job is still being made here
                         todo.put(proposal)
                         inflight += 1
                         continue
@@ -154,12 +175,12 @@ class Scheduler:
 
     def _finish(self, job: Proposal, result: Any) -> bool:
         """Store and tell one measured trial; False when the measuring thread failed (it raises). `result`: the
-        measuring thread's exception, or (cost, (row, fresh))."""
+        measuring thread's exception, None for a trial it did not measure (out of time), or (cost, (row, fresh))."""
         trial, config = job
         try:
-            if isinstance(result, BaseException):
+            if result is None or isinstance(result, BaseException):
                 self.loop.abandon(trial)
-                return False
+                return result is None
             cost, (row, fresh) = result
             if fresh:  # the row first: a retry of this trial looks for it in the store
                 self.session.writer.append(
@@ -176,6 +197,7 @@ class Scheduler:
                         "worker": self.me,
                     }
                 )
+            self.pace.observe(row)
             ok = row["status"] == "ok"
             value = self.space.objective_value(row, self.camp.size_vars, self.camp.dtype) if ok else None
             self.counts["measured" if fresh else "served"] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -175,10 +176,12 @@ def create_campaign(
     return camp, url
 
 
-def tally_trials(trials: list[FrozenTrial], codec: TrialCodec) -> dict:
-    """The configs held by trials: done (measured or served, the first trial of each), running, waiting."""
+def tally_trials(trials: list[FrozenTrial], codec: TrialCodec, limbo_s: float = 0.0) -> dict:
+    """The configs held by trials: done (measured or served, the first trial of each), running, waiting, and
+    in limbo (lost trials whose retry is not queued yet, see in_limbo; none unless `limbo_s`)."""
     done: dict[tuple | None, FrozenTrial] = {}
     held: set[tuple] = set()
+    limbo = {t.number for t in in_limbo(trials, limbo_s)} if limbo_s else set()
     running = waiting = 0
     for t in trials:
         config = codec.config_of(t)
@@ -188,11 +191,31 @@ def tally_trials(trials: list[FrozenTrial], codec: TrialCodec) -> dict:
             waiting += 1
         elif trial_kinds.holds_result(t):
             done.setdefault(config, t)
-        else:
+        elif t.number not in limbo:
             continue
         if config is not None:
             held.add(config)
-    return {"done": done, "held": held, "running": running, "waiting": waiting}
+    return {"done": done, "held": held, "running": running, "waiting": waiting, "limbo": len(limbo)}
+
+
+def in_limbo(trials: list[FrozenTrial], window_s: float, now: datetime | None = None) -> list[FrozenTrial]:
+    """Trials failed less than `window_s` ago while holding their config (given up for lost, or abandoned; not
+    told `taken` or `surplus`) whose retry is not queued yet. Optuna's stale check fails a lost trial, then queues its retry in another
+    transaction: in between, no live trial holds the config, and another worker feeding brute force's queue
+    (or sampling) could take it, leaving the retry `taken`. So a trial in limbo still holds its config. The
+    window bounds it for a trial no retry follows (its measurement raised; its retries used up; the process
+    failing it died): its config is free again after it."""
+    retried = {n for t in trials if (n := retry_of(t)) is not None}
+    since = (now or datetime.now()) - timedelta(seconds=window_s)  # Optuna stamps times in local time
+    return [
+        t
+        for t in trials
+        if t.state == TrialState.FAIL
+        and t.number not in retried
+        and trial_kinds.kind_of(t) not in trial_kinds.HOLDS_NOTHING
+        and t.datetime_complete is not None
+        and t.datetime_complete > since
+    ]
 
 
 def lost_trials(trials: list[FrozenTrial]) -> set[int]:

@@ -9,8 +9,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner.search.auto_sampler import AutoSampler, _read_history
-from tuner.search.codec import penalty_for
+from tuner.search import trial_kinds
+from tuner.search.auto_sampler import AutoSampler, _read_history, _Valid
+from tuner.search.codec import Codec, penalty_for
+from tuner.search.sampler_view import ViewSampler
 from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
 from tuner.search.strategies import make_strategy
 from tuner.store import results_root
@@ -91,6 +93,41 @@ def test_restricted_to_valid_configs_it_suggests_only_those():
         assert key in keys
         study.tell(trial, float(key[0] * 3 + key[1]))
     assert len({tuple(t.params.values()) for t in study.trials}) == len(valid)
+
+
+def test_the_view_hands_the_valid_configs_over_as_the_sampler_sees_them():
+    codec = Codec({"block": [64, 32, 128], "kind": ["a", "b"]})
+    inner = AutoSampler(seed=0)
+    ViewSampler(inner, codec, [(32, "b"), (128, "a")])
+    assert inner._valid == [{"block": 0, "kind": "b"}, {"block": 2, "kind": "a"}]  # ordinal: 32 is index 0
+    tpe = optuna.samplers.TPESampler(seed=0)
+    ViewSampler(tpe, codec, [(32, "b")])  # Optuna's samplers take no valid configs: nothing changes there
+    assert not hasattr(tpe, "_valid")
+
+
+def test_valid_membership_by_mixed_radix_keys():
+    levels = np.array([[0, 1, 2], [3, 0, 1], [4, 3, 0]])
+    valid = _Valid(("a", "b", "c"), levels, np.array([5, 4, 3]))
+    candidates = np.array([[0, 1, 2], [0, 2, 1], [4, 3, 0], [4, 3, 2], [3, 0, 1], [0, 0, 0]])
+    assert valid.contains(candidates).tolist() == [True, False, True, False, True, False]
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+def test_a_cold_search_suggests_only_valid_configs():
+    """Through the strategy (the loop, the view): no suggestion breaks a restriction, so the loop never
+    replaces one by its nearest valid config (84% of the reduction space's parameter grid is invalid)."""
+    from tuner.measure.replay import replay
+    from tuner.store.recordings import find_recording
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    storage = optuna.storages.InMemoryStorage()
+    strategy = make_strategy("auto", seed=0, storage=storage, study_name="cold")
+    cache = find_recording(results_root(), "reduction", "large", "float32")
+    results, _ = replay(space, dict(space.sizes["large"]), "float32", cache, strategy, max_evals=30, seed=0)
+    kinds = [trial_kinds.kind_of(t) for t in optuna.load_study(study_name="cold", storage=storage).trials]
+    assert len(results) == 30 and kinds.count("measured") == 30
+    assert "invalid" not in kinds and "repeat" not in kinds
 
 
 @pytest.mark.skipif(not RECORDED.exists(), reason="no recording")

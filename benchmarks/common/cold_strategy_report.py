@@ -4,8 +4,7 @@
     nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--strategies auto,tpe,...]
 
 For each space: the methodology score (Willemsen et al., tuner.answers.compare_scores) of each strategy,
-whether the cold `auto` strategy reaches the best Kernel Tuner strategy's score, and the mean over the
-spaces; written as markdown (default results/records/common/<gpu>/strategies/cold_summary.md) with the
+whether the cold `auto` strategy reaches the best Kernel Tuner strategy's score, and the mean over the spaces; written as markdown (default results/records/common/<gpu>/strategies/cold_summary.md) with the
 command that made it. One process (jobs=1): the comparison functions are called directly, so nothing here
 depends on a cold/warm switch of `tuner compare-strategies`."""
 

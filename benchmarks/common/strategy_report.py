@@ -24,7 +24,7 @@ from tuner import store  # noqa: E402
 from tuner.answers.compare import DEFAULT_STRATEGIES, compare  # noqa: E402
 from tuner.answers.compare_report import markdown, plot  # noqa: E402
 from tuner.measure import kt  # noqa: E402
-from tuner.search.strategies import DEFAULT_PATIENCE  # noqa: E402
+from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY  # noqa: E402
 from tuner.workloads import all_workloads  # noqa: E402
 
 KT_PREFIX = "kt:"
@@ -78,11 +78,12 @@ def main() -> int:
     columns = (["space", "configs", "budget"] + strategies
               + ["default >= best kt", "default within 5% (runs)",
                  f"default with patience {DEFAULT_PATIENCE}: evals used (fraction of optimum)"])
+    command = "python benchmarks/common/strategy_report.py " + " ".join(sys.argv[1:])
     text = [f"Methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once), {args.repeats} "
             "repeats, budget 10% of the valid configs (at most 100). `default` is what `tuner tune --budget N` runs: "
-            "multivariate TPE warm-started from the best configs of the other recorded sizes; without --budget it "
-            f"also stops after {DEFAULT_PATIENCE} evaluations without a 0.5% gain (last column). "
-            "Regenerate with `python benchmarks/common/strategy_report.py`.", "",
+            f"`{DEFAULT_STRATEGY}` warm-started from the best configs of the other recorded sizes, `default-cold` "
+            f"the same without the warm start; without --budget it also stops after {DEFAULT_PATIENCE} evaluations "
+            f"without a 0.5% gain (last column). Made by `{command.strip()}`.", "",
             header(*columns)]
     text += [row(*cells) for cells in lines]
     out = Path(args.out) if args.out else records_dir(COMMON, gpu_dir.name, "strategies") / "summary.md"

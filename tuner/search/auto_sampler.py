@@ -1,17 +1,20 @@
 """The `auto` strategy's sampler: a search that adapts to a space it knows nothing about (no stored
 neighbours, no settings fitted to it), through Optuna's public sampler interface only.
 
-- A space-filling start: each of the first suggestions is the random point of the parameter box farthest
-  from every config tried so far (maximin), so the start spreads out whatever the loop made of earlier ones.
+- It draws from the space's valid configs (`restrict_to`; tuner.search.sampler_view hands them over), so no
+  suggestion breaks a restriction and none is replaced by the loop's nearest valid config: that repair makes
+  even random sampling favour the configs at the edges of the restrictions (on the reduction space 84% of
+  the parameter grid is invalid). Without them it searches the parameter box as before.
+- A space-filling start: each of the first suggestions is, of a few random unseen valid configs, the one
+  farthest from every config tried so far (maximin), so the start spreads out where the valid configs are.
 - Then a model: a random forest (bootstrapped trees, SMAC's surrogate) over the parameters' value indices,
   which handles ordinal and categorical parameters and the sharp edges of GPU spaces alike. Each suggestion
-  maximises expected improvement, with the spread of the trees as the model's uncertainty, over candidates
-  that mix local search (moves of one or a few parameters from the best configs so far), crossovers of the
-  best configs, and random points of the box. The candidates' mix is the portfolio: the model decides per
-  suggestion whether a local step or a distant point promises more, as evaluations come in.
-- Invalid or failed configs (the loop tells them a penalty, tuner.search.codec.penalty_for) are learnt as
-  the worst region of the model, so suggestions move away from where restrictions bite or kernels fail;
-  the loop measures the nearest valid config of an invalid suggestion, which the model then sees.
+  maximises expected improvement, with the spread of the trees as the model's uncertainty, over every
+  unseen valid config (a random part of them on a large space, with the valid local moves from the best
+  configs so far and crossovers of them, so the search can still refine around its incumbent).
+- Failed configs (the loop tells them a penalty, tuner.search.codec.penalty_for) are learnt by a classifier
+  whose chance of a config running weighs the expected improvement, so suggestions move away from where
+  kernels fail.
 - Configs already tried or being measured (running trials: parallel workers) are never suggested again.
 
 Trials are read through the study alone (`study.get_trials`, `study.direction`); parameters are Optuna's
@@ -46,32 +49,52 @@ class _History:
     seen: set  # every config above, as tuples
 
 
+class _Valid:
+    """The space's valid configs as level indices, and a membership test for candidates: each config as one
+    mixed-radix integer, in a sorted array (a set of tuples would cost ~100 bytes a config on a large space)."""
+
+    def __init__(self, names: tuple, levels: np.ndarray, sizes: np.ndarray):
+        self.names, self.levels = names, levels
+        self._radix = np.concatenate([[1], np.cumprod(sizes[:-1])]).astype(np.int64)
+        self._keys = np.sort(levels.astype(np.int64) @ self._radix)
+
+    def contains(self, candidates: np.ndarray) -> np.ndarray:
+        keys = candidates.astype(np.int64) @ self._radix
+        at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        return self._keys[at] == keys
+
+
 class AutoSampler(BaseSampler):
-    """Space-filling start, then a random forest's expected improvement over local, crossover and random
-    candidates. `n_startup`: configs with a cost before the model takes over; `max_train`: the model is fit
-    on at most this many configs (the best half of them and a random rest), so each suggestion stays cheap
-    on large spaces with large budgets."""
+    """Space-filling start, then a random forest's expected improvement over the valid configs (or, with no
+    valid configs given, over local, crossover and random candidates of the parameter box).
+
+    `n_startup`: configs with a cost before the model takes over; `n_pool`: the start's random candidates
+    per suggestion, of which the one farthest from those tried is taken; `max_train`: the model is fit on at
+    most this many configs (the best half of them and a random rest), so each suggestion stays cheap on large
+    spaces with large budgets; `n_random`: random candidates per suggestion (8x that from the valid configs)."""
 
     def __init__(
         self,
         seed: int | None = None,
         *,
-        n_startup: int = 6,
-        n_trees: int = 32,
+        n_startup: int = 4,
+        n_pool: int = 8,
+        n_trees: int = 48,
         max_train: int = 400,
         n_random: int = 256,
     ):
         self._rng = np.random.default_rng(seed)
         self._independent = RandomSampler(seed)
-        self.n_startup, self.n_trees, self.max_train, self.n_random = n_startup, n_trees, max_train, n_random
+        self.n_startup, self.n_pool, self.n_trees = n_startup, n_pool, n_trees
+        self.max_train, self.n_random = max_train, n_random
         self._valid: list[dict] = []
-        self._valid_levels: tuple[tuple, np.ndarray] | None = None  # (names, levels) of `_valid`
+        self._valid_levels: _Valid | None = None  # `_valid` as levels of the names last asked for
         self._drawn: dict[int, dict] = {}  # trial number -> the valid config its independent params come from
 
     def restrict_to(self, configs: Sequence[dict]) -> None:
         """The space's valid configs, params as the sampler sees them: suggestions are drawn from them alone.
         Without them suggestions range over the parameter box, and the loop measures the nearest valid config
-        to an invalid one."""
+        to an invalid one (which biases the search toward the edges of the restrictions)."""
         self._valid, self._valid_levels = list(configs), None
 
     def reseed_rng(self) -> None:
@@ -107,7 +130,7 @@ class AutoSampler(BaseSampler):
         dists = [search_space[n] for n in names]
         sizes = np.array([_n_levels(d) for d in dists])
         history = _read_history(study, names, dists)
-        valid = self._levels_of_valid(names, dists)
+        valid = self._levels_of_valid(names, dists, sizes)
         if np.count_nonzero(~np.isnan(history.costs)) < self.n_startup:
             chosen = self._space_filling(history, sizes, valid)
         else:
@@ -117,23 +140,31 @@ class AutoSampler(BaseSampler):
 
     # ---- the two phases --------------------------------------------------------------------------------
 
-    def _levels_of_valid(self, names: list[str], dists: list[BaseDistribution]) -> np.ndarray | None:
+    def _levels_of_valid(self, names: list[str], dists: list[BaseDistribution], sizes: np.ndarray) -> _Valid | None:
         if not self._valid:
             return None
-        if self._valid_levels is None or self._valid_levels[0] != tuple(names):
+        if self._valid_levels is None or self._valid_levels.names != tuple(names):
             levels = [[_level(d, c[n]) for n, d in zip(names, dists, strict=True)] for c in self._valid]
-            self._valid_levels = (tuple(names), np.unique(np.array(levels, dtype=int), axis=0))
-        return self._valid_levels[1]
+            self._valid_levels = _Valid(tuple(names), np.unique(np.array(levels, dtype=int), axis=0), sizes)
+        return self._valid_levels
 
-    def _some_valid(self, valid: np.ndarray, seen: set) -> np.ndarray:
-        """Unseen valid configs: all of them, or a random `n_random` * 8 on a large space."""
-        if len(valid) > 8 * self.n_random:
-            valid = valid[self._rng.choice(len(valid), 8 * self.n_random, replace=False)]
-        return _unseen(valid, seen)
+    def _some_valid(self, valid: _Valid, seen: set, n: int) -> np.ndarray:
+        """Unseen valid configs: all of them, or a random `n` of them on a large space."""
+        levels = valid.levels
+        if len(levels) > n:
+            levels = levels[self._rng.choice(len(levels), n, replace=False)]
+        return _unseen(levels, seen)
 
-    def _space_filling(self, history: _History, sizes: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
-        pool = self._random_points(sizes, self.n_random) if valid is None else self._some_valid(valid, history.seen)
-        candidates = _unseen(pool, history.seen)
+    def _space_filling(self, history: _History, sizes: np.ndarray, valid: _Valid | None) -> np.ndarray:
+        """Of a few random unseen configs, the one farthest from every config tried (maximin). Drawn from the
+        valid configs, the start stays where they are dense: a maximin over the whole box would spend the
+        start on the box's corners and rare regions (e.g. a parameter value few valid configs have)."""
+        if valid is None:
+            candidates = _unseen(self._random_points(sizes, self.n_pool), history.seen)
+        else:
+            candidates = self._some_valid(valid, history.seen, self.n_pool)
+            if len(candidates) == 0:  # a large space whose random draw was all seen: any unseen valid one
+                candidates = self._some_valid(valid, history.seen, 8 * self.n_random)[: self.n_pool]
         if len(candidates) == 0:
             return self._random_points(sizes, 1)[0]
         tried = np.vstack([history.levels, history.pending])
@@ -144,23 +175,26 @@ class AutoSampler(BaseSampler):
         return candidates[int(np.argmax(dist))]
 
     def _model_choice(
-        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: np.ndarray | None
+        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: _Valid | None
     ) -> np.ndarray:
         ok = ~np.isnan(history.costs)
         target = _model_target(history.costs[ok])
         scale = np.maximum(sizes - 1, 1)
         x, y = self._training_set(history.levels[ok], target)
+        # min_samples_leaf=1: with the few configs of a small budget, larger leaves average the best away
         forest = RandomForestRegressor(
             n_estimators=self.n_trees,
-            min_samples_leaf=2,
+            min_samples_leaf=1,
             max_features=0.8,
             bootstrap=True,
             random_state=int(self._rng.integers(2**31)),
         ).fit(x / scale, y)
+        local = self._candidates(history.levels[ok], target, sizes, categorical)
         if valid is None:
-            candidates = _unseen(self._candidates(history.levels[ok], target, sizes, categorical), history.seen)
-        else:
-            candidates = self._some_valid(valid, history.seen)
+            candidates = _unseen(local, history.seen)
+        else:  # every valid config on a small space; on a large one a random part, and the local moves that are valid
+            some = self._some_valid(valid, history.seen, 8 * self.n_random)
+            candidates = np.unique(np.vstack([some, _unseen(local[valid.contains(local)], history.seen)]), axis=0)
         if len(candidates) == 0:
             return self._random_points(sizes, 1)[0]
         per_tree = np.stack([tree.predict(candidates / scale) for tree in forest.estimators_])

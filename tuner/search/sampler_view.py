@@ -11,8 +11,8 @@ it did when the study stored the sampler's encoding itself (tests/test_search_lo
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
-from typing import Any
+from collections.abc import Container, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import optuna
 from optuna.distributions import BaseDistribution
@@ -90,12 +90,23 @@ class StudyView:
         return view_trial(trial, self._codec)
 
 
-class ViewSampler(optuna.samplers.BaseSampler):
-    """`inner`, fed the study through a StudyView; its suggestions become the study's real values."""
+@runtime_checkable
+class Restrictable(Protocol):
+    """A sampler that can draw from the space's valid configs (params as it sees them) alone."""
 
-    def __init__(self, inner: optuna.samplers.BaseSampler, codec: Codec) -> None:
+    def restrict_to(self, configs: Sequence[dict]) -> None: ...
+
+
+class ViewSampler(optuna.samplers.BaseSampler):
+    """`inner`, fed the study through a StudyView; its suggestions become the study's real values. `valid`:
+    the space's valid configs (values in the codec's parameter order), handed to an inner sampler that can
+    draw from them alone (Restrictable); Optuna's own samplers never see them."""
+
+    def __init__(self, inner: optuna.samplers.BaseSampler, codec: Codec, valid: Iterable[Sequence] = ()) -> None:
         self.inner, self.codec = inner, codec
         self._views: dict[int, StudyView] = {}
+        if isinstance(inner, Restrictable) and valid:
+            inner.restrict_to([codec.view_params(codec.encode(c)) for c in valid])
 
     def _view(self, study: optuna.Study) -> StudyView:
         key = id(study)

@@ -33,6 +33,8 @@ __all__ = [
     "strategy_names",
 ]
 
+# what `tuner tune` runs. Cold, `auto` (tuner.search.auto_sampler) scores higher than TPE on the recorded complete
+# spaces (cold_summary.md), but warm-started it scored below warm TPE (docs/strategies.md): TPE stays the default
 DEFAULT_STRATEGY = "tpe"
 # measured on the recorded spaces (README, strategy comparison): with a warm start, 20 evaluations without a
 # 0.5% gain cost under 1% of the optimum on average and save 40-60% of a 58-evaluation budget. `tuner tune`

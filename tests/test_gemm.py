@@ -28,11 +28,13 @@ RECORDED = cache_path(results_root(), H100, "gemm", BRUTE, "float32").is_file()
 def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
     space = GEMM.space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
-    unsplit = [c for c in configs if c["split_k"] == 1]
-    assert 300 <= len(unsplit) <= 320 and len(configs) < 1400  # TPE's space; a brute force of it: ~12 min
+    simt = [c for c in configs if c["variant"] <= 4]
+    unsplit = [c for c in simt if c["split_k"] == 1]
+    # TPE's space; a brute force of variants 1-4: ~12 min. Variant 5 (tensor cores) adds 119 (test below)
+    assert 300 <= len(unsplit) <= 320 and len(simt) == 1270 and len(configs) < 1400
     for name, seed in SEED_VERSIONS.items():
         assert seed in configs, name
-    for c in configs:
+    for c in simt:
         threads = c["block_size_x"] * c["block_size_y"]
         assert threads <= 1024
         if c["variant"] == 4:
@@ -50,8 +52,37 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
             assert c["split_reduce"] == 0
     tiles = {(c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) for c in configs if c["variant"] == 4}
     assert {(32, 32), (32, 64), (64, 32)} <= tiles  # below 64x64
-    splits = {(c["split_k"], c["split_reduce"]) for c in configs}
+    splits = {(c["split_k"], c["split_reduce"]) for c in simt}
     assert {(s, r) for s in space.params["split_k"] for r in (0, 1) if s > 1} <= splits
+
+
+def test_variant_5_configs_are_whole_warp_tiles_of_mma_tiles_in_static_shared_memory():
+    """Variant 5 (3xTF32 tensor cores): 4 or 8 warps of 4 x 8 threads, warp tiles of 32 or 64 x 32 or 64
+    outputs (whole m16n8 tiles; columns in 32s for the B swizzle), the cp.async ring within 48 KB of static
+    shared memory (less split-K's flag), variant 4's options at their first values and its own at theirs
+    elsewhere; a sub-space of about a hundred configs, split ones among them."""
+    space = GEMM.space
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
+    v5 = [c for c in configs if c["variant"] == 5]
+    assert len(v5) == 119 and sum(c["split_k"] > 1 for c in v5) == 55
+    for c in configs:
+        if c["variant"] != 5:
+            assert (c["stages"], c["rn_sum"]) == (0, 0)
+            continue
+        warps_m, warps_n = c["block_size_y"] / 8, c["block_size_x"] / 4
+        assert warps_m == int(warps_m) and warps_n == int(warps_n) and warps_m * warps_n in (4, 8)
+        wtm, wtn = 8 * c["tile_m"], 4 * c["tile_n"]
+        assert wtm in (32, 64) and wtn in (32, 64)
+        bm, bn = c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]
+        assert (bm, bn) == (warps_m * wtm, warps_n * wtn) and bm * bn <= 256 * 128
+        assert c["stages"] * c["tile_k"] * (bm + bn) * 4 + 128 * (c["split_k"] > 1) <= 48 * 1024
+        assert (c["warp_x"], c["double_buffer"], c["pad_a"], c["vector"], c["unroll"]) == (8, 0, 0, 1, 0)
+        assert c["rn_sum"] == 0 or wtm * wtn <= 64 * 32
+        if c["split_k"] > 1:
+            assert c["split_reduce"] == 1 and bm * bn <= 128 * 128 and SPLIT_TILE <= min(bm, bn)
+    tiles = {(c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) for c in v5}
+    assert tiles == {(64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128)}
+    assert {(c["tile_k"], c["stages"]) for c in v5} >= {(8, 4), (16, 2), (16, 3), (32, 2)}
 
 
 def test_the_defaults_keep_every_stored_config_in_the_space():
@@ -61,7 +92,7 @@ def test_the_defaults_keep_every_stored_config_in_the_space():
     from tuner.store import read_parts, results_root
 
     space = GEMM.space
-    assert space.defaults == {"split_k": 1, "split_reduce": 0}
+    assert space.defaults == {"split_k": 1, "split_reduce": 0, "stages": 0, "rn_sum": 0}
     stored = read_parts("*/gemm/evaluations/*.parquet", results_root()).config.unique()
     if not len(stored):
         pytest.skip("nothing stored")
@@ -69,14 +100,15 @@ def test_the_defaults_keep_every_stored_config_in_the_space():
     assert before
     for config in before:
         completed = space.complete(config)
-        assert completed["split_k"] == 1 and completed["split_reduce"] == 0
+        assert completed["split_k"] == 1 and completed["split_reduce"] == 0 and completed["stages"] == 0
         if config["vector"] == 1 and config["pad_a"] == 0 and config["variant"] == 4:
             continue
         assert space.checked(config) == completed, config
     for text in (t for t in stored if '"split_k"' in t):
-        assert space.checked(json.loads(text)) == json.loads(text)
+        assert space.checked(json.loads(text)) == space.complete(json.loads(text))
     source = space.source_for("float32", {})
-    assert "#define split_k 1\n" in source and "#define split_reduce 0\n" in source  # the kernel's own defaults
+    for name, value in space.defaults.items():  # the kernel's own defaults
+        assert f"#define {name} {value}\n" in source
 
 
 def test_grid_covers_the_matrix_for_every_variant():
@@ -88,6 +120,9 @@ def test_grid_covers_the_matrix_for_every_variant():
     tiled = {**SEED_VERSIONS["naive"], "variant": 4, "block_size_x": 32, "block_size_y": 8, "tile_m": 16,
              "tile_n": 8, "tile_k": 8, "double_buffer": 1, "vector": 4}
     assert space.grid_dims(tiled, size) == [5, 7, 1]  # ceil(1025 / 256), ceil(777 / 128)
+    tensor = {**tiled, "variant": 5, "block_size_x": 16, "block_size_y": 16, "tile_m": 8, "tile_n": 16, "tile_k": 16,
+              "double_buffer": 0, "vector": 1, "stages": 2}  # 2 x 4 warps of 64 x 64: a 128 x 256 block tile
+    assert space.is_valid(tensor) and space.grid_dims(tensor, size) == [5, 7, 1]
 
 
 def test_split_k_launch_geometry_and_workspace_cover_every_tile_and_slice():

@@ -57,8 +57,9 @@ SPLIT_SHAPES = [(777, 1025, 333), (300, 260, 3), (33, 31, 1000)]
 
 
 def split_configs(space, seed=1):
-    """One config of each split_k > 1 with each split_reduce, and each tile below 64x64 unsplit and split."""
-    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
+    """One config of each split_k > 1 with each split_reduce, and each tile below 64x64 unsplit and split
+    (variant 4: int32 too; variant 5 has its own tests below)."""
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["variant"] == 4]
     rnd = random.Random(seed)
     picked = []
     for split in space.params["split_k"][1:]:
@@ -81,8 +82,44 @@ def test_split_k_and_small_tiles_match_numpy(m, n, k):
         assert not bad, f"{len(bad)} of {len(configs)} configs failed at {m}x{n}x{k} {dtype}: {bad[:5]}"
 
 
-@pytest.mark.parametrize("split_reduce", [0, 1])
-def test_split_k_launch_after_launch_leaves_the_workspace_zero(split_reduce):
+# ---- variant 5: 3xTF32 tensor cores (float32 only) ------------------------------------------------------
+
+
+def variant_5_configs(space):
+    """Each block and warp tile with each BK (the pipeline varies along), rn_sum 1 where allowed, and each
+    split with a small tile."""
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
+    v5 = [c for c in configs if c["variant"] == 5]
+    picks = {}
+    for c in v5:
+        shape = (c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["tile_k"], c["rn_sum"], c["split_k"] > 1)
+        picks.setdefault(shape, c)
+    splits = {}
+    for c in v5:
+        if c["split_k"] > 1:
+            splits.setdefault(c["split_k"], c)
+    return [tuple(c[p] for p in space.params) for c in [*picks.values(), *splits.values()]]
+
+
+@pytest.mark.parametrize("m, n, k", SHAPES + [(130, 70, 2048)])
+def test_variant_5_matches_numpy(m, n, k):
+    """Every edge: unaligned rows (K, N not multiples of 4: 4-byte copies), partial tiles, K below a tile,
+    1x1x1; and a long K, where 3xTF32's error would show first, against the same K-fitted tolerance."""
+    space = get_workload("gemm").space
+    configs = variant_5_configs(space)
+    bad = failed_configs("gemm", {"m": m, "n": n, "k": k}, "float32", configs)
+    assert not bad, f"{len(bad)} of {len(configs)} configs failed at {m}x{n}x{k}: {bad[:5]}"
+
+
+def test_variant_5_int32_is_a_recorded_failure():
+    space = get_workload("gemm").space
+    config = variant_5_configs(space)[0]
+    bad = failed_configs("gemm", {"m": 64, "n": 64, "k": 64}, "int32", [config])
+    assert len(bad) == 1 and bad[0][0] != "ok"
+
+
+@pytest.mark.parametrize("variant, split_reduce", [(4, 0), (4, 1), (5, 1)])
+def test_split_k_launch_after_launch_leaves_the_workspace_zero(variant, split_reduce):
     """A campaign times many launches on the same buffers: each must give C afresh (C filled with NaN before
     each) and leave accum and the counters zero for the next."""
     cp = pytest.importorskip("cupy")
@@ -92,7 +129,10 @@ def test_split_k_launch_after_launch_leaves_the_workspace_zero(split_reduce):
     space = workload.space
     config = {"variant": 4, "block_size_x": 16, "block_size_y": 16, "tile_m": 4, "tile_n": 4, "tile_k": 16,
               "warp_x": 8, "double_buffer": 1, "pad_a": 4, "vector": 4, "unroll": 0, "split_k": 8,
-              "split_reduce": split_reduce}
+              "split_reduce": split_reduce, "stages": 0, "rn_sum": 0}
+    if variant == 5:  # 2 x 2 warps of 32 x 32: a 64 x 64 tile
+        config.update(variant=5, block_size_x=8, block_size_y=16, tile_n=8, double_buffer=0, pad_a=0, vector=1,
+                      stages=2)
     assert space.is_valid(config)
     size = {"m": 200, "n": 300, "k": 1500}
     args = workload.arguments(size, "float32", np.random.default_rng(2))

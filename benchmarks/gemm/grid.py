@@ -2,7 +2,8 @@
 regular campaign per shape (`tuner tune gemm --size MxNxK --budget B`, in this one process), TPE with the
 framework's warm start from the stored shapes, preceded by the best stored config of each block tile (from
 the nearest shapes that measured it), since the tile is what changes most between shapes, each of the best
-tiles' config also split over K where its shape leaves SMs idle (split_candidates), then TPE. Shapes go
+tiles' config also split over K where its shape leaves SMs idle (split_candidates) and run on the tensor
+cores at the same block tile (tensor_core_counterparts), then TPE. Shapes go
 from large to small M, so each one has a tuned neighbour. A shape is done once the store holds `budget`
 configs of it measured with the current kernel source; a rerun resumes. `--until` (epoch seconds) stops
 before a shape that would not finish in time. `--size` tunes those shapes instead of the grid.
@@ -64,14 +65,40 @@ def split_candidates(config: dict, size: dict, space) -> list[dict]:
     return [c for c in out if space.is_valid(c)]
 
 
+def tensor_core_counterparts(config: dict, space) -> list[dict]:
+    """Variant 5 (3xTF32 tensor cores) at `config`'s block tile, unsplit: its fewest warps (the largest warp
+    tiles), with the two pipelines that hold 32 of K (tile_k 8 in 4 stages, 16 in 2). Measured on the H200
+    (benchmarks/gemm_dev.py, results/records/gemm/nvidia-h200/dev/), those two held the best variant-5 config
+    of every size but the thinnest."""
+    if config["variant"] not in (4, 5):
+        return []
+    bm, bn = tile(config)
+    out = []
+    for tile_k, stages in ((8, 4), (16, 2)):
+        for bx, by in ((16, 8), (8, 16), (32, 8), (16, 16), (8, 32)):  # 128 threads first, then 256
+            c = {**config, "variant": 5, "block_size_x": bx, "block_size_y": by, "tile_m": bm // by,
+                 "tile_n": bn // bx, "tile_k": tile_k, "stages": stages, "rn_sum": 0, "warp_x": 8,
+                 "double_buffer": 0, "pad_a": 0, "vector": 1, "unroll": 0, "split_k": 1, "split_reduce": 0}
+            if bm % by == 0 and bn % bx == 0 and space.is_valid(c):
+                out.append(c)
+                break
+    return out
+
+
 def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[dict]:
     """What a shape's campaign measures first (then TPE): the best stored config of the best `tiles` block
-    tiles (best_per_tile), unsplit; split over K where the shape leaves SMs idle (split_candidates: all of
-    them for the best tile, the first for the others); a 32x32 tile where none is stored yet."""
-    bests = [{**c, "split_k": 1, "split_reduce": 0} for c in (best_per_tile(evals, size, gpu) if not evals.empty else [])]
+    tiles (best_per_tile; of any GPU where `gpu` has none yet), unsplit; split over K where the shape leaves
+    SMs idle (split_candidates: all of them for the best tile, the first for the others); the tensor-core
+    counterparts of the best `tiles` tiles; a 32x32 tile where none is stored yet."""
+    stored = best_per_tile(evals, size, gpu) if not evals.empty else []
+    if not stored and not evals.empty:
+        stored = best_per_tile(evals, size, None)
+    bests = [{**space.complete(c), "split_k": 1, "split_reduce": 0} for c in stored]
     out = list(bests[:tiles])
     for i, c in enumerate(bests[:tiles]):
         out += split_candidates(c, size, space)[: None if i == 0 else 1]
+    for c in bests[:tiles]:
+        out += tensor_core_counterparts(c, space)
     few_tiles = -(-size["m"] // 64) * -(-size["n"] // 64) < 2 * SMS
     if bests and few_tiles and (32, 32) not in {tile(c) for c in bests}:
         small = {**bests[0], "block_size_x": 8, "block_size_y": 8, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8,
@@ -87,11 +114,13 @@ def measured_configs(evals, size: dict, kernel_hash: str, gpu: str) -> int:
     return rows.config.nunique()
 
 
-def best_per_tile(evals, size: dict, gpu: str) -> list[dict]:
-    """For each register-tiled block tile: its best config at the nearest other shape that measured it,
-    best first."""
-    ok = evals[(evals.status == "ok") & (evals.dtype == DTYPE) & (evals.gpu == gpu) & (evals.p_variant == 4)
+def best_per_tile(evals, size: dict, gpu: str | None) -> list[dict]:
+    """For each register-tiled block tile: its best config at the nearest other shape that measured it (on
+    `gpu`; None: on any), best first."""
+    ok = evals[(evals.status == "ok") & (evals.dtype == DTYPE) & (evals.p_variant >= 4)
                & (evals.size_vars != json.dumps(size, sort_keys=True))]
+    if gpu is not None:
+        ok = ok[ok.gpu == gpu]
     picks = {}
     for _size_vars, rows in sorted(ok.groupby("size_vars"), key=lambda g: size_distance(size, json.loads(g[0]))):
         per_config = store.config_medians(rows, maximize=True)

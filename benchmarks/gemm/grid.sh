@@ -21,4 +21,4 @@ echo "== $(date +%T) grid campaigns"
 timeout -s INT $(( END - $(date +%s) )) python3 benchmarks/gemm/grid.py --budget "${BUDGET:-12}" --until $(( END - 15 )) \
   || echo "grid ended with $?"
 echo "== $(date +%T) done"
-tar czf "${OUT:-/tmp}/gemm.tgz" results/store/nvidia-h100-80gb-hbm3/gemm
+tar czf "${OUT:-/tmp}/gemm.tgz" results/store/"${GPU_SLUG:-nvidia-h100-80gb-hbm3}"/gemm

@@ -1,16 +1,18 @@
 // Dense matrix multiplication C = A . B (row-major A: M x K, B: K x N, C: M x N), one kernel whose
 // #define parameters span the seeds' hand-tuned versions (002: naive, coalesced A, A and B in shared
-// memory; 004: "merged threads") and what fast hand-written SGEMMs do (register-tiled, variant 4).
+// memory; 004: "merged threads") and what fast hand-written SGEMMs do (register-tiled, variant 4), and a
+// tensor-core float32 GEMM that keeps float32 accuracy by 3xTF32 error compensation (variant 5).
 //
 // Signature: gemm(const T* A, const T* B, T* C, int M, int N, int K, T* accum, T* partials, int* counters);
 // any M, N, K >= 1 (tiles at the edges are guarded; vector loads are used only where the row length keeps
-// them aligned). The last three are split-K's workspace (variant 4 with split_k > 1; the others ignore
-// them): accum M x N and counters (one per output tile of 32 x 32 or more) all zero before the first
+// them aligned). The last three are split-K's workspace (variants 4 and 5 with split_k > 1; the others
+// ignore them): accum M x N and counters (one per output tile of 32 x 32 or more) all zero before the first
 // launch, and left zero by every launch; partials split_k x M x N, any contents.
 // Launch: 2-D block (block_size_x, block_size_y),
 //         grid (ceil(N / (block_size_x * tile_n)), ceil(M / (block_size_y * tile_m)), split_k).
 //
-// Types: T is float or int (prepended as `#define T ...`, not -DT: CUDA 13 headers use T as a name).
+// Types: T is float or int (prepended as `#define T ...`, not -DT: CUDA 13 headers use T as a name);
+// variant 5 is float only (TF32 tensor cores; its int build fails with an #error naming why).
 //
 // Tunable parameters (Kernel Tuner prepends `#define name value`):
 //   variant  1 naive: one output per thread, A and B from global memory (seed 002)
@@ -24,9 +26,24 @@
 //              4 x 4 spread over the block tile (so its shared loads are float4 and conflict-free); A is
 //              stored transposed in shared memory; threads are grouped into warp tiles of
 //              warp_x x (32 / warp_x) threads; optional double buffering and float4 global loads.
+//            5 3xTF32 tensor cores (sm_80+, mma.sync m16n8k8): each float x is split into big = tf32(x) and
+//              small = tf32(x - big), and acc += a_small b_big + a_big b_small + a_big b_big in float32
+//              accumulators (a_small b_small, about 2^-22 of a b, is dropped). Warps of 4 x 8 threads
+//              (lanes along N x along M, the mma's accumulator layout), block_size_x / 4 x block_size_y / 8
+//              warps, each a warp tile of (8 tile_m) x (4 tile_n) outputs of m16n8 tiles; block tile as
+//              variant 4's, BM x BN x BK = (block_size_y * tile_m) x (block_size_x * tile_n) x tile_k;
+//              A and B tiles go global -> shared by cp.async (16 B where aligned, 4 B elsewhere, zero-filled
+//              past the edges) into a `stages`-deep ring, XOR-swizzled so that both the copies and the
+//              fragment loads (ldmatrix for A, 32-bit loads for B) are free of bank conflicts.
 //   block_size_x, block_size_y  thread block shape
 //   tile_m, tile_n  outputs per thread in M and N (variant 3: tile_m only; variants 1, 2: 1)
-//   tile_k   BK of variant 4 (variants 1-3: = block_size_x, the tile width)
+//   tile_k   BK of variants 4 and 5 (variants 1-3: = block_size_x, the tile width)
+//   stages   variant 5: shared-memory stages of the cp.async pipeline (2-4); 0 for the others
+//   rn_sum   variant 5: where each k-step's three products are summed. 0 = by the tensor core into the
+//            accumulators (each mma rounds the running sum toward zero: 3K/8 biased roundings; modelled in
+//            numpy, the largest error is about half the workload's float32 tolerance at K = 256..4096);
+//            1 = by the tensor core from zero into 4 registers, then added to the accumulators by float32
+//            adds (K/8 roundings to nearest), 4 adds per 3 mma's
 //   warp_x   variant 4: threads of a warp along N (the warp covers warp_x x 32/warp_x threads)
 //   double_buffer  variant 4: 1 = two shared-memory stages, the next tile is fetched into registers
 //                  while the current one is multiplied (one barrier per tile); 0 = load, sync, compute, sync
@@ -34,7 +51,7 @@
 //   vector   variant 4: 4 = float4 (int4) global loads of A and B where aligned, 1 = scalar loads
 //   unroll   variants 1-3: 0 = the compiler's default for the inner loop (as the seeds compiled),
 //            4 = `#pragma unroll 4`
-//   split_k  variant 4: blocks per output tile, each over its own slice of K (whole BK tiles, blockIdx.z);
+//   split_k  variants 4, 5: blocks per output tile, each over its own slice of K (whole BK tiles, blockIdx.z);
 //            1 = no split. The blocks of a tile count themselves in (counters[tile]); the last one to
 //            arrive writes the tile of C and sets the counter back to zero, so no launch needs C or the
 //            workspace cleared first, and no block ever waits for another.
@@ -87,9 +104,15 @@
 #ifndef split_reduce
 #define split_reduce 0
 #endif
+#ifndef stages
+#define stages 0
+#endif
+#ifndef rn_sum
+#define rn_sum 0
+#endif
 
-#if variant < 1 || variant > 4
-#error "variant must be 1..4"
+#if variant < 1 || variant > 5
+#error "variant must be 1..5"
 #endif
 #if variant == 3 && block_size_y * tile_m != block_size_x
 #error "variant 3: block_size_y * tile_m must equal the tile width block_size_x"
@@ -108,8 +131,25 @@
 #error "variant 4: tile_k must be a multiple of vector"
 #endif
 #endif
-#if split_k < 1 || (split_k > 1 && variant != 4)
-#error "split_k > 1 needs variant 4"
+#if variant == 5
+#if block_size_x % 4 != 0 || block_size_y % 8 != 0
+#error "variant 5: the block must split into warps of 4 x 8 threads"
+#endif
+#if (4 * tile_n) % 32 != 0 || (8 * tile_m) % 16 != 0
+#error "variant 5: warp tiles of 16k rows x 32k columns (the B swizzle's fragment addressing needs the latter)"
+#endif
+#if tile_k != 8 && tile_k != 16 && tile_k != 32
+#error "variant 5: tile_k must be 8, 16 or 32"
+#endif
+#if stages < 2 || stages > 4
+#error "variant 5: stages must be 2..4"
+#endif
+#if rn_sum != 0 && rn_sum != 1
+#error "variant 5: rn_sum must be 0 or 1"
+#endif
+#endif
+#if split_k < 1 || (split_k > 1 && variant < 4)
+#error "split_k > 1 needs variant 4 or 5"
 #endif
 #if split_reduce != 0 && split_reduce != 1
 #error "split_reduce must be 0 or 1"
@@ -218,10 +258,171 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 }
 
 #else
-// ---- register-tiled: block tile BM x BN x BK, tile_m x tile_n outputs per thread ----------------
+// ---- variants 4 and 5: block tile BM x BN x BK; the block's outputs to C, or split-K's partials summed --
 #define BM (block_size_y * tile_m)
 #define BN (block_size_x * tile_n)
 #define BK tile_k
+
+template <typename E> struct vec2_of;
+template <> struct vec2_of<float> { typedef float2 type; };
+template <> struct vec2_of<int> { typedef int2 type; };
+
+// A run of W consecutive outputs of a row as one vector load or store (variant 4: W = 4, variant 5: W = 2).
+template <int W> struct run_vec;
+template <> struct run_vec<4> {
+    typedef vec4_t type;
+    static __device__ __forceinline__ type pack(const elem_t* v)
+    {
+        type x;
+        x.x = v[0]; x.y = v[1]; x.z = v[2]; x.w = v[3];
+        return x;
+    }
+    static __device__ __forceinline__ void unpack(elem_t* v, const type& x) { v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w; }
+};
+template <> struct run_vec<2> {
+    typedef typename vec2_of<elem_t>::type type;
+    static __device__ __forceinline__ type pack(const elem_t* v)
+    {
+        type x;
+        x.x = v[0]; x.y = v[1];
+        return x;
+    }
+    static __device__ __forceinline__ void unpack(elem_t* v, const type& x) { v[0] = x.x; v[1] = x.y; }
+};
+
+// Store v[0..W-1] at p (= row start + col): one vector store where aligned and inside, else up to column N.
+template <int W>
+__device__ __forceinline__ void store_run(elem_t* p, const elem_t* v, int col, int N)
+{
+    if ((N & (W - 1)) == 0 && col + W - 1 < N) {
+        *reinterpret_cast<typename run_vec<W>::type*>(p) = run_vec<W>::pack(v);
+    } else {
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+            if (col + e < N) p[e] = v[e];
+    }
+}
+
+#if split_k > 1
+// Load v[0..W-1] from p through L2 (other blocks' writes and atomics; L1 is not coherent), zeros past N.
+template <int W>
+__device__ __forceinline__ void load_run_l2(elem_t* v, const elem_t* p, int col, int N)
+{
+    if ((N & (W - 1)) == 0 && col + W - 1 < N) {
+        run_vec<W>::unpack(v, __ldcg(reinterpret_cast<const typename run_vec<W>::type*>(p)));
+    } else {
+#pragma unroll
+        for (int e = 0; e < W; ++e) v[e] = col + e < N ? __ldcg(p + e) : elem_t(0);
+    }
+}
+#endif
+
+// Where a run of W outputs of this thread goes (f(v, row, col): v[0..W-1] belong at C[row][col..], row < M;
+// columns past N are store_run's to guard): straight to C, or with split-K first this block's slice's partial
+// (PUBLISH), then, in the tile's last block, the sum of the slices' partials (SUM). A struct with one call
+// operator, not a generic lambda: NVRTC 13.0 takes a lambda with an `auto` parameter in device code for a host
+// function and refuses it.
+enum RunStage { STORE, PUBLISH, SUM };
+template <int W> struct RunSink {
+    elem_t* C;
+    elem_t* accum;
+    elem_t* partials;
+    size_t slice;  // M x N: the stride of split_reduce 1's partials, one slice of K each
+    int N;
+    RunStage stage;
+
+    __device__ __forceinline__ void operator()(const elem_t* v, int row, int col) const
+    {
+        const size_t at = (size_t)row * N + col;
+        if (stage == STORE) {
+            store_run<W>(C + at, v, col, N);
+            return;
+        }
+#if split_k > 1
+        if (stage == PUBLISH) {
+#if split_reduce == 0
+#pragma unroll
+            for (int e = 0; e < W; ++e)
+                if (col + e < N) atomicAdd(accum + at + e, v[e]);
+#else
+            store_run<W>(partials + blockIdx.z * slice + at, v, col, N);
+#endif
+            return;
+        }
+        elem_t sum[W];
+#if split_reduce == 0
+        load_run_l2<W>(sum, accum + at, col, N);
+        const elem_t zero[W] = {};
+        store_run<W>(accum + at, zero, col, N);  // accum is zero again for the next launch
+#else
+        // slice order, this block's own slice from its registers: the same sums whichever block is last
+#pragma unroll
+        for (int e = 0; e < W; ++e) sum[e] = 0;
+        for (int z = 0; z < split_k; ++z) {
+            elem_t part[W];
+            if (z == (int)blockIdx.z) {
+#pragma unroll
+                for (int e = 0; e < W; ++e) part[e] = v[e];
+            } else {
+                load_run_l2<W>(part, partials + z * slice + at, col, N);
+            }
+#pragma unroll
+            for (int e = 0; e < W; ++e) sum[e] += part[e];
+        }
+#endif
+        store_run<W>(C + at, sum, col, N);
+#endif
+    }
+};
+
+// The block's outputs to C. runs(sink) calls sink(v, row, col) for each run of W outputs of this thread. With
+// split-K, each block publishes its slice's partial tile and counts in; the last block of the tile sums them
+// into C.
+template <int W, typename Runs>
+__device__ __forceinline__ void write_tile(Runs runs, elem_t* __restrict__ C, elem_t* __restrict__ accum,
+                                           elem_t* __restrict__ partials, int* __restrict__ counters, int M, int N,
+                                           int t)
+{
+    RunSink<W> sink{C, accum, partials, (size_t)M * N, N, STORE};
+#if split_k > 1
+    sink.stage = PUBLISH;
+    runs(sink);
+    __threadfence();  // this block's partial is visible device-wide before it counts in
+    __syncthreads();
+    __shared__ int last;
+    if (t == 0) {
+        int* counter = counters + blockIdx.y * gridDim.x + blockIdx.x;
+        last = atomicAdd(counter, 1) == split_k - 1;
+        if (last) *counter = 0;  // every block of the tile has counted in: ready for the next launch
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    sink.stage = SUM;
+#endif
+    runs(sink);
+}
+
+// This block's slice of K: whole BK tiles k_begin .. k_end - 1 (all of them without split-K; a slice may be empty)
+__device__ __forceinline__ int k_begin(int K)
+{
+#if split_k > 1
+    return min((K + BK - 1) / BK, (int)blockIdx.z * (((K + BK - 1) / BK + split_k - 1) / split_k));
+#else
+    return 0;
+#endif
+}
+__device__ __forceinline__ int k_end(int K, int begin)
+{
+#if split_k > 1
+    return min((K + BK - 1) / BK, begin + ((K + BK - 1) / BK + split_k - 1) / split_k);
+#else
+    return (K + BK - 1) / BK;
+#endif
+}
+
+#if variant == 4
+// ---- register-tiled: tile_m x tile_n outputs per thread ------------------------------------------
 #define LDA (BM + pad_a)             // row length of the transposed A tile As[BK][LDA]
 #define A_SLOTS (BM * BK / vector)   // global loads (of `vector` elements) per A tile
 #define B_SLOTS (BK * BN / vector)
@@ -333,34 +534,6 @@ __device__ __forceinline__ void for_each_run(int m0, int n0, int M, int N, int t
     }
 }
 
-// Store v[0..3] at p (= row start + col): one vector store where aligned and inside, else up to column N.
-__device__ __forceinline__ void store_run(elem_t* p, const elem_t* v, int col, int N)
-{
-    if ((N & 3) == 0 && col + 3 < N) {
-        vec4_t x;
-        x.x = v[0]; x.y = v[1]; x.z = v[2]; x.w = v[3];
-        *reinterpret_cast<vec4_t*>(p) = x;
-    } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            if (col + e < N) p[e] = v[e];
-    }
-}
-
-#if split_k > 1
-// Load v[0..3] from p through L2 (other blocks' writes and atomics; L1 is not coherent), zeros past N.
-__device__ __forceinline__ void load_run_l2(elem_t* v, const elem_t* p, int col, int N)
-{
-    if ((N & 3) == 0 && col + 3 < N) {
-        const vec4_t x = __ldcg(reinterpret_cast<const vec4_t*>(p));
-        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
-    } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] = col + e < N ? __ldcg(p + e) : elem_t(0);
-    }
-}
-#endif
-
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
      elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
@@ -381,14 +554,7 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
         for (int j = 0; j < tile_n; ++j) acc[i][j] = 0;
 
     Staging st;
-    // this block's slice of K: whole BK tiles kt0 .. kt1-1 (all of them without split-K)
-    const int ktiles = (K + BK - 1) / BK;
-#if split_k > 1
-    const int per_slice = (ktiles + split_k - 1) / split_k;
-    const int kt0 = min(ktiles, (int)blockIdx.z * per_slice), kt1 = min(ktiles, kt0 + per_slice);
-#else
-    const int kt0 = 0, kt1 = ktiles;
-#endif
+    const int kt0 = k_begin(K), kt1 = k_end(K, kt0);
 #if double_buffer
 #if split_k > 1
     if (kt0 < kt1)  // a slice may be empty (fewer BK tiles than slices)
@@ -418,59 +584,234 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 
 #if split_k == 1
     for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
-        store_run(C + (size_t)row * N + col, &acc[i][4 * j], col, N);
+        store_run<4>(C + (size_t)row * N + col, &acc[i][4 * j], col, N);
     });
 #else
-    // publish this slice's partial tile, then count in; the last block of the tile finishes it
-#if split_reduce == 1
-    const size_t MN = (size_t)M * N;
-#endif
-    for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
-#if split_reduce == 0
-        elem_t* p = accum + (size_t)row * N + col;
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            if (col + e < N) atomicAdd(p + e, acc[i][4 * j + e]);
-#else
-        store_run(partials + blockIdx.z * MN + (size_t)row * N + col, &acc[i][4 * j], col, N);
-#endif
-    });
-    __threadfence();  // this block's partial is visible device-wide before it counts in
-    __syncthreads();
-    __shared__ int last;
-    if (t == 0) {
-        int* counter = counters + blockIdx.y * gridDim.x + blockIdx.x;
-        last = atomicAdd(counter, 1) == split_k - 1;
-        if (last) *counter = 0;  // every block of the tile has counted in: ready for the next launch
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
-        const size_t at = (size_t)row * N + col;
-        elem_t sum[4];
-#if split_reduce == 0
-        load_run_l2(sum, accum + at, col, N);
-        const elem_t zero[4] = {0, 0, 0, 0};
-        store_run(accum + at, zero, col, N);  // accum is zero again for the next launch
-#else
-        // slice order, this block's own slice from its registers: the same sums whichever block is last
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sum[e] = 0;
-        for (int z = 0; z < split_k; ++z) {
-            elem_t part[4];
-            if (z == (int)blockIdx.z) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) part[e] = acc[i][4 * j + e];
-            } else {
-                load_run_l2(part, partials + z * MN + at, col, N);
-            }
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sum[e] += part[e];
-        }
-#endif
-        store_run(C + at, sum, col, N);
-    });
+    write_tile<4>([&](const RunSink<4>& f) {
+        for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) { f(&acc[i][4 * j], row, col); });
+    }, C, accum, partials, counters, M, N, t);
 #endif
 }
+#else
+// ---- 3xTF32 tensor cores: warp tiles of m16n8k8 mma.sync, a cp.async pipeline of `stages` tiles -------
+#define WARPS_N (block_size_x / 4)
+#define WTM (8 * tile_m)  // warp tile: WTM x WTN outputs, MT x NT mma tiles of 16 x 8
+#define WTN (4 * tile_n)
+#define MT (WTM / 16)
+#define NT (WTN / 8)
+#define A_CHUNKS (BM * BK / 4)  // 16-byte chunks (4 floats) of an A tile
+#define B_CHUNKS (BK * BN / 4)
+#define A_ROWS_PER_LINE (32 / BK)  // rows of the A tile in one 128-byte row of banks
+
+// T is float: T_IS_float is 1 (T_IS_int is no macro, 0 in #if)
+#define T_IS_float 1
+#define PASTE(a, b) a##b
+#define T_IS(t) PASTE(T_IS_, t)
+#if !T_IS(T)
+#error "variant 5 (3xTF32 tensor cores) is float32 only: there is no int32 build"
+#else
+
+// Shared tiles, offsets in floats, XOR-swizzled by 16-byte chunks (no padding: every float of the 48 KB of
+// static shared memory holds data). A tile: BM rows of BK floats; chunk c of row r is stored at chunk
+// c ^ ((r / A_ROWS_PER_LINE) % (BK / 4)), so 8 consecutive rows (an ldmatrix phase) hit 8 distinct groups of
+// 4 banks, and so do the copies of 8 consecutive chunks.
+__device__ __forceinline__ int a_offset(int r, int c) { return r * BK + ((c ^ ((r / A_ROWS_PER_LINE) % (BK / 4))) << 2); }
+// B tile: BK rows of BN floats; chunk c of row k at c ^ 2 (k % 4): a B fragment's lanes read 4 rows (k % 4 =
+// lane % 4) x 8 columns (two chunks), which land in 8 distinct groups of 4 banks.
+__device__ __forceinline__ int b_offset(int k, int c) { return k * BN + ((c ^ ((k & 3) << 1)) << 2); }
+
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+// Floats c..c+3 of row r of P (rows x len, row-major) to dst, zeros past the edges (the bytes not read are
+// zero-filled): one 16-byte copy where the row length keeps rows 16-byte aligned, else four 4-byte copies.
+__device__ __forceinline__ void copy_run(float* dst, const float* __restrict__ P, int r, int c, int rows, int len,
+                                         bool aligned)
+{
+    const int n = r < rows ? min(4, len - c) : 0;  // floats inside the matrix (<= 0: none)
+    const float* src = P + (size_t)r * len + c;
+    if (aligned) {
+        cp_async16(dst, n > 0 ? src : P, n > 0 ? 4 * n : 0);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cp_async4(dst + e, e < n ? src + e : P, e < n ? 4 : 0);
+    }
+}
+
+// One stage: the A tile (rows m0.., columns k0..) and the B tile (rows k0.., columns n0..), in flight.
+__device__ __forceinline__ void load_tile(float* as, float* bs, const float* __restrict__ A,
+                                          const float* __restrict__ B, int m0, int n0, int k0, int M, int N, int K,
+                                          int t)
+{
+#pragma unroll
+    for (int l = 0; l < (A_CHUNKS + NTHREADS - 1) / NTHREADS; ++l) {
+        const int s = t + l * NTHREADS;
+        if (A_CHUNKS % NTHREADS == 0 || s < A_CHUNKS)
+            copy_run(as + a_offset(s / (BK / 4), s % (BK / 4)), A, m0 + s / (BK / 4), k0 + s % (BK / 4) * 4, M, K,
+                     (K & 3) == 0);
+    }
+#pragma unroll
+    for (int l = 0; l < (B_CHUNKS + NTHREADS - 1) / NTHREADS; ++l) {
+        const int s = t + l * NTHREADS;
+        if (B_CHUNKS % NTHREADS == 0 || s < B_CHUNKS)
+            copy_run(bs + b_offset(s / (BN / 4), s % (BN / 4)), B, k0 + s / (BN / 4), n0 + s % (BN / 4) * 4, K, N,
+                     (N & 3) == 0);
+    }
+}
+
+__device__ __forceinline__ unsigned to_tf32(float x)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// x = big + small to about 2^-22 x: big the nearest TF32 of x, small that of the remainder (exact in float32)
+__device__ __forceinline__ void split(float x, unsigned& big, unsigned& small)
+{
+    big = to_tf32(x);
+    small = to_tf32(x - __uint_as_float(big));
+}
+
+// c += a b for a 16 x 8 (rows of a) x 8 (k) tile: a row-major, b column-major fragments, float32 c
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Four 8 x 4 float matrices (ldmatrix's 8 x 8 of 16 bits), row addresses from lanes 8j..8j+7 for matrix j
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const float* p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+
+// One stage's BK-deep product of this warp's tile; thread (g, q) = (lane / 4, lane % 4) of the fragments.
+__device__ __forceinline__ void multiply(float (&acc)[MT][NT][4], const float* as, const float* bs, int wm, int wn,
+                                         int lane)
+{
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int kk = 0; kk < BK / 8; ++kk) {
+        unsigned a_big[MT][4], a_small[MT][4], b_big[NT][2], b_small[NT][2];
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            // matrix j: rows + 8 (j & 1), k + 4 (j >> 1): thread (g, q) receives the A fragment a0..a3 =
+            // (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)
+            const int j = lane >> 3;
+            unsigned x[4];
+            ldmatrix_x4(x, as + a_offset(wm * WTM + i * 16 + (j & 1) * 8 + (lane & 7), kk * 2 + (j >> 1)));
+#pragma unroll
+            for (int h = 0; h < 4; ++h) split(__uint_as_float(x[h]), a_big[i][h], a_small[i][h]);
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            // b0 = (k q, column g), b1 = (k q + 4, column g); with k % 4 = q and WTN a multiple of 32, b_offset's
+            // swizzled column is wn WTN + 8 (n ^ q) + g
+            const float* p = bs + (kk * 8 + q) * BN + wn * WTN + 8 * (n ^ q) + g;
+            split(p[0], b_big[n][0], b_small[n][0]);
+            split(p[4 * BN], b_big[n][1], b_small[n][1]);
+        }
+#if rn_sum
+        // the step's three products summed by the tensor core from zero, then added by a float32 add: the
+        // running sum is rounded to nearest once per step (not toward zero three times)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                mma(s, a_small[i], b_big[n]);
+                mma(s, a_big[i], b_small[n]);
+                mma(s, a_big[i], b_big[n]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][n][e] += s[e];
+            }
+#else
+        // the small products first (while the sum is smaller), each pass over all tiles so that consecutive
+        // mma's never wait on each other
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) mma(acc[i][n], a_small[i], b_big[n]);
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) mma(acc[i][n], a_big[i], b_small[n]);
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) mma(acc[i][n], a_big[i], b_big[n]);
+#endif
+    }
+}
+
+// 2 blocks of 128 threads: the register cap stays 255, but ptxas no longer aims at 3 blocks (168 registers),
+// which made it spill some 128-thread configs
+extern "C" __global__ void __launch_bounds__(NTHREADS, NTHREADS <= 128 ? 2 : 1)
+gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
+     elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
+{
+    __shared__ __align__(128) float As[stages][BM * BK];
+    __shared__ __align__(128) float Bs[stages][BK * BN];
+    const int t = threadIdx.y * block_size_x + threadIdx.x;
+    const int warp = t >> 5, lane = t & 31;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][n][e] = 0.0f;
+
+    const int kt0 = k_begin(K), tiles = k_end(K, kt0) - kt0;
+    // tile i is copy group i (empty groups past the last tile keep the count): stages - 1 tiles in flight
+#pragma unroll
+    for (int s = 0; s < stages - 1; ++s) {
+        if (s < tiles) load_tile(As[s], Bs[s], A, B, m0, n0, (kt0 + s) * BK, M, N, K, t);
+        cp_async_commit();
+    }
+    int read = 0, write = stages - 1;
+    for (int i = 0; i < tiles; ++i) {
+        cp_async_wait<stages - 2>();  // this thread's copies of tile i have landed ...
+        __syncthreads();  // ... everyone's too, and everyone is done with tile i - 1, whose stage is refilled
+        if (i + stages - 1 < tiles) load_tile(As[write], Bs[write], A, B, m0, n0, (kt0 + i + stages - 1) * BK, M, N, K, t);
+        cp_async_commit();
+        multiply(acc, As[read], Bs[read], wm, wn, lane);
+        read = read == stages - 1 ? 0 : read + 1;
+        write = write == stages - 1 ? 0 : write + 1;
+    }
+
+    // thread (g, q) holds (row g, columns 2q, 2q + 1) and (row g + 8, the same) of each mma tile
+    write_tile<2>([&](const RunSink<2>& f) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + wm * WTM + i * 16 + (lane >> 2) + 8 * h;
+                if (row >= M) continue;
+#pragma unroll
+                for (int n = 0; n < NT; ++n) f(&acc[i][n][2 * h], row, n0 + wn * WTN + n * 8 + 2 * (lane & 3));
+            }
+    }, C, accum, partials, counters, M, N, t);
+}
+#endif  // T is float
+#endif
 #endif

@@ -89,7 +89,8 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     """What a shape's campaign measures first (then TPE): the best stored config of the best `tiles` block
     tiles (best_per_tile; of any GPU where `gpu` has none yet), unsplit; split over K where the shape leaves
     SMs idle (split_candidates: all of them for the best tile, the first for the others); the tensor-core
-    counterparts of the best `tiles` tiles; a 32x32 tile where none is stored yet."""
+    counterparts of the best `tiles` tiles, and at 64x64 where 128x128 tiles would leave SMs idle; a 32x32 tile
+    where none is stored yet."""
     stored = best_per_tile(evals, size, gpu) if not evals.empty else []
     if not stored and not evals.empty:
         stored = best_per_tile(evals, size, None)
@@ -100,6 +101,9 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     for c in bests[:tiles]:
         out += tensor_core_counterparts(c, space)
     few_tiles = -(-size["m"] // 64) * -(-size["n"] // 64) < 2 * SMS
+    if bests and -(-size["m"] // 128) * -(-size["n"] // 128) < 2 * SMS:  # and on the tensor cores, 64x64 tiles
+        out += tensor_core_counterparts({**bests[0], "variant": 4, "block_size_x": 16, "block_size_y": 16,
+                                         "tile_m": 4, "tile_n": 4}, space)
     if bests and few_tiles and (32, 32) not in {tile(c) for c in bests}:
         small = {**bests[0], "block_size_x": 8, "block_size_y": 8, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8,
                  "double_buffer": 1, "vector": 4}

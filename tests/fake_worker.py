@@ -11,6 +11,21 @@ from tuner.measure.protocol import CacheReady, Fatal, Measure, MeasureRounds, Re
 from tuner.workloads import get_workload
 
 
+def cubin_requests(conn):
+    """A stand-in measuring process's side of the protocol for the compile-ahead tests: it says it takes
+    cubins, answers UseCache, and yields each measuring request until Stop."""
+    conn.send(Ready({"gpu": {"gpu": "Fake GPU"}, "baselines": {}, "timing": "delayed-start",
+                     "cubin": {"cc": "90", "compiler_options": []}}))
+    while True:
+        request = conn.recv()
+        if isinstance(request, Stop):
+            return
+        if isinstance(request, UseCache):
+            conn.send(CacheReady())
+            continue
+        yield request
+
+
 def synthetic_time_ms(cfg: dict) -> float:
     """A smooth-ish landscape over the reduction space with one best region (variant 7, 256 threads, 16 items)."""
     t = 1.0 + 0.3 * abs(math.log2(cfg["block_size_x"]) - 8) + 0.2 * abs(math.log2(cfg["items_per_thread"]) - 4)

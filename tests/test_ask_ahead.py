@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
+from tests.fake_worker import cubin_requests
 from tests.test_search_loop import PINNED, SPACE, STORE, digest, needs_recording
 from tuner.measure.compile_pool import CompileJob
-from tuner.measure.protocol import CacheReady, MeasureSpec, Ready, Result, Stop, UseCache
+from tuner.measure.protocol import MeasureSpec, Result
 from tuner.measure.replay import recorded_searchspace, simulation
 from tuner.search.ahead import AskAhead, Pace, compile_ahead
 from tuner.search.strategies import make_strategy
@@ -192,15 +193,7 @@ def quick_compiler(job: CompileJob) -> tuple[bytes, str]:
 def slow_compile_measuring_main(conn, spec):
     """A measuring process that takes cubins and says whether one came with each config; compiling takes four
     times measuring in its rows."""
-    conn.send(Ready({"gpu": {"gpu": "Fake GPU"}, "baselines": {}, "timing": "delayed-start",
-                     "cubin": {"cc": "90", "compiler_options": []}}))
-    while True:
-        request = conn.recv()
-        if isinstance(request, Stop):
-            return
-        if isinstance(request, UseCache):
-            conn.send(CacheReady())
-            continue
+    for request in cubin_requests(conn):
         row = {**dict(zip(KEYS, request.values)), "status": "ok", "error": "", "times": [1.0 + sum(request.values) / 1e4],
                "cubin": bool(request.compiled), "compile_time": 40.0, "verification_time": 2.0, "benchmark_time": 8.0}
         conn.send(Result((row,)))

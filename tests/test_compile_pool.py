@@ -8,9 +8,10 @@ import time
 
 import pytest
 
+from tests.fake_worker import cubin_requests
 from tuner.measure.compile_pool import CompileJob, CompilePool, nvrtc_cubin
 from tuner.measure.pipeline import CompilePipeline, cubin_options, default_workers
-from tuner.measure.protocol import CacheReady, MeasureRounds, MeasureSpec, Ready, Result, Stop, UseCache
+from tuner.measure.protocol import MeasureRounds, MeasureSpec, Result
 
 STAND_IN = "tests.test_compile_pool:stand_in"
 
@@ -81,15 +82,7 @@ def test_the_options_are_kernel_tuners_with_a_real_architecture():
 # ---- a campaign's runner with the pool -----------------------------------------------------------
 def cubin_measuring_main(conn, spec):
     """A measuring process that says it takes cubins, and reports per config whether one came."""
-    conn.send(Ready({"gpu": {"gpu": "Fake GPU"}, "baselines": {}, "timing": "delayed-start",
-                     "cubin": {"cc": "90", "compiler_options": []}}))
-    while True:
-        request = conn.recv()
-        if isinstance(request, Stop):
-            return
-        if isinstance(request, UseCache):
-            conn.send(CacheReady())
-            continue
+    for request in cubin_requests(conn):
         configs = request.configs if isinstance(request, MeasureRounds) else [request.values]
         came = {c.lowered_name for c in request.compiled}
         keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]

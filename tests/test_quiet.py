@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_worker import cubin_requests
 from tuner.measure.compile_pool import CompileJob
-from tuner.measure.protocol import CacheReady, Measure, MeasureSpec, Ready, Result, Stop, UseCache
+from tuner.measure.protocol import Measure, MeasureSpec, Result
 from tuner.measure.quiet import Pauser, proc_stat
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
@@ -111,16 +112,8 @@ def pausing_measuring_main(conn, spec) -> None:
     """A measuring process whose 'benchmark' is a 0.3 s window with the pool's workers stopped, which it
     reports; for block_size_x 512 it dies inside the window, leaving them stopped."""
     pauser = Pauser()
-    conn.send(Ready({"gpu": {"gpu": "Fake GPU"}, "baselines": {}, "timing": "delayed-start",
-                     "cubin": {"cc": "90", "compiler_options": []}}))
     keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
-    while True:
-        request = conn.recv()
-        if isinstance(request, Stop):
-            return
-        if isinstance(request, UseCache):
-            conn.send(CacheReady())
-            continue
+    for request in cubin_requests(conn):
         assert isinstance(request, Measure)
         params = dict(zip(keys, request.values))
         pauser.watch(request.pause)

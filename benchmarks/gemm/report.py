@@ -93,11 +93,13 @@ def ladder():
         r, i = rows[rows.config == key], ints[ints.config == key]
         seed2 = f"{SEED_002[name]} GFLOP/s" if name in SEED_002 else ""
         seed4 = f"{OPS_2048 / SEED_004_MS[name] / 1e6:.0f} GOP/s ({SEED_004_MS[name]} ms)" if name in SEED_004_MS else ""
-        f32 = r.objective_value.median() if not r.empty else float("nan")
-        ms = r.time_ms.median() if not r.empty else float("nan")
-        ratio = f32 / cublas_for(r.iloc[0]) if not r.empty else float("nan")
-        i32 = f"{i.objective_value.median():.0f}" if not i.empty else "not measured"
-        print(row(name, seed2, seed4, describe(config), f"{f32:.0f}", f"{ms:.3f}", f"{ratio:.3f}", i32))
+        if r.empty:
+            f32 = ms = ratio = "not re-measured"
+        else:
+            f32, ms = f"{r.objective_value.median():.0f}", f"{r.time_ms.median():.3f}"
+            ratio = f"{r.objective_value.median() / cublas_for(r.iloc[0]):.3f}"
+        i32 = f"{i.objective_value.median():.0f}" if not i.empty else "not re-measured"
+        print(row(name, seed2, seed4, describe(config), f32, ms, ratio, i32))
     b = best_row(rows)
     i32 = f"{best_row(ints).objective_value:.0f}" if not ints.empty else ""
     print(row("tuned best", "", "", describe(json.loads(b.config)), f"{b.objective_value:.0f}", f"{b.time_ms:.3f}",

@@ -95,6 +95,21 @@ def test_restricted_to_valid_configs_it_suggests_only_those():
     assert len({tuple(t.params.values()) for t in study.trials}) == len(valid)
 
 
+def test_thompson_sampling_exploits_a_smooth_space():
+    """Once the forest has data its draws agree around the best configs: the single optimum of 40 is found
+    within 15 evaluations (random sampling finds it so in 3 seeds of 3 with a chance of about 5%)."""
+    valid = [{"a": a, "b": b, "c": c} for a in range(5) for b in range(4) for c in "xy"]
+    for seed in range(3):
+        sampler = AutoSampler(seed=seed)
+        sampler.restrict_to(valid)
+        study = optuna.create_study(sampler=sampler)
+        for _ in range(15):
+            trial = study.ask(DISTS)
+            p = trial.params
+            study.tell(trial, 1.0 + (p["a"] - 3) ** 2 + (p["b"] - 1) ** 2 + (p["c"] == "y"))
+        assert study.best_value == 1.0
+
+
 def test_the_view_hands_the_valid_configs_over_as_the_sampler_sees_them():
     codec = Codec({"block": [64, 32, 128], "kind": ["a", "b"]})
     inner = AutoSampler(seed=0)

@@ -208,10 +208,10 @@ if cache_path(results_root(), H100, "floyd-warshall-small", "5k", "int32").is_fi
 @needs_recording
 @pytest.mark.parametrize("workload, size, dtype", GATED)
 def test_default_strategy_scores_at_least_as_well_as_kernel_tuners(workload, size, dtype):
-    """On every recorded space, at a budget of 10% of the space, the default strategy's score (TPE warm-started
-    from the other recorded sizes) is at least the best of four Kernel Tuner strategies' (10 repeats each,
-    seeds 0-9, as the README's table; at 5 the 2^22 int32 recording's spread of scores put dual annealing ahead
-    by 0.02). Without the warm start, TPE fell short on 16M float32, 16M int32 and 2^28 int32."""
+    """On every recorded space, at a budget of 10% of the space, the default strategy's score (warm-started from
+    the other recorded sizes) is at least the best of four Kernel Tuner strategies' (10 repeats each, seeds 0-9,
+    as the README's table). Cold, TPE (the default until 2026-11-28) fell short on 16M float32, 16M int32 and
+    2^28 int32 (cold_summary.md has the cold `auto`)."""
     budget = {"reduction": 58, "gemm": 29, "floyd-warshall-small": 6}[workload]  # 10% of the valid configs
     doc = compare(workload, size, dtype, strategies=["default"] + KT_STRATEGIES, repeats=10, budget=budget, jobs=1)
     scores = {name: e["methodology"]["score"] for name, e in doc["strategies"].items()}

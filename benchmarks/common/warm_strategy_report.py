@@ -1,0 +1,64 @@
+"""The default strategy warm-started against warm-started TPE on every recorded complete space, in one command:
+
+    nice -n 10 python benchmarks/common/warm_strategy_report.py [--repeats 10]
+
+For each complete recording in the store (strategy_report.complete_recordings): `compare` at a budget of 10% of
+the valid configs (at least 10, at most 100), the methodology score of `default` (tuner tune's strategy with
+its warm start from the other recorded sizes) and of `tpe+warm`, written to
+results/records/common/<gpu>/strategies/warm_summary.md (issue 26: a cold default with the warm start on top)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
+from benchmarks.common.report import COMMON, records_dir  # noqa: E402
+from benchmarks.common.strategy_report import complete_recordings  # noqa: E402
+from tuner import store  # noqa: E402
+from tuner.answers.compare import compare  # noqa: E402
+from tuner.search.strategies import DEFAULT_STRATEGY  # noqa: E402
+
+STRATEGIES = ("default", "tpe+warm")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=10)
+    args = p.parse_args()
+    t0 = time.time()
+    lines, scores, gpu_dir = [], {n: [] for n in STRATEGIES}, None
+    for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
+        budget = min(100, max(10, configs // 10))
+        doc = compare(workload, size, dtype, strategies=list(STRATEGIES), repeats=args.repeats, budget=budget, jobs=1)
+        got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}
+        for n in STRATEGIES:
+            scores[n].append(got[n])
+        lines.append(f"| {workload} {size} {dtype} | {configs} | {budget} | " + " | ".join(f"{got[n]:.3f}" for n in STRATEGIES) + " |")
+        print(lines[-1], flush=True)
+    if gpu_dir is None:
+        print("no complete recording in the store", file=sys.stderr)
+        return 1
+    means = " | ".join(f"{statistics.mean(scores[n]):.3f}" for n in STRATEGIES)
+    text = [
+        f"Warm-started methodology scores (Willemsen et al. 2024): `default` is `{DEFAULT_STRATEGY}+warm`, against "
+        f"`tpe+warm`; {args.repeats} repeats, budget 10% of the valid configs (at least 10, at most 100). Made by "
+        f"`nice -n 10 python benchmarks/common/warm_strategy_report.py --repeats {args.repeats}` "
+        f"({time.time() - t0:.0f} s on 2 shared cores).",
+        "",
+        "| space | configs | budget | " + " | ".join(STRATEGIES) + " |",
+        "|---|---|---|" + "---|" * len(STRATEGIES),
+        *lines,
+        f"| mean | | | {means} |",
+    ]
+    out = records_dir(COMMON, gpu_dir.name, "strategies") / "warm_summary.md"
+    out.write_text("\n".join(text) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

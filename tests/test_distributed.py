@@ -192,18 +192,19 @@ def test_postgres_brute_force_killed_worker_exactly_once_and_best(tmp_path):
         optuna.delete_study(study_name=run["name"], storage=url)
 
 
-def test_tpe_workers_via_tune_never_measure_a_config_twice(results, capsys):
+@pytest.mark.parametrize("strategy", ["tpe", "auto"])
+def test_sampling_workers_via_tune_never_measure_a_config_twice(results, capsys, strategy):
     with_recording(results)
     rc = main(["tune", "reduction", "--size", "seed", "--dtype", "float32", "--simulate", "--workers", "2",
-               "--budget", "40", "--quiet", "--json"])
+               "--strategy", strategy, "--budget", "40", "--quiet", "--json"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["simulated"] and doc["strategy"] == "tpe" and doc["evaluated"] >= 40 and doc["best"]
+    assert doc["simulated"] and doc["strategy"] == strategy and doc["evaluated"] >= 40 and doc["best"]
     raw = read_parts("*/reduction/evaluations/*.parquet", results / "simulated")
     assert raw.config.is_unique and len(raw) == doc["measured"] >= 40
     assert raw.worker.nunique() == 2
     # each worker's measuring process was launched before the worker's own imports, and used
-    status = campaign_status("reduction-seed-float32-tpe-s1", f"sqlite:///{results / 'campaigns.sqlite3'}")
+    status = campaign_status(f"reduction-seed-float32-{strategy}-s1", f"sqlite:///{results / 'campaigns.sqlite3'}")
     assert len(status["workers"]) == 2 and all(w["launched_early"] for w in status["workers"].values())
     assert all(set(w["timeline_s"]) == {"loaded", "joined", "ready", "searched", "confirmed", "closed"}
                for w in status["workers"].values())

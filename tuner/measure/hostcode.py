@@ -45,7 +45,8 @@ def build(space: Space, config: dict, dtype: str, size: dict | None = None) -> C
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         if not lib.exists():
-            out = _build_pool().result(_build_pool().submit(job))
+            pool = _build_pool()
+            out = pool.result(pool.submit(job))
             if out.error or out.binary is None:
                 raise TunerError(f"{space.compiler} could not build {space.workload} with {config}:\n{out.error}")
             lib.parent.mkdir(parents=True, exist_ok=True)

@@ -129,11 +129,11 @@ class CompilePipeline:
         from tuner.measure import kt
         from tuner.workloads import get_workload
 
+        if workers <= 0:
+            return None
         space = get_workload(workload).space
         kernel_options = kt.kernel_options(space, size, dtype, [], backend)
         run_by = kt.effective_backend(space, backend)
-        if workers <= 0:
-            return None
         if run_by == "nvcuda" and "cc" in target:
             options = cubin_options(target["compiler_options"], target["cc"])
             if options is None:

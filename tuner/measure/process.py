@@ -78,10 +78,11 @@ def serve(conn: Connection, make_measurer: Callable[[], Measurer]) -> None:
                 return
             conn.send(CacheReady())
             continue
-        if isinstance(request, (Measure, MeasureRounds)) and request.compiled:
-            measurer.accept_compiled(request.compiled)
-        if isinstance(request, (Measure, MeasureRounds)) and measurer.pauser is not None:
-            measurer.pauser.watch(request.pause)
+        if isinstance(request, (Measure, MeasureRounds)):
+            if request.compiled:
+                measurer.accept_compiled(request.compiled)
+            if measurer.pauser is not None:
+                measurer.pauser.watch(request.pause)
         if isinstance(request, MeasureRounds):
             rows = measurer.measure_rounds([list(c) for c in request.configs], request.rounds, request.references)
         elif isinstance(request, Measure):

@@ -144,7 +144,7 @@ def test_tuner_runs_build_is_the_campaigns(tmp_path, monkeypatch):
     it: the same source, compiler and options, through the same pool."""
     import ctypes
 
-    from tuner.measure.hostcode import build, config_job
+    from tuner.measure.hostcode import build, close_build_pool, config_job
 
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
     space = get_workload(WORKLOAD).space
@@ -161,6 +161,9 @@ def test_tuner_runs_build_is_the_campaigns(tmp_path, monkeypatch):
     import numpy as np
 
     args = workload.arguments(size, DTYPE, np.random.default_rng(1))
-    fn = build(space, config, DTYPE)
+    try:
+        fn = build(space, config, DTYPE)
+    finally:
+        close_build_pool()  # its compiler process is not left to the tests that follow
     assert fn(args[0].ctypes, args[1].ctypes, args[2].ctypes, *(ctypes.c_int(int(a)) for a in args[3:])) >= 0
     assert np.array_equal(args[2], workload.answer(args, size, DTYPE)[2])

@@ -7,6 +7,7 @@ into them."""
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -94,7 +95,17 @@ def _build_pool() -> Any:
     with _lock:
         if _pool is None:
             _pool = CompilePool(HOST_BUILD, workers=os.cpu_count() or 1, timeout=BUILD_TIMEOUT_S)
+            atexit.register(close_build_pool)
         return _pool
+
+
+def close_build_pool() -> None:
+    """Stop the builds' pool and its compiler processes (at exit, or when a caller is done building)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close()
 
 
 def build_source(space: Space, source: str, name: str, what: str = "") -> Callable[..., float]:

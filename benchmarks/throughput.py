@@ -285,6 +285,42 @@ def ask_ahead(workload: str, work: Path, budget: int) -> dict:
     return out
 
 
+def timeline(workload: str, work: Path, out_dir: Path) -> dict:
+    """Where a brute force's time goes: `tuner tune` as in `throughput` (the JIT cache off), the campaign under
+    cProfile and each measuring process profiled (TUNER_PROFILE_DIR); from the store, the seconds before the
+    first row, between rows and after the last, and each row's stages (compile in the pool, verify, benchmark).
+    The profiles stay in $OUT/profiles for pstats."""
+    import pandas as pd
+
+    from tuner import store
+
+    profiles = out_dir / "profiles"
+    profiles.mkdir(parents=True, exist_ok=True)
+    folder = work / f"{workload}-timeline"
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(profiles / "campaign.prof"), "-m", "tuner"]
+    cmd += ["--results", str(folder), "tune", workload, "--size", SIZES[workload], "--dtype", DTYPE]
+    cmd += ["--strategy", "brute_force", "--no-warm-start", "--quiet", "--json"]
+    env = {"CUDA_CACHE_DISABLE": "1", "TUNER_PROFILE_DIR": str(profiles)}
+    started = datetime.now(UTC)
+    seconds = run(cmd, env, work / f"{workload}-timeline.log")
+    rows = store.load_evaluations(workload, folder).sort_values("timestamp")
+    stamps = pd.to_datetime(rows["timestamp"])
+    gaps = stamps.diff().dt.total_seconds().dropna()
+    stages = {c: rows[c].astype(float) for c in ("compile_ms", "verify_ms", "benchmark_ms")}
+    return {
+        "timeline": {
+            "s": round(seconds, 1),
+            "rows": len(rows),
+            "before_first_row_s": round((stamps.iloc[0] - pd.Timestamp(started)).total_seconds(), 2),
+            "rows_span_s": round((stamps.iloc[-1] - stamps.iloc[0]).total_seconds(), 2),
+            "after_last_row_s": round(seconds - (stamps.iloc[-1] - pd.Timestamp(started)).total_seconds(), 2),
+            "gap_ms": {q: round(1e3 * gaps.quantile(x), 1) for q, x in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))},
+            "stage_ms_median": {c: round(v.median(), 1) for c, v in stages.items()},
+            "stage_s_total": {c: round(v.sum() / 1e3, 1) for c, v in stages.items()},
+        }
+    }
+
+
 def write_record(record: dict, out: Path, name: str) -> None:
     """The record under results/records/... in $OUT, and at its top level too (what surely comes back)."""
     from tuner.store import gpu_slug
@@ -305,7 +341,8 @@ def main() -> None:
         "--parts",
         default="throughput,agreement",
         help="throughput (Kernel Tuner's and this tool's brute force), agreement (the five runs), ask-ahead (TPE "
-        "one trial at a time against asking ahead), comma-separated",
+        "one trial at a time against asking ahead), timeline (where this tool's brute force spends its time, "
+        "profiled), comma-separated",
     )
     p.add_argument("--tpe-budget", type=int, default=60, help="configs of each ask-ahead run")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp")))
@@ -314,8 +351,8 @@ def main() -> None:
     if not set(a.workloads) <= set(SIZES):
         p.error(f"workloads: {', '.join(sorted(set(a.workloads) - set(SIZES)))} not of {', '.join(sorted(SIZES))}")
     parts = set(a.parts.split(","))
-    if not parts <= {"throughput", "agreement", "ask-ahead"}:
-        p.error(f"--parts {a.parts}: of throughput, agreement, ask-ahead")
+    if not parts <= {"throughput", "agreement", "ask-ahead", "timeline"}:
+        p.error(f"--parts {a.parts}: of throughput, agreement, ask-ahead, timeline")
     sys.path.insert(0, str(HERE))
     from tuner.measure.provenance import gpu_info
 
@@ -334,6 +371,8 @@ def main() -> None:
                 agreement_check(w, Path(tmp), a.agreement_configs, out, lambda: write_record(record, a.out, name))
             if "ask-ahead" in parts:
                 out.update(ask_ahead(w, Path(tmp), a.tpe_budget))
+            if "timeline" in parts:
+                out.update(timeline(w, Path(tmp), a.out))
             write_record(record, a.out, name)
             print(json.dumps(out, indent=1), flush=True)
     print(f"wrote {a.out / name}")

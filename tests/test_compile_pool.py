@@ -159,6 +159,39 @@ def test_a_lone_config_is_compiled_where_it_runs(tmp_path):
     assert rows[1]["status"] == "ok" and rows[1]["cubin"]
 
 
+def test_brute_force_writes_each_row_while_the_next_is_measured_and_all_of_them_when_stopped(monkeypatch):
+    """Each row reaches on_row (the store) while the next config is with the measuring process, before that
+    one's result comes back; stopped mid-way (Ctrl-C), every row measured is handed over."""
+    from tuner.measure import kt
+    from tuner.measure.runner import IsolatedRunner
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    size = {"n": 1 << 20}
+    runner = IsolatedRunner(MeasureSpec("reduction", size, "float32", "nvcuda", 0, None), timeout=20,
+                            target=cubin_measuring_main, compile_workers=2)
+    runner.compiler = STAND_IN
+    configs = [c for c in kt.searchspace(space).sorted_list() if dict(zip(space.params, c))["block_size_x"] == 256]
+    replies, written_at = [], []  # results received so far; how many had come when each row was written
+    runner.on_row = lambda row, fresh: written_at.append(len(replies))
+    reply = runner._reply
+
+    def counted(timeout):
+        if len(replies) == 5:
+            raise KeyboardInterrupt
+        replies.append(reply(timeout))
+        return replies[-1]
+
+    monkeypatch.setattr(runner, "_reply", counted)
+    try:
+        runner.start()
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(configs[:8], kt.tuning_options(space, size, "float32"))
+    finally:
+        runner.shutdown()
+    assert written_at == [1, 2, 3, 4, 5]  # row i written before result i + 1 came; the five measured, all
+
+
 # ---- the real compiler ---------------------------------------------------------------------------
 def _nvrtc_loads() -> bool:
     try:

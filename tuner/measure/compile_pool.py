@@ -153,6 +153,10 @@ class CompilePool:
             self._known.discard(key)  # a later submit of the same source compiles it again
             return self._results.pop(key)
 
+    def done(self, key: str) -> bool:
+        with self._cond:
+            return key in self._results
+
     def discard(self, keys: set[str]) -> None:
         """Forget jobs no longer wanted (the search went elsewhere): queued ones are dropped, done ones freed."""
         with self._cond:

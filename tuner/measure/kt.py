@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,19 @@ def median_time(result: dict) -> float:
     return float(statistics.median(times)) if times else result["time"]
 
 
-def verify_function(rtol: float) -> Callable[..., bool]:
+def verify_function(rtol: float, answer: Sequence | None = None) -> Callable[..., bool]:
+    """Kernel Tuner's `verify`: each expected array against the result, |got - expected| <= atol + rtol |expected|
+    (numpy's isclose) and finite, or equal where both tolerances are 0 (integers). Given the `answer` here, it
+    checks against that and ignores the one Kernel Tuner passes (answer_markers, below); without, as numpy's
+    allclose on what Kernel Tuner passes."""
+    if answer is not None:
+        checks = [None if a is None else _Expected(np.asarray(a), rtol) for a in answer]
+
+        def verify_held(markers: list, result_host: list, atol: Any = None) -> bool:
+            return all(c is None or c.holds(got, atol) for c, got in zip(checks, result_host))
+
+        return verify_held
+
     # Kernel Tuner always passes atol (tuning_options.atol, a float); the default only marks it optional to
     # Kernel Tuner's util.normalize_verify_function, and numpy's stubs take no None
     def verify(answer: list, result_host: list, atol: Any = None) -> bool:
@@ -76,6 +88,43 @@ def verify_function(rtol: float) -> Callable[..., bool]:
         return True
 
     return verify
+
+
+# What Kernel Tuner is given in place of each expected array. It copies its answer (np.array) before every
+# verification and reads it only to know which arguments to copy back; GEMM 2048^3's float64 reference made
+# that copy 14 ms of every config, and numpy's allclose on it 100 ms more (measured on the H200, 2026-11-28,
+# benchmarks/throughput.py --parts timeline): the arrays stay with verify_function, which computes the bounds
+# once and compares in buffers allocated once.
+_MARKER = np.zeros(0, np.int8)
+
+
+def answer_markers(answer: Sequence) -> list:
+    return [None if a is None else _MARKER for a in answer]
+
+
+class _Expected:
+    """One expected array, its bound atol + rtol |expected| (computed for the first atol, Kernel Tuner's
+    tuning_options.atol, which stays the same) and the buffers of the comparison."""
+
+    def __init__(self, expected: np.ndarray, rtol: float) -> None:
+        self.expected, self.rtol = expected, rtol
+        self._atol: float | None = None
+
+    def holds(self, got: Any, atol: Any) -> bool:
+        got = np.asarray(got).reshape(self.expected.shape)
+        atol = float(atol or 0.0)
+        if not atol and not self.rtol:  # an exact check (integers): one pass, no float temporaries
+            return bool(np.array_equal(got, self.expected))
+        if self._atol != atol:
+            self.bound = atol + self.rtol * np.abs(self.expected, dtype=np.result_type(self.expected, 1.0))
+            self.diff = np.empty(self.expected.shape, np.result_type(got, self.expected, 1.0))
+            self.ok = np.empty(self.expected.shape, bool)
+            self._atol = atol
+        # as numpy's isclose, and a NaN or infinity anywhere fails (NaN <= bound is False): the old isfinite
+        np.subtract(got, self.expected, out=self.diff)
+        np.abs(self.diff, out=self.diff)
+        np.less_equal(self.diff, self.bound, out=self.ok)
+        return bool(self.ok.all())
 
 
 def kernel_options(
@@ -143,9 +192,9 @@ def tuning_options(
         seed=seed,
     )
     options.update(
-        answer=answer,
+        answer=answer_markers(answer) if answer is not None else None,
         atol=atol,
-        verify=util.normalize_verify_function(verify_function(rtol)) if answer is not None else None,
+        verify=util.normalize_verify_function(verify_function(rtol, answer)) if answer is not None else None,
         metrics={"time": median_time, **(kt_metrics(space, size, dtype) if metrics else {})},
     )
     return options

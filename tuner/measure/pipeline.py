@@ -169,6 +169,11 @@ class CompilePipeline:
     def started(self, values: Sequence) -> bool:
         return tuple(values) in self._pending
 
+    def done(self, values: Sequence) -> bool:
+        """Its compile has ended (take will not wait)."""
+        key = self._pending.get(tuple(values))
+        return key is not None and self.pool.done(key)
+
     def take(self, values: Sequence) -> Compiled | None:
         """The config's cubin (compiled now if it was not started), or None: Kernel Tuner compiles it."""
         values = tuple(values)

@@ -104,12 +104,25 @@ def quiet_kernel_tuner_del(unraisable: Any) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+PROFILE_ENV = "TUNER_PROFILE_DIR"  # set: each measuring process writes its cProfile statistics there
+
+
 def live_main(conn: Connection, spec: MeasureSpec, entered: float | None = None) -> None:
     """The measuring process on the GPU."""
     entered = entered or time.time()  # the parent compares it with its spawn: the cost of a new process
     sys.unraisablehook = quiet_kernel_tuner_del
     os.environ.update(spec.env)
-    serve(conn, lambda: LiveMeasurer(spec, entered))
+    profile_dir = os.environ.get(PROFILE_ENV)
+    if not profile_dir:
+        serve(conn, lambda: LiveMeasurer(spec, entered))
+        return
+    import cProfile  # where a measuring process's time goes (benchmarks/throughput.py --parts timeline)
+
+    with cProfile.Profile() as profile:
+        try:
+            serve(conn, lambda: LiveMeasurer(spec, entered))
+        finally:
+            profile.dump_stats(os.path.join(profile_dir, f"measure-{os.getpid()}.prof"))
 
 
 class LiveMeasurer(Measurer):

@@ -18,6 +18,12 @@ def _has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    # The test command runs the tests on every core (pytest-xdist, --dist loadgroup): each file's tests go to
+    # one process together (their module fixtures are made once), and the tests that use the GPU all to one
+    # process, so that no two of them time kernels on the GPU at once.
+    for item in items:
+        group = "gpu" if "gpu" in item.keywords else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

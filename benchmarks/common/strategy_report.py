@@ -33,10 +33,10 @@ KT_PREFIX = "kt:"
 def complete_recordings(root: Path):
     """(workload, size name, dtype, gpu dir in the store, configs) of every cache that holds every valid config."""
     for w in all_workloads():
-        space = w.space
-        valid = kt.searchspace(space).size
+        searchspace_of = kt.searchspaces(w.space)
         for cache in sorted(root.glob(f"*/{w.name}/*.cache.json")):
             size_name, _, dtype = cache.name.removesuffix(".cache.json").rpartition("_")
+            valid = searchspace_of(dtype).size
             if len(read_cache(str(cache), open_cache=False)["cache"]) >= valid:
                 yield w.name, size_name, dtype, cache.parent.parent, valid
 

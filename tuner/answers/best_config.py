@@ -284,7 +284,7 @@ def run_config(
     space, and valid), else the best stored for this GPU and size, with its fallback (nearest size, other GPU)
     said through `log`."""
     if given:
-        return get_workload(workload_name).space.checked(given, "--config")
+        return get_workload(workload_name).space.checked(given, "--config", dtype)
     answer = best(workload_name, format_size(size), dtype, gpu=gpu)
     for note in answer["notes"]:
         log(f"note: {note}")

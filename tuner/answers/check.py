@@ -186,7 +186,7 @@ def run_check(
         config = {**space.complete(json.loads(base["config"])), **(plant or {})}
         t0 = time.monotonic()
         missing = [k for k in space.params if k not in config]
-        if plant and not missing and not space.is_valid(config):
+        if plant and not missing and not space.is_valid(config, base["dtype"]):
             raise TunerError(f"--plant {plant} breaks a restriction of the {base['workload']} space: {config}")
         if missing:  # recorded before the space gained these parameters: the config names no kernel of today's
             gpu, lifecycle = here, {}

@@ -99,7 +99,7 @@ def load_recording(
     cachefile = find_recording(Path(root or store.results_root()), workload, size_name, dtype, gpu)
     # a brute-force replay computes the objective exactly as the strategies' replays will see it
     results, gpu_name = replay(
-        space, size_vars, dtype, cachefile, make_strategy("brute_force"), max_evals=kt.searchspace(space).size
+        space, size_vars, dtype, cachefile, make_strategy("brute_force"), max_evals=kt.searchspace(space, dtype).size
     )
     trace = _unique_trace(results, list(space.params), space.objective)
     values = np.sort(np.array([v for v in trace if v is not None], dtype=float))
@@ -128,7 +128,9 @@ def load_file_recording(path: Path, objective: str | None = None, direction: str
 
 def space_size(rec: Recording) -> int:
     """The configs a strategy searches: the workload's space, or every config a file recording holds."""
-    return len(rec.file.configs) if rec.file is not None else kt.searchspace(get_workload(rec.workload).space).size
+    if rec.file is not None:
+        return len(rec.file.configs)
+    return kt.searchspace(get_workload(rec.workload).space, rec.dtype).size
 
 
 def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None) -> Any:

@@ -95,7 +95,7 @@ def _run_session(req: CampaignRequest, r: Resolved, root: Path, session: Session
     # one SQLite file shared by the campaigns of this GPU
     storage = open_storage(req.storage or local_storage(session.wdir))
     # the campaign's name, and what it must not be mixed with: this GPU, this kernel and space
-    study_name = f"{study_title(req, r)}@{gpu_slug(gpu)}/{kernel_hash}-{space.space_hash}"
+    study_name = f"{study_title(req, r)}@{gpu_slug(gpu)}/{kernel_hash}-{space.space_hash_for(dtype)}"
     strategy = campaign_strategy(
         req, space, size, dtype, gpu, root, storage=storage, study_name=study_name, evaluations=previous
     )
@@ -223,7 +223,7 @@ def campaign_strategy(
     warm = []
     if req.warm_start:
         warm = warm_configs(warm_evaluations(req.workload, root, own=evaluations), space, size, dtype, gpu)
-    first = [space.checked(c, "a config to measure first") for c in req.first]  # not silently skipped
+    first = [space.checked(c, "a config to measure first", dtype) for c in req.first]  # not silently skipped
     warm = first + [c for c in warm if c not in first]
     patience = req.patience
     if patience is None:

@@ -178,7 +178,7 @@ def resolve(req: CampaignRequest, *, distributed: bool = False) -> Resolved:
         )
     check_options(req)
     make_strategy(req.strategy)  # an unknown name fails here, before any GPU work
-    searchspace = kt.searchspace(space)
+    searchspace = kt.searchspace(space, dtype)
     if searchspace.size == 0:
         raise TunerError(f"{space.path}: the restrictions leave no valid configuration")
     max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)

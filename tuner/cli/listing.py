@@ -39,11 +39,12 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     try:
         w = get_workload(name)
         s = w.space
-        searchspace = kt.searchspace(s)
+        searchspace_of = kt.searchspaces(s)
+        searchspace = searchspace_of(None)  # the space's configs whatever the dtype
     except TunerError as e:
         where = "" if origin in str(e) else f" ({origin})"
         return {"workload": name, "origin": origin, "error": f"workload '{name}'{where}: {e}"}
-    recorded = recordings(root, w.name, s, searchspace)
+    recorded = recordings(root, w.name, s, searchspace_of)
     return {
         "workload": w.name,
         "origin": w.origin,

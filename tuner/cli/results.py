@@ -83,7 +83,7 @@ def recorded_line(sel: Selection) -> Items:
 
     space = sel.workload.space
     gpu, size = gpu_slug(str(sel.rows.iloc[0]["gpu"])), str(sel.rows.iloc[0]["size"])
-    recorded = recordings(Path(sel.root or results_root()), sel.workload.name, space, kt.searchspace(space))
+    recorded = recordings(Path(sel.root or results_root()), sel.workload.name, space, kt.searchspaces(space))
     mine = [r for r in recorded if r.gpu == gpu and r.dtype == sel.dtype]
     this = next((r for r in mine if r.size == safe_name(size)), None)
     said = [

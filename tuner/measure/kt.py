@@ -43,8 +43,23 @@ def tune_params(space: Space) -> dict:
     return {k: list(v) for k, v in space.params.items()}
 
 
-def searchspace(space: Space) -> Searchspace:
-    return Searchspace(tune_params(space), list(space.restrictions), MAX_THREADS)
+def searchspace(space: Space, dtype: str | None = None) -> Searchspace:
+    """The valid configs of a campaign of `dtype` (Space.restrictions_for); None: the space's whatever the dtype."""
+    return Searchspace(tune_params(space), space.restrictions_for(dtype), MAX_THREADS)
+
+
+def searchspaces(space: Space) -> Callable[[str | None], Searchspace]:
+    """searchspace(space, dtype) for any dtype, each built once per distinct list of restrictions (most
+    dtypes have none of their own)."""
+    built: dict[tuple, Searchspace] = {}
+
+    def of(dtype: str | None) -> Searchspace:
+        key = tuple(space.restrictions_for(dtype))
+        if key not in built:
+            built[key] = searchspace(space, dtype)
+        return built[key]
+
+    return of
 
 
 def kt_metrics(space: Space, size: dict, dtype: str) -> dict:
@@ -184,7 +199,7 @@ def tuning_options(
         tune_params(space),
         space.objective,
         space.maximize,
-        restrictions=list(space.restrictions),
+        restrictions=space.restrictions_for(dtype),
         iterations=space.iterations,
         strategy_options=strategy_options,
         budget=util.TuningBudget(time_limit, max_fevals),

@@ -70,11 +70,12 @@ def _readable_copy(cachefile: Path, space: Space, folder: Path) -> Path:
     return copy
 
 
-def recorded_searchspace(space: Space, cache: dict) -> tuple[Searchspace, int]:
-    """The space's search space restricted to the configs the recording holds (in the space's order), and
-    the space's size: a partial recording (a strategy's campaign, a sampled space) replays over what it
-    holds, a config it lacks is invalid to the strategy. A complete recording gets the space's own."""
-    full = kt.searchspace(space)
+def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) -> tuple[Searchspace, int]:
+    """The space's search space (for `dtype`: kt.searchspace) restricted to the configs the recording holds
+    (in the space's order), and the space's size: a partial recording (a strategy's campaign, a sampled
+    space) replays over what it holds, a config it lacks is invalid to the strategy. A complete recording
+    gets the space's own."""
+    full = kt.searchspace(space, dtype)
     held = [c for c in full.list if ",".join(str(v) for v in c) in cache]
     if len(held) == full.size:
         return full, full.size
@@ -86,11 +87,12 @@ def recorded_searchspace(space: Space, cache: dict) -> tuple[Searchspace, int]:
     return restricted, full.size
 
 
-def recording_searchspace(space: Space, cachefile: Path | str) -> Searchspace:
-    """The search space a replay of `cachefile` covers: the configs it holds (recorded_searchspace), read
-    without writing it (aligned in memory where the space gained parameters with defaults)."""
+def recording_searchspace(space: Space, cachefile: Path | str, dtype: str | None = None) -> Searchspace:
+    """The search space a replay of `cachefile` (recorded for `dtype`) covers: the configs it holds
+    (recorded_searchspace), read without writing it (aligned in memory where the space gained parameters
+    with defaults)."""
     data = kt.aligned_cache(cachefile, space) or util.read_cache(str(cachefile), open_cache=False)
-    return recorded_searchspace(space, data["cache"])[0]
+    return recorded_searchspace(space, data["cache"], dtype)[0]
 
 
 @dataclass
@@ -153,7 +155,7 @@ def replay_recording(
         space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit, seed=seed
     )
     try:
-        searchspace, space_size = recorded_searchspace(space, tuning_options["cache"])
+        searchspace, space_size = recorded_searchspace(space, tuning_options["cache"], dtype)
     except TunerError as e:
         raise TunerError(f"{cachefile}: {e}") from None
     try:

@@ -54,7 +54,7 @@ def warm_configs(
         return []
 
     def valid(config: dict) -> bool:
-        return all(config[k] in values for k, values in space.params.items()) and space.is_valid(config)
+        return all(config[k] in values for k, values in space.params.items()) and space.is_valid(config, dtype)
 
     recordings = []
     for (size_vars, rec_dtype, rec_gpu), rows in ok.groupby(["size_vars", "dtype", "gpu"]):

@@ -24,28 +24,44 @@ class _Budget(Exception):
     """Counting ran out of evaluations or time."""
 
 
-def count_configurations(path: str | Path, params: dict, restrictions: list[Expression]) -> int:
+def count_configurations(
+    path: str | Path, params: dict, restrictions: list[Expression], dtype_restrictions: dict | None = None
+) -> int:
     """The number of configs of `params` (name -> values) that meet every restriction, counted by
     python-constraint's solver over our own checked expressions (each restriction is tested as soon as its
     variables are set, so a restriction prunes whole branches). A SpaceError (naming `path`) when none is
-    valid, more than MAX_CONFIGS are, a restriction raises, or counting takes too long."""
+    valid, more than MAX_CONFIGS are, a restriction raises, or counting takes too long. Each dtype of
+    `dtype_restrictions` (dtype -> its own checked expressions) is counted with the space's too, and must
+    leave a valid config."""
+    space = [(["restrictions", i], e) for i, e in enumerate(restrictions)]
+    count = _count(path, params, space, ["restrictions"], "the restrictions")
+    for dtype, extra in (dtype_restrictions or {}).items():
+        where = ["dtypes", dtype, "restrictions"]
+        own = [([*where, i], e) for i, e in enumerate(extra)]
+        _count(path, params, [*space, *own], where, f"the space's restrictions and {dtype}'s")
+    return count
+
+
+def _count(path: str | Path, params: dict, restrictions: list[tuple[list, Expression]], where: list, whose: str) -> int:
+    """count_configurations over `restrictions`, each with its key path; `where`: the key path of the list,
+    `whose`: how the message names them."""
     product = math.prod(len(v) for v in params.values())
     problem = Problem()
     for name, values in params.items():
         problem.addVariable(name, list(values))
     spent = {"evaluations": 0, "deadline": time.monotonic() + MAX_SECONDS}
-    for i, expr in enumerate(restrictions):
+    for key_path, expr in restrictions:
         names = sorted(expr.names)
         if names:
-            problem.addConstraint(FunctionConstraint(_test(path, i, expr, names, spent)), names)
-        elif not _holds(path, i, expr, {}):
-            raise SpaceError(path, ["restrictions", i], f"'{expr.text}' holds for no configuration")
+            problem.addConstraint(FunctionConstraint(_test(path, key_path, expr, names, spent)), names)
+        elif not _holds(path, key_path, expr, {}):
+            raise SpaceError(path, key_path, f"'{expr.text}' holds for no configuration")
     try:
         count = sum(1 for _ in itertools.islice(problem.getSolutionIter(), MAX_CONFIGS + 1))
     except _Budget:
         raise SpaceError(
             path,
-            ["restrictions"],
+            where,
             f"counting the valid configurations of {product:,} (the product of the parameters' value counts) "
             f"took more than {MAX_EVALUATIONS:,} evaluations or {MAX_SECONDS:.0f} s: give fewer values",
         ) from None
@@ -57,27 +73,27 @@ def count_configurations(path: str | Path, params: dict, restrictions: list[Expr
             "give fewer values or restrict them",
         )
     if count == 0:
-        where = ["restrictions"] if restrictions else ["parameters"]
-        raise SpaceError(path, where, f"the restrictions leave no valid configuration of {product:,}")
+        at = where if restrictions else ["parameters"]
+        raise SpaceError(path, at, f"{whose} leave no valid configuration of {product:,}")
     return count
 
 
-def _test(path: str | Path, i: int, expr: Expression, names: list, spent: dict) -> object:
+def _test(path: str | Path, key_path: list, expr: Expression, names: list, spent: dict) -> object:
     def test(*values: object) -> bool:
         spent["evaluations"] += 1
         if spent["evaluations"] > MAX_EVALUATIONS or (
             spent["evaluations"] % 4096 == 0 and time.monotonic() > spent["deadline"]
         ):
             raise _Budget
-        return _holds(path, i, expr, dict(zip(names, values)))
+        return _holds(path, key_path, expr, dict(zip(names, values)))
 
     return test
 
 
-def _holds(path: str | Path, i: int, expr: Expression, config: dict) -> bool:
+def _holds(path: str | Path, key_path: list, expr: Expression, config: dict) -> bool:
     try:
         return bool(expr(config))
     except Exception as e:  # noqa: BLE001  (any error of evaluating it: a TypeError, a ZeroDivisionError...)
         raise SpaceError(
-            path, ["restrictions", i], f"'{expr.text}' cannot be evaluated for {config}: {type(e).__name__}: {e}"
+            path, key_path, f"'{expr.text}' cannot be evaluated for {config}: {type(e).__name__}: {e}"
         ) from None

@@ -237,7 +237,8 @@ def _check_expressions(texts: dict, seen: dict, outputs: list, size_vars: set, f
 
 
 def _check_config(config: dict, doc: dict, params: set, fail: Fail) -> None:
-    """A trusted config: every parameter without a default, each to one of its values, and valid."""
+    """A trusted config: every parameter without a default, each to one of its values, and valid (for every
+    dtype: it is the reference of each dtype's campaigns)."""
     at = ["reference", "config"]
     values = doc.get("parameters", {})
     defaults = doc.get("defaults", {})
@@ -251,13 +252,14 @@ def _check_config(config: dict, doc: dict, params: set, fail: Fail) -> None:
         if k in values and v not in values[k]:
             fail([*at, k], f"{v!r} is not one of its values ({', '.join(map(str, values[k]))})")
     full = {**{k: v for k, v in defaults.items() if k not in config}, **config}
-    for r in doc.get("restrictions", []):
+    own = [(f"dtype {d}'s ", r) for d, e in doc.get("dtypes", {}).items() for r in (e or {}).get("restrictions", [])]
+    for whose, r in [*(("", r) for r in doc.get("restrictions", [])), *own]:
         try:
             ok = bool(Expression(r)(full))
         except Exception:  # noqa: BLE001  (a bad restriction is the loader's to report)
             continue
         if not ok:
-            fail(at, f"the config breaks the restriction '{r}'")
+            fail(at, f"the config breaks {whose or 'the '}restriction '{r}'")
 
 
 def _check_reference_kernel(ref: dict, doc: dict, path: Path, size_expr: SizeExpr, fail: Fail) -> dict:

@@ -111,6 +111,11 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
 
     restrictions = doc.get("restrictions", [])
     checked = [expr(r, ["restrictions", i], params) for i, r in enumerate(restrictions)]
+    dtype_checked = {  # a dtype's own restrictions (those without any left out: Space.space_hash_for)
+        dtype: [expr(r, ["dtypes", dtype, "restrictions", i], params) for i, r in enumerate(entry["restrictions"])]
+        for dtype, entry in doc["dtypes"].items()
+        if entry and entry.get("restrictions")
+    }
     lang = doc["kernel"].get("lang", "cuda")
     if lang == "cuda" and "launch" not in doc:
         raise SpaceError(path, [], "missing key 'launch' (block and grid of the kernel; only a 'host' kernel has none)")
@@ -144,7 +149,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         )
 
     source = kernel_path(path, doc["kernel"]["source"], ["kernel", "source"], sources_within)
-    configurations = count_configurations(path, params, checked)
+    configurations = count_configurations(path, params, checked, dtype_checked)
     declaration = check_declaration(doc, path, size_vars, set(params), list(doc["dtypes"]))
 
     verify = doc.get("verify", {})
@@ -158,6 +163,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         compiler_options=doc["kernel"].get("compiler_options", []),
         params=params,
         restrictions=[e.text for e in checked],  # only what the checker accepted ever reaches Kernel Tuner
+        dtype_restrictions={dtype: [e.text for e in exprs] for dtype, exprs in dtype_checked.items()},
         configurations=configurations,
         block_names=launch["block"],
         grid=grid,

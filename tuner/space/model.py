@@ -54,10 +54,13 @@ class Space:
     doc: dict = field(default_factory=dict, repr=False)  # the YAML as written (keys a workload reads itself)
     # its `arguments`, `reference` and `seed`, parsed and checked (None where it declares no arguments)
     declaration: Declaration | None = field(default=None, repr=False)
+    # dtype -> its own restrictions, checked as `restrictions` are (only dtypes that have some): configs that
+    # exist for other dtypes alone (GEMM's tensor-core variant is float32 only)
+    dtype_restrictions: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Kernel Tuner compiles restriction strings with Python's full globals: none reaches it unchecked
-        for r in self.restrictions:
+        for r in [*self.restrictions, *(r for rs in self.dtype_restrictions.values() for r in rs)]:
             try:
                 Expression(r)
             except ValueError as e:
@@ -82,16 +85,28 @@ class Space:
     def size_vars(self) -> tuple:
         return tuple(next(iter(self.sizes.values())).keys())
 
+    def restrictions_for(self, dtype: str | None) -> list[str]:
+        """The restrictions a campaign of `dtype` searches under: the space's and the dtype's own (None, or a
+        dtype without any: the space's alone)."""
+        return [*self.restrictions, *self.dtype_restrictions.get(dtype, [])]
+
     @cached_property
     def restriction_exprs(self) -> list:
         return [Expression(r) for r in self.restrictions]
 
-    def is_valid(self, config: dict) -> bool:
-        return all(bool(e(config)) for e in self.restriction_exprs)
+    @cached_property
+    def _dtype_restriction_exprs(self) -> dict[str, list[Expression]]:
+        return {d: [Expression(r) for r in rs] for d, rs in self.dtype_restrictions.items()}
 
-    def checked(self, config: dict, what: str = "the config") -> dict:
+    def is_valid(self, config: dict, dtype: str | None = None) -> bool:
+        """Whether `config` meets restrictions_for(dtype)."""
+        exprs = [*self.restriction_exprs, *self._dtype_restriction_exprs.get(dtype or "", [])]
+        return all(bool(e(config)) for e in exprs)
+
+    def checked(self, config: dict, what: str = "the config", dtype: str | None = None) -> dict:
         """`config` with the defaults of parameters it leaves out (see `defaults`), if it names a configuration
-        of this space; else a TunerError saying what is wrong (`what`: how the message names it)."""
+        of this space (for `dtype`: restrictions_for); else a TunerError saying what is wrong (`what`: how the
+        message names it)."""
         config = self.complete(config)
         missing = set(self.params) - set(config)
         unknown = set(config) - set(self.params)
@@ -108,8 +123,8 @@ class Space:
                 f"{what}: values outside the space: "
                 + ", ".join(f"{k}={v} (allowed {self.params[k]})" for k, v in bad.items())
             )
-        if not self.is_valid(config):
-            raise TunerError(f"{what} breaks a restriction of the space: {config}")
+        if not self.is_valid(config, dtype):
+            raise TunerError(f"{what} breaks a restriction of the space{f' for {dtype}' if dtype else ''}: {config}")
         return dict(config)
 
     def grid_dims(self, config: dict, size: dict) -> list:
@@ -207,9 +222,23 @@ class Space:
 
     @cached_property
     def space_hash(self) -> str:
-        """The parameters' values and the restrictions: what an Optuna trial's params (indices into the values)
-        mean. A study resumed under another space would read its trials as other configs."""
-        text = json.dumps({"params": self.params, "restrictions": self.restrictions}, sort_keys=True, default=str)
+        """space_hash_for(None): the space whatever the dtype (every dtype's own restrictions hashed in)."""
+        return self.space_hash_for(None)
+
+    def space_hash_for(self, dtype: str | None) -> str:
+        """The parameters' values and the restrictions a campaign of `dtype` searches under: what an Optuna
+        trial's params (indices into the values) mean. A study resumed under another space would read its
+        trials as other configs; it names the studies (tuner.campaign.local, tuner.campaign.distributed).
+
+        Only the campaign's dtype's own restrictions are hashed in, and only where it has some: a dtype without
+        any hashes the text it did before they existed, so its studies keep their names (GEMM float32's
+        committed in results/store/nvidia-h200/gemm/optuna.sqlite3, although GEMM's int32 gained one; hashing
+        every dtype's would have orphaned them). None: every dtype's."""
+        own = self.dtype_restrictions if dtype is None else {dtype: self.dtype_restrictions.get(dtype, [])}
+        doc: dict = {"params": self.params, "restrictions": self.restrictions}
+        if any(own.values()):
+            doc["dtype_restrictions"] = own
+        text = json.dumps(doc, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -14,6 +14,8 @@ from tuner.store.parts import recorded_gpu
 from tuner.store.paths import cache_path, gpu_slug, read_roots
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernel_tuner.searchspace import Searchspace
 
     from tuner.space import Space
@@ -126,18 +128,23 @@ class Recording:
         }
 
 
-def recordings(root: Path, workload: str, space: Space, searchspace: Searchspace) -> list[Recording]:
+def recordings(
+    root: Path, workload: str, space: Space, searchspace_of: Callable[[str | None], Searchspace]
+) -> list[Recording]:
     """Every recording of `workload` in the store (and the package's), by GPU, size and dtype, with the
     number of the space's configs each holds: what `tuner tune --simulate` can replay. A config counts
-    where the space still has it (a parameter added since with a default takes it, as a replay does)."""
+    where the space still has it for the recording's dtype (`searchspace_of(dtype)`: tuner.measure.kt's
+    searchspaces); a parameter added since with a default takes it, as a replay does."""
     found: dict[tuple[str, str], Path] = {}  # the project's own before one a package ships (choose_recording)
     for r in read_roots(root):
         for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
             found.setdefault((c.parent.parent.name, c.name), c)
-    names, defaults = list(searchspace.tune_params), space.defaults or {}
+    defaults = space.defaults or {}
     out = []
     for (gpu, file), path in sorted(found.items()):
         size, _, dtype = file.removesuffix(".cache.json").rpartition("_")
+        searchspace = searchspace_of(dtype)
+        names = list(searchspace.tune_params)
         try:
             cache = json.loads(_closed(path.read_text()))["cache"]
             held = sum(

@@ -27,7 +27,9 @@ def campaign_status(name: str, url: str) -> dict:
     space = get_workload(camp.workload).space
     # a replay searches the configs its recording holds
     searchspace = (
-        recording_searchspace(space, camp.recording) if camp.simulate and camp.recording else kt.searchspace(space)
+        recording_searchspace(space, camp.recording, camp.dtype)
+        if camp.simulate and camp.recording
+        else kt.searchspace(space, camp.dtype)
     )
     codec = TrialCodec(searchspace)
     trials = study.get_trials(deepcopy=False)

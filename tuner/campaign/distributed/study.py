@@ -55,7 +55,7 @@ class Campaign:
     recording: str | None = None  # the Kernel Tuner cache a simulated campaign replays
     heartbeat_s: int = HEARTBEAT_S
     grace_s: int = GRACE_S
-    space_hash: str = ""  # Space.space_hash ("" in campaigns created before it was recorded)
+    space_hash: str = ""  # Space.space_hash_for(dtype) ("" in campaigns created before it was recorded)
 
     def key(self) -> tuple:
         return (
@@ -142,7 +142,7 @@ def create_campaign(
         recording=recording,
         heartbeat_s=heartbeat_s,
         grace_s=grace_s,
-        space_hash=space.space_hash,
+        space_hash=space.space_hash_for(dtype),
     )
     url = url or default_storage(root)
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder

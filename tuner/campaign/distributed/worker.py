@@ -90,7 +90,9 @@ def run_worker(
     space = workload.space
     # a replay searches the configs its recording holds
     searchspace = (
-        recording_searchspace(space, camp.recording) if camp.simulate and camp.recording else kt.searchspace(space)
+        recording_searchspace(space, camp.recording, camp.dtype)
+        if camp.simulate and camp.recording
+        else kt.searchspace(space, camp.dtype)
     )
     timeline.mark("loaded")  # imports, the study, the search space
     if source_hash(space.source_text) != camp.kernel_hash:
@@ -98,7 +100,7 @@ def run_worker(
             f"campaign '{name}' tunes another version of {space.kernel_source.name} (kernel hash "
             f"{camp.kernel_hash}): check out the same commit on every host"
         )
-    if camp.space_hash and camp.space_hash != space.space_hash:  # trials' params would decode to other configs
+    if camp.space_hash and camp.space_hash != space.space_hash_for(camp.dtype):  # trials would decode otherwise
         raise TunerError(
             f"campaign '{name}' tunes another version of {space.path.name} (its parameters or "
             "restrictions differ): check out the same commit on every host"

@@ -10,6 +10,17 @@ before a shape that would not finish in time. `--size` tunes those shapes instea
 
   python benchmarks/gemm/grid.py --budget 16 --until $(( $(date +%s) + 450 ))
   python benchmarks/gemm/grid.py --budget 30 --size 1024x1024x1024 --size 4096x4096x4096
+
+Through the device tool, let the store live under $OUT, so that what a command measured comes back even when
+it runs out of time (a run whose store was packed at its end lost 9 campaigns that way, 2026-11-28):
+
+  . benchmarks/common/device_env.sh; mkdir -p $OUT/store/nvidia-h200 && cp -r results/store/nvidia-h200/gemm \
+    $OUT/store/nvidia-h200/ && TUNER_RESULTS=$OUT/store python3 benchmarks/gemm/grid.py --gpu "NVIDIA H200" \
+    --budget 20 --until $(( $(date +%s) + 500 ))
+
+(that GPU's folder alone: its shapes seed each other; copy the H100's too for a GPU with no shape tuned yet),
+then copy the folder that came back over results/store/nvidia-h200/gemm and rewrite the Kernel Tuner caches
+(benchmarks/common/kt_caches.py).
 """
 
 from __future__ import annotations

@@ -17,13 +17,18 @@ def _has_gpu() -> bool:
     return False
 
 
+SHARED_FIXTURES = {"tests.test_distributed", "tests.test_query_export"}  # module-scoped fixtures
+
+
 def pytest_collection_modifyitems(config, items):
-    # The test command runs the tests on every core (pytest-xdist, --dist loadgroup): each file's tests go to
-    # one process together (their module fixtures are made once), and the tests that use the GPU all to one
-    # process, so that no two of them time kernels on the GPU at once.
+    # The test command runs the tests on every core (pytest-xdist, --dist loadgroup), each test where a process
+    # is free, but the tests that use the GPU all in one process, so that no two of them time kernels on the GPU
+    # at once, and a file with module fixtures in one process, so that they are made once.
     for item in items:
-        group = "gpu" if "gpu" in item.keywords else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("gpu"))
+        elif item.module.__name__ in SHARED_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     if _has_gpu():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

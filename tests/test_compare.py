@@ -247,7 +247,7 @@ def test_every_complete_brute_force_exported_is_a_recording(tmp_path, workload, 
     of the store's recording, cold and warm side by side (alike: a file has nothing to warm-start from)."""
     path = _exported(tmp_path, workload, size, dtype, gz=workload == "reduction")
     rec = load_recording(workload, size, dtype)
-    budget = max(1, round(0.1 * rec.values.size))
+    budget = 10  # the comparison's own budget is tested elsewhere: here, what the file holds
     doc = compare_file(path, strategies=["default", "default-cold", "kt:random_sample"], repeats=2, budget=budget,
                        jobs=1)
     # the file holds every config recorded, also one the space no longer admits (GEMM: 293 against 292)

@@ -12,7 +12,10 @@ For each workload:
      runs' when their median relative difference to the serial runs' mean is no larger than the two serial
      runs' own median relative difference: `agreement` (the issue's criterion, against ptx) and
      `same_binaries` (against cubin: concurrency alone); `ptx_vs_cubin_median_rel_diff` is what the compilers'
-     binaries differ by.
+     binaries differ by;
+  ask-ahead: a TPE search asking one trial at a time against asking ahead (configs/s of each);
+  timeline: this tool's brute force profiled (the campaign and each measuring process under cProfile, in
+     $OUT/profiles), with the seconds before the first row, between rows and after the last.
 Writes $OUT/<date>-<commit>-<workloads>-<parts>.json, and the same under
 $OUT/results/records/common/<gpu>/throughput/ (after each part: a command that runs out of time keeps what
 was done).

@@ -254,10 +254,11 @@ def test_a_session_uses_the_measuring_process_launched_early_for_it_and_only_tha
 def test_kernel_tuner_ranks_by_the_median_time_as_the_store_does():
     """A strategy's cost and a campaign's best (on `time`, the objective of the host-code workloads) are the
     median of the launches, as `tuner best` ranks: one slow launch does not decide it."""
-    from tuner.measure.runner import IsolatedRunner, _Opts
+    from tuner.measure.evaluate import kt_result
+    from tuner.measure.runner import _Opts
 
     row = {"variant": 7, "status": "ok", "times": [1.0, 1.0, 1.0, 10.0]}
-    assert IsolatedRunner._as_kt_result(None, row, ["variant"], _Opts(metrics=None))["time"] == 1.0
+    assert kt_result(row, ["variant"], _Opts(metrics=None))["time"] == 1.0
 
 
 def test_a_timeout_is_resumed_only_under_a_timeout_no_longer_than_its_own(results):

@@ -1,11 +1,13 @@
 """One configuration through Kernel Tuner's runner (live or simulated): a row with its status (ok, or the
 failure class: compile, launch, runtime, wrong_answer, invalid) and its times. Kernel Tuner raises on
 unrecognised compile errors, illegal addresses and failed verifications; the device's stage when it raised
-tells them apart (the measuring process marks compile, verify and benchmark: tuner/measure/process.py)."""
+tells them apart (the measuring process marks compile, verify and benchmark: tuner/measure/process.py).
+And back: a row as the result Kernel Tuner's strategies read (kt_result: the campaign's runner hands them)."""
 
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -74,6 +76,28 @@ def evaluate(runner: Any, tuning_options: Any, keys: list[str], values: Sequence
     for k in ("compile_time", "verification_time", "benchmark_time"):
         row[k] = float(result.get(k, 0.0) or 0.0)
     return row
+
+
+def kt_result(row: dict, keys: list[str], tuning_options: Any) -> dict:
+    """The other way: a row (measured, served from the store or a failure) as the result Kernel Tuner's
+    strategies read, its `time` the median of the launches, as the store ranks (Space.objective_value), not
+    Kernel Tuner's mean."""
+    result = {k: row[k] for k in keys}
+    result.update(
+        compile_time=row.get("compile_time", 0.0),
+        verification_time=row.get("verification_time", 0.0),
+        benchmark_time=row.get("benchmark_time", 0.0),
+        strategy_time=0,
+        framework_time=0,
+    )
+    if row["status"] == "ok":
+        result["times"] = row["times"]
+        result["time"] = statistics.median(row["times"])
+        if tuning_options.metrics:
+            result = util.process_metrics(result, tuning_options.metrics)
+    else:
+        result["__error__"] = ERROR_CONFIGS.get(row["status"], util.RuntimeFailedConfig)()
+    return result
 
 
 def record_failure_in_cache(tuning_options: Any, values: Sequence, params: dict, status: str) -> None:

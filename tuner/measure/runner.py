@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
-from kernel_tuner import util
 from kernel_tuner.runners.runner import Runner
 
 from tuner.errors import TunerError
 from tuner.measure.entry import process_entry
-from tuner.measure.evaluate import ERROR_CONFIGS, record_failure_in_cache
+from tuner.measure.evaluate import kt_result, record_failure_in_cache
 from tuner.measure.pipeline import CompilePipeline, default_workers
 from tuner.measure.protocol import (
     SURVIVABLE,
@@ -210,7 +208,7 @@ class IsolatedRunner(Runner):
                     fresh = True
                     self.known[key] = row
                 self._unwritten.append((row, fresh))
-                results.append(self._as_kt_result(row, keys, tuning_options))
+                results.append(kt_result(row, keys, tuning_options))
         finally:
             self._write_rows()
         return results
@@ -381,26 +379,6 @@ class IsolatedRunner(Runner):
             return "runtime", f"the measuring process died (exit code {self._proc.exitcode})"
         assert isinstance(reply, Result), reply
         return reply
-
-    def _as_kt_result(self, row: dict, keys: list[str], tuning_options: Any) -> dict:
-        result = {k: row[k] for k in keys}
-        result.update(
-            compile_time=row.get("compile_time", 0.0),
-            verification_time=row.get("verification_time", 0.0),
-            benchmark_time=row.get("benchmark_time", 0.0),
-            strategy_time=0,
-            framework_time=0,
-        )
-        if row["status"] == "ok":
-            result["times"] = row["times"]
-            result["time"] = statistics.median(
-                row["times"]
-            )  # as the store ranks (Space.objective_value), not KT's mean
-            if tuning_options.metrics:
-                result = util.process_metrics(result, tuning_options.metrics)
-        else:
-            result["__error__"] = ERROR_CONFIGS.get(row["status"], util.RuntimeFailedConfig)()
-        return result
 
 
 class _Opts(dict):

@@ -91,16 +91,13 @@ class Space:
         return [*self.restrictions, *self.dtype_restrictions.get(dtype, [])]
 
     @cached_property
-    def restriction_exprs(self) -> list:
-        return [Expression(r) for r in self.restrictions]
-
-    @cached_property
-    def _dtype_restriction_exprs(self) -> dict[str, list[Expression]]:
-        return {d: [Expression(r) for r in rs] for d, rs in self.dtype_restrictions.items()}
+    def _restriction_exprs(self) -> dict[str | None, list[Expression]]:
+        """restrictions_for each dtype with restrictions of its own, and for any other (None), compiled once."""
+        return {d: [Expression(r) for r in self.restrictions_for(d)] for d in [None, *self.dtype_restrictions]}
 
     def is_valid(self, config: dict, dtype: str | None = None) -> bool:
         """Whether `config` meets restrictions_for(dtype)."""
-        exprs = [*self.restriction_exprs, *self._dtype_restriction_exprs.get(dtype or "", [])]
+        exprs = self._restriction_exprs.get(dtype, self._restriction_exprs[None])
         return all(bool(e(config)) for e in exprs)
 
     def checked(self, config: dict, what: str = "the config", dtype: str | None = None) -> dict:

@@ -38,7 +38,7 @@ from tuner.workloads import get_workload
 
 WORKLOAD, DTYPE, GPU = "gemm", "float32", "NVIDIA H100 80GB HBM3"
 DIMS = (256, 512, 1024, 2048)
-SMS = 132  # the H100's SMs: a split aims at one block per SM at least
+SMS = 132  # the H100's and the H200's SMs: a split aims at one block per SM at least
 MIN_SLICE = 8  # BK tiles per slice at least: shorter slices spend more on the partials than they save
 
 
@@ -59,10 +59,11 @@ def tile(config: dict) -> tuple[int, int]:
 
 
 def split_candidates(config: dict, size: dict, space) -> list[dict]:
-    """`config` split over K (register-tiled, a tile split-K allows): the smallest split of the space that
-    gives every SM a block, with each reduction, and the next split with the in-order one; none where the
-    tiles alone fill the SMs or the slices would be shorter than MIN_SLICE tiles of K."""
-    if config["variant"] != 4:
+    """`config` split over K (register-tiled or on the tensor cores, a tile split-K allows): the smallest split
+    of the space that gives nearly every SM a block (128 blocks for 132 SMs will do), with each reduction the
+    config allows, and the next split with the in-order one; none where the tiles alone fill the SMs or the
+    slices would be shorter than MIN_SLICE tiles of K."""
+    if config["variant"] not in (4, 5):
         return []
     bm, bn = tile(config)
     tiles = -(-size["m"] // bm) * -(-size["n"] // bn)
@@ -70,10 +71,35 @@ def split_candidates(config: dict, size: dict, space) -> list[dict]:
     splits = [s for s in space.params["split_k"] if s > 1 and k_tiles >= s * MIN_SLICE]
     if tiles >= SMS or not splits:
         return []
-    first = next((i for i, s in enumerate(splits) if tiles * s >= SMS), len(splits) - 1)
+    first = next((i for i, s in enumerate(splits) if tiles * s >= 0.9 * SMS), len(splits) - 1)
     picks = [(splits[first], 1), (splits[first], 0)] + ([(splits[first + 1], 1)] if first + 1 < len(splits) else [])
     out = [{**config, "split_k": s, "split_reduce": r} for s, r in picks]
+    if config["variant"] == 5:  # split-K's one pipeline on the tensor cores: BK 16 in 2 stages
+        out = [{**c, "tile_k": 16, "stages": 2} for c in out]
     return [c for c in out if space.is_valid(c)]
+
+
+SMALL_TILES = ((32, 32), (64, 64), (32, 64), (64, 32))  # variant 4's 4x4-outputs-per-thread tiles
+
+
+def small_tiles(base: dict, size: dict, space) -> list[dict]:
+    """Where 64x64 tiles leave SMs idle (a thin shape): variant 4's small block tiles (4x4 outputs a thread,
+    double-buffered, vector loads) each split over K as split_candidates picks (unsplit where the tiles fill
+    the SMs), and the tensor cores' 64x64 tile so split; `base` gives the options the tile leaves open."""
+    if -(-size["m"] // 64) * -(-size["n"] // 64) >= SMS:
+        return []
+    clean = {**base, "variant": 4, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8, "double_buffer": 1,
+             "vector": 4, "unroll": 0, "stages": 0, "rn_sum": 0, "split_k": 1, "split_reduce": 0}
+    out = []
+    for bm, bn in SMALL_TILES:
+        for pad_a in (clean["pad_a"], 4 - clean["pad_a"]):
+            c = {**clean, "block_size_x": bn // 4, "block_size_y": bm // 4, "pad_a": pad_a}
+            if space.is_valid(c):
+                out += split_candidates(c, size, space)[:1] or [c]
+                break
+    tensor = {**clean, "variant": 5, "block_size_x": 8, "block_size_y": 16, "tile_m": 4, "tile_n": 8,
+              "warp_x": 8, "double_buffer": 0, "pad_a": 0, "vector": 1, "stages": 2}
+    return out + split_candidates(tensor, size, space)[::2]
 
 
 def tensor_core_counterparts(config: dict, space) -> list[dict]:
@@ -99,9 +125,9 @@ def tensor_core_counterparts(config: dict, space) -> list[dict]:
 def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[dict]:
     """What a shape's campaign measures first (then TPE): the best stored config of the best `tiles` block
     tiles (best_per_tile; of any GPU where `gpu` has none yet), unsplit; split over K where the shape leaves
-    SMs idle (split_candidates: all of them for the best tile, the first for the others); the tensor-core
-    counterparts of the best `tiles` tiles, and at 64x64 where 128x128 tiles would leave SMs idle; a 32x32 tile
-    where none is stored yet."""
+    SMs idle (split_candidates: all of them for the best tile, the first for the others); on a thin shape the
+    small tiles split (small_tiles); the tensor-core counterparts of the best `tiles` tiles, and at 64x64
+    where 128x128 tiles would leave SMs idle. A campaign's budget cuts this list's tail."""
     stored = best_per_tile(evals, size, gpu) if not evals.empty else []
     if not stored and not evals.empty:
         stored = best_per_tile(evals, size, None)
@@ -109,17 +135,13 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     out = list(bests[:tiles])
     for i, c in enumerate(bests[:tiles]):
         out += split_candidates(c, size, space)[: None if i == 0 else 1]
+    if bests:
+        out += small_tiles(bests[0], size, space)
     for c in bests[:tiles]:
         out += tensor_core_counterparts(c, space)
-    few_tiles = -(-size["m"] // 64) * -(-size["n"] // 64) < 2 * SMS
     if bests and -(-size["m"] // 128) * -(-size["n"] // 128) < 2 * SMS:  # and on the tensor cores, 64x64 tiles
         out += tensor_core_counterparts({**bests[0], "variant": 4, "block_size_x": 16, "block_size_y": 16,
                                          "tile_m": 4, "tile_n": 4}, space)
-    if bests and few_tiles and (32, 32) not in {tile(c) for c in bests}:
-        small = {**bests[0], "block_size_x": 8, "block_size_y": 8, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8,
-                 "double_buffer": 1, "vector": 4}
-        if space.is_valid(small):
-            out += [small] + split_candidates(small, size, space)[:1]
     return [c for i, c in enumerate(out) if c not in out[:i]]
 
 

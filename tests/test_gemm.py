@@ -2,8 +2,10 @@
 restrictions, launch geometry and workspace, a numpy model of the K slices), the MxNxK sizes, the K-fitted
 tolerance, the numpy reference, and the brute force recorded on the H100 replayed in simulation mode."""
 
+import importlib.util
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from tuner.workloads import get_workload
 from tuner.workloads.gemm import SEED_VERSIONS, SPLIT_TILE, float32_tolerance, k_slices, split_k_product
 
 H100 = "NVIDIA H100 80GB HBM3"
+H200 = "NVIDIA H200"
 BRUTE = "2048x2048x2048"
 GEMM = get_workload("gemm")
 RECORDED = cache_path(results_root(), H100, "gemm", BRUTE, "float32").is_file()
@@ -251,16 +254,38 @@ def test_cli_best_answers_for_a_grid_shape(capsys):
 
 
 @pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
-def test_every_grid_shape_has_its_own_tuned_best():
-    """The seeds' 64 shapes were each tuned on the H100 (benchmarks/gemm/grid.py: at least 12 configs each),
-    so `tuner best` answers each from its own measurements, with cuBLAS of the same shape beside it."""
+@pytest.mark.parametrize("gpu", [H100, H200])
+def test_every_grid_shape_has_its_own_tuned_best(gpu):
+    """The seeds' 64 shapes were each tuned on the H100 and on the H200 (benchmarks/gemm/grid.py: at least 12
+    configs each), so `tuner best` answers each from its own measurements, with cuBLAS of the same shape."""
     evaluations, baselines = load_evaluations("gemm"), load_baselines("gemm")
-    h100 = evaluations[(evaluations.gpu == H100) & (evaluations.dtype == "float32") & (evaluations.status == "ok")]
+    ok = evaluations[(evaluations.gpu == gpu) & (evaluations.dtype == "float32") & (evaluations.status == "ok")]
     dims = (256, 512, 1024, 2048)
     for m, n, k in itertools.product(dims, dims, dims):
         size = {"m": m, "n": n, "k": k}
-        assert h100[h100.size_vars == json.dumps(size, sort_keys=True)].config.nunique() >= 12, size
-        doc = best("gemm", f"{m}x{n}x{k}", "float32", gpu=H100, evaluations=evaluations, baselines=baselines)
+        assert ok[ok.size_vars == json.dumps(size, sort_keys=True)].config.nunique() >= 12, size
+        doc = best("gemm", f"{m}x{n}x{k}", "float32", gpu=gpu, evaluations=evaluations, baselines=baselines)
         assert doc["fallback"] == "exact" and doc["size_vars"] == size
         assert GEMM.space.is_valid(doc["config"]) and doc["value"] > 0
         assert doc["baselines"]["cublas"]["ratio"]["GFLOP/s"] > 0
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
+def test_the_grid_starts_a_thin_shape_with_small_tiles_split_over_k():
+    """benchmarks/gemm/grid.py: a thin shape's campaign begins with valid, distinct configs that fill the SMs
+    by splitting K (the small register tiles and the tensor cores' 64x64 tile among them); a square shape
+    whose tiles fill the SMs gets no small tiles."""
+    spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
+    evaluations = load_evaluations("gemm")
+    thin = grid.first_configs(evaluations, {"m": 256, "n": 256, "k": 2048}, H200, GEMM.space)
+    assert thin and all(GEMM.space.is_valid(c) for c in thin)
+    assert len({json.dumps(c, sort_keys=True) for c in thin}) == len(thin)
+    split = [c for c in thin if c["split_k"] > 1]
+    assert {grid.tile(c) for c in split if c["variant"] == 4} >= set(grid.SMALL_TILES)
+    assert any(c["variant"] == 5 and grid.tile(c) == (64, 64) for c in split)
+    tiles = {grid.tile(c): (256 // grid.tile(c)[0]) * (256 // grid.tile(c)[1]) for c in split}
+    assert all(tiles[grid.tile(c)] * c["split_k"] >= 0.9 * grid.SMS for c in split)  # every SM busy
+    square = grid.first_configs(evaluations, {"m": 2048, "n": 2048, "k": 2048}, H200, GEMM.space)
+    assert square and not {grid.tile(c) for c in square if c["variant"] == 4} & {(32, 32), (32, 64), (64, 32)}

@@ -91,10 +91,10 @@ SMALL_TILES = ((32, 32), (64, 64), (32, 64), (64, 32))  # variant 4's 4x4-output
 
 def small_tiles(base: dict, size: dict, space) -> list[dict]:
     """Where 64x64 tiles leave SMs idle (a thin shape): variant 4's small block tiles (4x4 outputs a thread,
-    double-buffered, vector loads) each split over K in the ways split_candidates picks (unsplit where the
-    tiles fill the SMs) and at most_split, and the tensor cores' 64x64 tile split; `base` gives the options the tile leaves
-    open. On the H200 the best config of every shape under 0.8 of cuBLAS (2026-11-28) was one of these or a
-    64x128 tile split."""
+    double-buffered, vector loads), each split over K in the ways split_candidates picks (unsplit where the
+    tiles fill the SMs) and at most_split, then the tensor cores' 64x64 tile split; `base` gives the options
+    the tile leaves open. On the H200 the best config of each of the 12 shapes under 0.8 of cuBLAS
+    (2026-11-28) was one of these small tiles split or a 64x128 tile split."""
     if -(-size["m"] // 64) * -(-size["n"] // 64) >= SMS:
         return []
     clean = {**base, "variant": 4, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8, "double_buffer": 1,

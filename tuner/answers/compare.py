@@ -96,7 +96,7 @@ def load_recording(
     space = w.space
     size_name, size_vars = space.resolve_size(size, w.parse_size)
     dtype = space.resolve_dtype(dtype)
-    cachefile = find_recording(Path(root or store.results_root()), workload, size_name, dtype, gpu)
+    cachefile = find_recording(Path(root or store.results_root()), workload, size_name, dtype, gpu, size_vars)
     # a brute-force replay computes the objective exactly as the strategies' replays will see it
     results, gpu_name = replay(
         space, size_vars, dtype, cachefile, make_strategy("brute_force"), max_evals=kt.searchspace(space, dtype).size

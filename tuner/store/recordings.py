@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from tuner.space import Space
 
 
-def find_recording(root: Path, workload: str, size_name: str, dtype: str, gpu: str | None = None) -> Path:
+def find_recording(
+    root: Path, workload: str, size_name: str, dtype: str, gpu: str | None = None, size: dict | None = None
+) -> Path:
     """The Kernel Tuner cache recorded for this workload, size and dtype (on `gpu`, else chosen as
-    choose_recording does)."""
-    return choose_recording(root, workload, size_name, dtype, gpu)[0]
+    choose_recording does, by the measurements at `size` where given)."""
+    return choose_recording(root, workload, size_name, dtype, gpu, size=size)[0]
 
 
 def choose_recording(

@@ -155,3 +155,27 @@ def test_a_cold_replay_measures_distinct_configs_and_finds_good_ones():
     assert traces[0] != traces[1]  # seeded apart
     median = float(np.median(rec.values))
     assert all(max(v for v in t if v is not None) > median for t in traces)  # GB/s: better than half the space
+
+
+def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
+    """The greedy step changes one parameter of the best config so far, to a valid config not tried; once every
+    neighbour is tried there is no step (the Thompson draw takes its place)."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    valid_configs = [{"a": a, "b": b, "c": c} for a in range(5) for b in range(4) for c in "xy" if a + b <= 5]
+    rows = [({"a": 2, "b": 1, "c": "x"}, 1.0), ({"a": 0, "b": 0, "c": "y"}, 5.0), ({"a": 4, "b": 0, "c": "x"}, 3.0)]
+    study = _study(rows)
+    dists = list(DISTS.values())
+    sizes = np.array([5, 4, 2])
+    valid = _Valid(tuple(NAMES), np.array([[v["a"], v["b"], "xy".index(v["c"])] for v in valid_configs]), sizes)
+    history = _read_history(study, NAMES, dists)
+    scale = np.maximum(sizes - 1, 1)
+    forest = RandomForestRegressor(n_estimators=4, random_state=0).fit(history.levels / scale, history.costs)
+    sampler = AutoSampler(seed=0)
+    step = sampler._local_step(history, sizes, valid, forest, scale)
+    assert step is not None and int((step != np.array([2, 1, 0])).sum()) == 1
+    assert valid.contains(step[None, :])[0] and tuple(step) not in history.seen
+    neighbours = [(a, 1, 0) for a in range(5) if a != 2 and a + 1 <= 5] + [(2, b, 0) for b in range(4) if b != 1]
+    neighbours += [(2, 1, 1)]
+    history.seen |= set(neighbours)
+    assert sampler._local_step(history, sizes, valid, forest, scale) is None

@@ -14,6 +14,11 @@ neighbours, no settings fitted to it), through Optuna's public sampler interface
   and crossovers of them, so the search can still refine around its incumbent). The balance of exploring
   and exploiting follows the model as it learns: the trees disagree (and the draws spread) where the data
   are few, and agree around the incumbent once the data there are many.
+- A greedy local step, more often as the run goes on: with a chance of 1 - n_startup / (configs that ran),
+  the suggestion is instead the incumbent's unseen valid neighbour (one parameter changed to any other value)
+  that the forest's mean predicts best, so the run climbs to the top of the incumbent's hill early (the
+  score rewards reaching the very top within the first evaluations). Once every neighbour is tried, the
+  Thompson draw takes the step's place.
 - Failed configs (the loop tells them a penalty, tuner.search.codec.penalty_for) are learnt by a classifier
   whose chance of a config running weighs the drawn tree's predicted gain, so suggestions move away from
   where kernels fail.
@@ -67,7 +72,8 @@ class _Valid:
 
 class AutoSampler(BaseSampler):
     """Space-filling start, then Thompson sampling from a random forest over the valid configs (or, with no
-    valid configs given, over local, crossover and random candidates of the parameter box).
+    valid configs given, over local, crossover and random candidates of the parameter box), interleaved with
+    greedy steps to the incumbent's best-predicted neighbour, more of them as the configs tried accumulate.
 
     `n_startup`: configs with a cost before the model takes over; `n_pool`: the start's random candidates
     per suggestion, of which the one farthest from those tried is taken; `max_train`: the model is fit on at
@@ -198,6 +204,14 @@ class AutoSampler(BaseSampler):
             candidates = np.unique(np.vstack([some, _unseen(local[valid.contains(local)], history.seen)]), axis=0)
         if len(candidates) == 0:
             return self._random_points(sizes, 1)[0]
+        # a greedy step, with a chance rising from 0 as the run goes on: 1/2 at twice the start's configs, 9/10
+        # at ten times; tried alone, it or a step whenever the last 3 evaluations had not improved lifted the
+        # mean score from 0.49 to 0.54-0.55 (docs/strategies.md)
+        n_ok = int(ok.sum())
+        if self._rng.random() < 1 - self.n_startup / max(n_ok, self.n_startup):
+            step = self._local_step(history, sizes, valid, forest, scale)
+            if step is not None:
+                return step
         # Thompson sampling: one tree, drawn at random, is a sample of the cost surface from the model's
         # posterior; the candidate it predicts best is taken. Where the forest is sure, the trees agree and this
         # exploits; where it is unsure, some draws land elsewhere. Expected improvement with the trees' spread
@@ -209,6 +223,31 @@ class AutoSampler(BaseSampler):
         # a tree of one-config leaves predicts many candidates alike: ties go to the forest's lowest mean cost
         order = np.lexsort((self._rng.random(len(candidates)), per_tree.mean(axis=0), -score))
         return candidates[order[0]]
+
+    def _local_step(
+        self,
+        history: _History,
+        sizes: np.ndarray,
+        valid: _Valid | None,
+        forest: RandomForestRegressor,
+        scale: np.ndarray,
+    ) -> np.ndarray | None:
+        """The incumbent's unseen (valid) neighbour, one parameter changed to any other of its values, with the
+        forest's lowest mean cost; None when every neighbour is tried."""
+        ok = ~np.isnan(history.costs)
+        best = history.levels[ok][int(np.argmin(history.costs[ok]))]
+        blocks = []
+        for j, size in enumerate(sizes):
+            block = np.repeat(best[None, :], size - 1, axis=0)
+            block[:, j] = [x for x in range(size) if x != best[j]]
+            blocks.append(block)
+        neighbours = np.vstack(blocks)
+        if valid is not None:
+            neighbours = neighbours[valid.contains(neighbours)]
+        neighbours = _unseen(neighbours, history.seen)
+        if len(neighbours) == 0:
+            return None
+        return neighbours[int(np.argmin(forest.predict(neighbours / scale)))]
 
     def _p_valid(self, history: _History, candidates: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """The chance that a candidate is valid and runs, by a forest that tells the configs that ran from

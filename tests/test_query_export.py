@@ -288,3 +288,20 @@ def test_export_of_a_dtype_never_measured_or_to_a_missing_folder_is_an_error(fil
 def test_a_size_has_one_name_however_its_variables_are_ordered():
     space = get_workload("gemm").space
     assert space.resolve_size("k=100,m=1024,n=512")[0] == space.resolve_size("m=1024,n=512,k=100")[0] == "m=1024,n=512,k=100"
+
+
+def test_the_gpu_chosen_is_the_one_with_most_measurements_at_the_size_a_tie_by_name():
+    """With no GPU named and none here: the most measurements at the size decide, else overall; a tie goes to the
+    first name, whatever order the store's files were read in."""
+    import pandas as pd
+
+    from tuner.store.gpu_choice import choose_gpu
+
+    at = json.dumps({"n": 1}, sort_keys=True)
+    other = json.dumps({"n": 2}, sort_keys=True)
+    rows = pd.DataFrame({"gpu": ["B", "A", "B", "A", "A"], "size_vars": [at, at, at, at, other]})
+    assert choose_gpu(rows, None) == ("A", False)  # 3 rows against 2
+    assert choose_gpu(rows, None, {"n": 1}) == ("A", False)  # 2 against 2 at the size: by name
+    assert choose_gpu(rows.iloc[::-1], None, {"n": 1}) == ("A", False)
+    assert choose_gpu(rows, "B", {"n": 2}) == ("B", True)  # this machine's GPU, where it has some
+    assert choose_gpu(rows[rows.gpu == "B"], None, {"n": 2}) == ("B", False)  # none at the size: overall

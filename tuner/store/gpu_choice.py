@@ -20,4 +20,5 @@ def choose_gpu(ok: pd.DataFrame, wanted: str | None, size: dict | None = None) -
     if size is not None:
         at_size = ok[ok["size_vars"] == json.dumps(size, sort_keys=True)]
         pool = at_size if not at_size.empty else ok
-    return str(pool["gpu"].value_counts().idxmax()), False
+    counts = pool["gpu"].value_counts()
+    return str(min(counts[counts == counts.max()].index)), False  # a tie: the first name, whatever the file order

@@ -1,6 +1,6 @@
 """Which GPU's measurements answer when none is named: this machine's GPU where it has some, else the GPU
-with the most successful measurements at the size, else overall (a tie: the first name). `tuner best` (tuner.answers.best_config)
-and a replay (tuner.store.recordings) choose by this one rule."""
+with the most successful measurements at the size, else overall (a tie: the first name). `tuner best`
+(tuner.answers.best_config) and a replay (tuner.store.recordings) choose by this one rule."""
 
 from __future__ import annotations
 

@@ -1,26 +1,30 @@
 """A tuned best for every shape of the seeds' grid (M, N, K each in {256, 512, 1024, 2048}, float32): one
 regular campaign per shape (`tuner tune gemm --size MxNxK --budget B`, in this one process), TPE with the
-framework's warm start from the stored shapes, preceded by the best stored config of each block tile (from
-the nearest shapes that measured it), since the tile is what changes most between shapes, each of the best
-tiles' config also split over K where its shape leaves SMs idle (split_candidates) and run on the tensor
-cores at the same block tile (tensor_core_counterparts), then TPE. Shapes go
-from large to small M, so each one has a tuned neighbour. A shape is done once the store holds `budget`
-configs of it measured with the current kernel source; a rerun resumes. `--until` (epoch seconds) stops
-before a shape that would not finish in time. `--size` tunes those shapes instead of the grid.
+framework's warm start from the stored shapes, preceded by first_configs: the best stored config of each
+block tile (from the nearest shapes that measured it), since the tile is what changes most between shapes;
+the best tiles split over K where the shape leaves SMs idle (split_candidates); on a thin shape the small
+tiles split (small_tiles); the best tiles on the tensor cores (tensor_core_counterparts). Shapes go from
+large to small M, so each one has a tuned neighbour. A shape is done once the store holds `budget` configs
+of it measured with the current kernel source; a rerun resumes. `--until` (epoch seconds) stops before a
+shape that would not finish in time. `--size` tunes those shapes instead of the grid.
 
   python benchmarks/gemm/grid.py --budget 16 --until $(( $(date +%s) + 450 ))
   python benchmarks/gemm/grid.py --budget 30 --size 1024x1024x1024 --size 4096x4096x4096
 
-Through the device tool, let the store live under $OUT, so that what a command measured comes back even when
-it runs out of time (a run whose store was packed at its end lost 9 campaigns that way, 2026-11-28):
+Through the device tool, keep the store on the device machine (it stays there while the machine is warm)
+and pack it into $OUT every 15 s, so that what a command measured comes back even when it runs out of time.
+The tool brings back at most 8 files, none deeper than $OUT/a/b/: a store laid under $OUT itself was lost
+that way (2026-11-28), and so was one packed only at the end of a command that ran out of time.
 
-  . benchmarks/common/device_env.sh; mkdir -p $OUT/store/nvidia-h200 && cp -r results/store/nvidia-h200/gemm \
-    $OUT/store/nvidia-h200/ && TUNER_RESULTS=$OUT/store python3 benchmarks/gemm/grid.py --gpu "NVIDIA H200" \
-    --budget 20 --until $(( $(date +%s) + 500 ))
+  . benchmarks/common/device_env.sh; S=/tmp/tstore; [ -d $S/nvidia-h200/gemm ] || { mkdir -p $S/nvidia-h200 \
+    && cp -r results/store/nvidia-h200/gemm $S/nvidia-h200/; }; export TUNER_RESULTS=$S; pack() { tar czf \
+    $OUT/.s.tgz -C $S nvidia-h200/gemm 2>/dev/null; mv $OUT/.s.tgz $OUT/store.tgz; }; (while sleep 15; do pack; \
+    done) & python3 benchmarks/gemm/grid.py --gpu "NVIDIA H200" --budget 20 --until $(( $(date +%s) + 500 )); \
+    kill %1; pack
 
 (that GPU's folder alone: its shapes seed each other; copy the H100's too for a GPU with no shape tuned yet),
-then copy the folder that came back over results/store/nvidia-h200/gemm and rewrite the Kernel Tuner caches
-(benchmarks/common/kt_caches.py).
+then unpack store.tgz over results/store/ (leave out optuna.sqlite3-wal and -shm) and rewrite the Kernel
+Tuner caches (benchmarks/common/kt_caches.py).
 """
 
 from __future__ import annotations

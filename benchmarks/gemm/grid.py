@@ -1,4 +1,4 @@
-"""A tuned best for every shape of the seeds' grid (M, N, K each in {256, 512, 1024, 2048}, float32): one
+r"""A tuned best for every shape of the seeds' grid (M, N, K each in {256, 512, 1024, 2048}, float32): one
 regular campaign per shape (`tuner tune gemm --size MxNxK --budget B`, in this one process), TPE with the
 framework's warm start from the stored shapes, preceded by first_configs: the best stored config of each
 block tile (from the nearest shapes that measured it), since the tile is what changes most between shapes;

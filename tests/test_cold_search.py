@@ -159,7 +159,8 @@ def test_a_cold_replay_measures_distinct_configs_and_finds_good_ones():
 
 def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     """The greedy step changes one parameter of the best config so far, to a valid config not tried; once every
-    neighbour is tried there is no step (the Thompson draw takes its place)."""
+    such neighbour is tried it changes two; once those are tried too there is no step (the Thompson draw takes
+    its place)."""
     from sklearn.ensemble import RandomForestRegressor
 
     valid_configs = [{"a": a, "b": b, "c": c} for a in range(5) for b in range(4) for c in "xy" if a + b <= 5]
@@ -172,10 +173,47 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     scale = np.maximum(sizes - 1, 1)
     forest = RandomForestRegressor(n_estimators=4, random_state=0).fit(history.levels / scale, history.costs)
     sampler = AutoSampler(seed=0)
+    incumbent = np.array([2, 1, 0])
     step = sampler._local_step(history, sizes, valid, forest, scale)
-    assert step is not None and int((step != np.array([2, 1, 0])).sum()) == 1
+    assert step is not None and int((step != incumbent).sum()) == 1
     assert valid.contains(step[None, :])[0] and tuple(step) not in history.seen
     neighbours = [(a, 1, 0) for a in range(5) if a != 2 and a + 1 <= 5] + [(2, b, 0) for b in range(4) if b != 1]
     neighbours += [(2, 1, 1)]
     history.seen |= set(neighbours)
+    step = sampler._local_step(history, sizes, valid, forest, scale)
+    assert step is not None and int((step != incumbent).sum()) == 2
+    assert valid.contains(step[None, :])[0] and tuple(step) not in history.seen
+    two_away = [tuple(int(x) for x in v) for v in valid.levels if int((v != incumbent).sum()) == 2]
+    history.seen |= set(two_away)
     assert sampler._local_step(history, sizes, valid, forest, scale) is None
+
+
+def test_momentum_follows_a_config_that_improved_on_every_one_before():
+    """Past the start, a config that ran and beat every config before it makes the next suggestion a greedy
+    step; a failed config after it does not count, and one that did not improve ends the momentum."""
+    configs = [{"a": a, "b": b, "c": "x"} for a in range(5) for b in range(4)]
+    sampler = AutoSampler(seed=0, n_startup=2)
+    dists = list(DISTS.values())
+
+    def improved(costs: list[float | None]) -> bool:
+        study = _study(list(zip(configs, _told(costs), strict=False)))
+        return sampler._improved_last(_read_history(study, NAMES, dists))
+
+    assert not improved([3.0, 2.0])  # still the start
+    assert improved([3.0, 2.0, 1.0])
+    assert improved([3.0, 2.0, 1.0, None])
+    assert not improved([3.0, 2.0, 1.0, 1.5])
+
+
+def test_the_step_two_parameters_away_is_bounded_on_a_space_of_many_values():
+    """Two parameters of 1000 values each make a million configs two away; the step ranks a random
+    MAX_TWO_AWAY of them, each two parameters from the incumbent and inside the box. Small spaces list all."""
+    from tuner.search.auto_sampler import MAX_TWO_AWAY
+
+    sampler = AutoSampler(seed=0)
+    incumbent, sizes = np.array([5, 7, 1]), np.array([1000, 1000, 3])
+    two = sampler._neighbours_of_two(incumbent, sizes)
+    assert 0 < len(two) <= MAX_TWO_AWAY and len(np.unique(two, axis=0)) == len(two)
+    assert ((two != incumbent).sum(axis=1) == 2).all() and (two < sizes).all() and (two >= 0).all()
+    small = sampler._neighbours_of_two(np.array([1, 2, 0]), np.array([5, 4, 2]))
+    assert len(small) == 4 * 3 + 4 * 1 + 3 * 1 and ((small != [1, 2, 0]).sum(axis=1) == 2).all()

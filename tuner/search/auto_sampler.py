@@ -18,7 +18,9 @@ neighbours, no settings fitted to it), through Optuna's public sampler interface
   the suggestion is instead the incumbent's unseen valid neighbour (one parameter changed to any other value)
   that the forest's mean predicts best, so the run climbs to the top of the incumbent's hill early (the
   score rewards reaching the very top within the first evaluations). Once every neighbour is tried, the
-  Thompson draw takes the step's place.
+  step goes to the best-predicted unseen valid config two parameters away, and once those are all tried the
+  Thompson draw takes the step's place. Right after a config that improved on every one before it, the
+  suggestion is always such a step (momentum: the climb goes on while it pays).
 - Failed configs (the loop tells them a penalty, tuner.search.codec.penalty_for) are learnt by a classifier
   whose chance of a config running weighs the drawn tree's predicted gain, so suggestions move away from
   where kernels fail.
@@ -42,6 +44,8 @@ from optuna.trial import FrozenTrial, TrialState
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from tuner.search.codec import penalty_for
+
+MAX_TWO_AWAY = 4096  # the greedy step's candidates two parameters away from the incumbent, at most
 
 
 @dataclass
@@ -206,9 +210,11 @@ class AutoSampler(BaseSampler):
             return self._random_points(sizes, 1)[0]
         # a greedy step, with a chance rising from 0 as the run goes on: 1/2 at twice the start's configs, 9/10
         # at ten times; tried alone, it or a step whenever the last 3 evaluations had not improved lifted the
-        # mean score from 0.49 to 0.54-0.55 (docs/strategies.md)
+        # mean score from 0.49 to 0.54-0.55 (docs/strategies.md). And always right after a config that improved
+        # on every one before it (momentum: climb on while the climb pays; 0.537 to 0.570 at 20 repeats, with
+        # the two-parameter steps of `_local_step`).
         n_ok = int(ok.sum())
-        if self._rng.random() < 1 - self.n_startup / max(n_ok, self.n_startup):
+        if self._improved_last(history) or self._rng.random() < 1 - self.n_startup / max(n_ok, self.n_startup):
             step = self._local_step(history, sizes, valid, forest, scale)
             if step is not None:
                 return step
@@ -233,21 +239,50 @@ class AutoSampler(BaseSampler):
         scale: np.ndarray,
     ) -> np.ndarray | None:
         """The incumbent's unseen (valid) neighbour, one parameter changed to any other of its values, with the
-        forest's lowest mean cost; None when every neighbour is tried."""
+        forest's lowest mean cost; once every such neighbour is tried, the same of those two parameters away;
+        None when those are all tried too."""
         ok = ~np.isnan(history.costs)
         best = history.levels[ok][int(np.argmin(history.costs[ok]))]
+        for around in (_neighbours, self._neighbours_of_two):  # the second only once the first are all tried
+            neighbours = around(best, sizes)
+            if valid is not None:
+                neighbours = neighbours[valid.contains(neighbours)]
+            neighbours = _unseen(neighbours, history.seen)
+            if len(neighbours):
+                return neighbours[int(np.argmin(forest.predict(neighbours / scale)))]
+        return None
+
+    def _improved_last(self, history: _History) -> bool:
+        """Whether, past the start, the last config that ran improved on every config that ran before it."""
+        ran = np.flatnonzero(~np.isnan(history.costs))
+        if len(ran) <= self.n_startup:
+            return False
+        return bool(history.costs[ran[-1]] < history.costs[ran[:-1]].min())
+
+    def _neighbours_of_two(self, config: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Every config with two parameters of `config` changed, each to any other of its values; where they
+        number more than MAX_TWO_AWAY (the list grows with the square of the values per parameter), a random
+        MAX_TWO_AWAY of them."""
+        pairs = [(i, j) for i in range(len(sizes)) for j in range(i + 1, len(sizes)) if min(sizes[i], sizes[j]) > 1]
+        counts = np.array([(sizes[i] - 1) * (sizes[j] - 1) for i, j in pairs], dtype=float)
+        if not pairs:
+            return config[None, :][:0]
+        if counts.sum() > MAX_TWO_AWAY:
+            picks = self._rng.choice(len(pairs), size=MAX_TWO_AWAY, p=counts / counts.sum())
+            out = np.repeat(config[None, :], MAX_TWO_AWAY, axis=0)
+            for row, k in enumerate(picks):
+                for j in pairs[k]:  # another value of parameter j: an offset of 1 .. size - 1, around
+                    out[row, j] = (config[j] + self._rng.integers(1, sizes[j])) % sizes[j]
+            return np.unique(out, axis=0)
         blocks = []
-        for j, size in enumerate(sizes):
-            block = np.repeat(best[None, :], size - 1, axis=0)
-            block[:, j] = [x for x in range(size) if x != best[j]]
+        for i, j in pairs:
+            a = [x for x in range(sizes[i]) if x != config[i]]
+            b = [x for x in range(sizes[j]) if x != config[j]]
+            block = np.repeat(config[None, :], len(a) * len(b), axis=0)
+            block[:, i] = np.repeat(a, len(b))
+            block[:, j] = np.tile(b, len(a))
             blocks.append(block)
-        neighbours = np.vstack(blocks)
-        if valid is not None:
-            neighbours = neighbours[valid.contains(neighbours)]
-        neighbours = _unseen(neighbours, history.seen)
-        if len(neighbours) == 0:
-            return None
-        return neighbours[int(np.argmin(forest.predict(neighbours / scale)))]
+        return np.vstack(blocks)
 
     def _p_valid(self, history: _History, candidates: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """The chance that a candidate is valid and runs, by a forest that tells the configs that ran from
@@ -348,6 +383,16 @@ def _model_target(costs: np.ndarray) -> np.ndarray:
     elif np.all(c < 0):
         c = -np.log(-c)
     return (c - c.mean()) / (float(c.std()) or 1.0)
+
+
+def _neighbours(config: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Every config with one parameter of `config` changed to any other of its values."""
+    blocks = [config[None, :][:0]]
+    for j, size in enumerate(sizes):
+        block = np.repeat(config[None, :], size - 1, axis=0)
+        block[:, j] = [x for x in range(size) if x != config[j]]
+        blocks.append(block)
+    return np.vstack(blocks)
 
 
 def _unseen(candidates: np.ndarray, seen: set) -> np.ndarray:

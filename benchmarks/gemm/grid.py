@@ -62,6 +62,16 @@ def tile(config: dict) -> tuple[int, int]:
     return config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"]
 
 
+def output_tiles(size: dict, bm: int, bn: int) -> int:
+    """The block tiles of bm x bn that cover the shape's output (blocks per split of K)."""
+    return -(-size["m"] // bm) * -(-size["n"] // bn)
+
+
+def k_tiles(config: dict, size: dict) -> int:
+    """The BK tiles of K a config's blocks step through (whole, unsplit)."""
+    return -(-size["k"] // config["tile_k"])
+
+
 def split_candidates(config: dict, size: dict, space) -> list[dict]:
     """`config` split over K (register-tiled or on the tensor cores, a tile split-K allows): the smallest split
     of the space that gives nearly every SM a block (128 blocks for 132 SMs will do), with each reduction the
@@ -70,9 +80,8 @@ def split_candidates(config: dict, size: dict, space) -> list[dict]:
     if config["variant"] not in (4, 5):
         return []
     bm, bn = tile(config)
-    tiles = -(-size["m"] // bm) * -(-size["n"] // bn)
-    k_tiles = -(-size["k"] // config["tile_k"])
-    splits = [s for s in space.params["split_k"] if s > 1 and k_tiles >= s * MIN_SLICE]
+    tiles = output_tiles(size, bm, bn)
+    splits = [s for s in space.params["split_k"] if s > 1 and k_tiles(config, size) >= s * MIN_SLICE]
     if tiles >= SMS or not splits:
         return []
     first = next((i for i, s in enumerate(splits) if tiles * s >= 0.9 * SMS), len(splits) - 1)
@@ -86,8 +95,7 @@ def split_candidates(config: dict, size: dict, space) -> list[dict]:
 def most_split(config: dict, size: dict, space) -> int:
     """The largest split of the space whose slices hold MIN_SLICE tiles of K (several blocks an SM on a thin
     shape: does the SM hide its latencies better than with one?)."""
-    k_tiles = -(-size["k"] // config["tile_k"])
-    return max([s for s in space.params["split_k"] if k_tiles >= s * MIN_SLICE], default=1)
+    return max([s for s in space.params["split_k"] if k_tiles(config, size) >= s * MIN_SLICE], default=1)
 
 
 SMALL_TILES = ((32, 32), (64, 64), (32, 64), (64, 32))  # variant 4's 4x4-outputs-per-thread tiles
@@ -99,7 +107,7 @@ def small_tiles(base: dict, size: dict, space) -> list[dict]:
     tiles fill the SMs) and at most_split, then the tensor cores' 64x64 tile split; `base` gives the options
     the tile leaves open. On the H200 the best config of each of the 12 shapes under 0.8 of cuBLAS
     (2026-11-28) was one of these small tiles split or a 64x128 tile split."""
-    if -(-size["m"] // 64) * -(-size["n"] // 64) >= SMS:
+    if output_tiles(size, 64, 64) >= SMS:
         return []
     clean = {**base, "variant": 4, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8, "double_buffer": 1,
              "vector": 4, "unroll": 0, "stages": 0, "rn_sum": 0, "split_k": 1, "split_reduce": 0}
@@ -108,8 +116,8 @@ def small_tiles(base: dict, size: dict, space) -> list[dict]:
         for pad_a in (clean["pad_a"], 4 - clean["pad_a"]):
             c = {**clean, "block_size_x": bn // 4, "block_size_y": bm // 4, "pad_a": pad_a}
             if space.is_valid(c):
-                out += split_candidates(c, size, space) or [c]
-                out += [x for x in [{**c, "split_k": most_split(c, size, space), "split_reduce": 0}] if space.is_valid(x)]
+                most = {**c, "split_k": most_split(c, size, space), "split_reduce": 0}
+                out += (split_candidates(c, size, space) or [c]) + ([most] if space.is_valid(most) else [])
                 break
     tensor = {**clean, "variant": 5, "block_size_x": 8, "block_size_y": 16, "tile_m": 4, "tile_n": 8,
               "warp_x": 8, "double_buffer": 0, "pad_a": 0, "vector": 1, "stages": 2}
@@ -153,7 +161,7 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
         out += small_tiles(bests[0], size, space)
     for c in bests[:tiles]:
         out += tensor_core_counterparts(c, space)
-    if bests and -(-size["m"] // 128) * -(-size["n"] // 128) < 2 * SMS:  # and on the tensor cores, 64x64 tiles
+    if bests and output_tiles(size, 128, 128) < 2 * SMS:  # and on the tensor cores, 64x64 tiles
         out += tensor_core_counterparts({**bests[0], "variant": 4, "block_size_x": 16, "block_size_y": 16,
                                          "tile_m": 4, "tile_n": 4}, space)
     return [c for i, c in enumerate(out) if c not in out[:i]]

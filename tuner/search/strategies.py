@@ -34,8 +34,8 @@ __all__ = [
 ]
 
 # what `tuner tune` runs (with the warm start on top). On the recorded complete spaces, 10 repeats at 10% of each:
-# cold, `auto` (tuner.search.auto_sampler) scores at least the best Kernel Tuner strategy on all 9 (mean 0.496,
-# TPE 0.240: cold_summary.md); warm-started, 0.662 against TPE's 0.598 (warm_summary.md)
+# cold, `auto` (tuner.search.auto_sampler) scores at least the best Kernel Tuner strategy on all 9 (mean 0.599,
+# TPE 0.240: cold_summary.md); warm-started, 0.711 against TPE's 0.598 (warm_summary.md)
 DEFAULT_STRATEGY = "auto"
 # measured on the recorded spaces with warm-started TPE (README, strategy comparison): 20 evaluations without a
 # 0.5% gain cost under 1% of the optimum on average and save 40-60% of a 58-evaluation budget. `tuner tune`

@@ -208,12 +208,12 @@ def test_momentum_follows_a_config_that_improved_on_every_one_before():
 def test_the_step_two_parameters_away_is_bounded_on_a_space_of_many_values():
     """Two parameters of 1000 values each make a million configs two away; the step ranks a random
     MAX_TWO_AWAY of them, each two parameters from the incumbent and inside the box. Small spaces list all."""
-    from tuner.search.auto_sampler import MAX_TWO_AWAY
+    from tuner.search.level_moves import MAX_TWO_AWAY, two_away
 
-    sampler = AutoSampler(seed=0)
+    rng = np.random.default_rng(0)
     incumbent, sizes = np.array([5, 7, 1]), np.array([1000, 1000, 3])
-    two = sampler._neighbours_of_two(incumbent, sizes)
+    two = two_away(incumbent, sizes, rng)
     assert 0 < len(two) <= MAX_TWO_AWAY and len(np.unique(two, axis=0)) == len(two)
     assert ((two != incumbent).sum(axis=1) == 2).all() and (two < sizes).all() and (two >= 0).all()
-    small = sampler._neighbours_of_two(np.array([1, 2, 0]), np.array([5, 4, 2]))
+    small = two_away(np.array([1, 2, 0]), np.array([5, 4, 2]), rng)
     assert len(small) == 4 * 3 + 4 * 1 + 3 * 1 and ((small != [1, 2, 0]).sum(axis=1) == 2).all()

@@ -44,8 +44,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from tuner.search.codec import penalty_for
-
-MAX_TWO_AWAY = 4096  # the greedy step's candidates two parameters away from the incumbent, at most
+from tuner.search.level_moves import local_candidates, one_away, random_points, two_away, unseen
 
 
 @dataclass
@@ -164,20 +163,20 @@ class AutoSampler(BaseSampler):
         levels = valid.levels
         if len(levels) > n:
             levels = levels[self._rng.choice(len(levels), n, replace=False)]
-        return _unseen(levels, seen)
+        return unseen(levels, seen)
 
     def _space_filling(self, history: _History, sizes: np.ndarray, valid: _Valid | None) -> np.ndarray:
         """Of a few random unseen configs, the one farthest from every config tried (maximin). Drawn from the
         valid configs, the start stays where they are dense: a maximin over the whole box would spend the
         start on the box's corners and rare regions (e.g. a parameter value few valid configs have)."""
         if valid is None:
-            candidates = _unseen(self._random_points(sizes, self.n_pool), history.seen)
+            candidates = unseen(random_points(self._rng, sizes, self.n_pool), history.seen)
         else:
             candidates = self._some_valid(valid, history.seen, self.n_pool)
             if len(candidates) == 0:  # a large space whose random draw was all seen: any unseen valid one
                 candidates = self._some_valid(valid, history.seen, 8 * self.n_random)[: self.n_pool]
         if len(candidates) == 0:
-            return self._random_points(sizes, 1)[0]
+            return random_points(self._rng, sizes, 1)[0]
         tried = np.vstack([history.levels, history.pending])
         if len(tried) == 0:
             return candidates[0]
@@ -200,14 +199,14 @@ class AutoSampler(BaseSampler):
             bootstrap=True,
             random_state=int(self._rng.integers(2**31)),
         ).fit(x / scale, y)
-        local = self._candidates(history.levels[ok], target, sizes, categorical)
+        local = local_candidates(history.levels[ok], target, sizes, categorical, self._rng, self.n_random)
         if valid is None:
-            candidates = _unseen(local, history.seen)
+            candidates = unseen(local, history.seen)
         else:  # every valid config on a small space; on a large one a random part, and the local moves that are valid
             some = self._some_valid(valid, history.seen, 8 * self.n_random)
-            candidates = np.unique(np.vstack([some, _unseen(local[valid.contains(local)], history.seen)]), axis=0)
+            candidates = np.unique(np.vstack([some, unseen(local[valid.contains(local)], history.seen)]), axis=0)
         if len(candidates) == 0:
-            return self._random_points(sizes, 1)[0]
+            return random_points(self._rng, sizes, 1)[0]
         # a greedy step, with a chance rising from 0 as the run goes on: 1/2 at twice the start's configs, 9/10
         # at ten times; tried alone, it or a step whenever the last 3 evaluations had not improved lifted the
         # mean score from 0.49 to 0.54-0.55 (docs/strategies.md). And always right after a config that improved
@@ -243,14 +242,15 @@ class AutoSampler(BaseSampler):
         None when those are all tried too."""
         ok = ~np.isnan(history.costs)
         best = history.levels[ok][int(np.argmin(history.costs[ok]))]
-        for around in (_neighbours, self._neighbours_of_two):  # the second only once the first are all tried
-            neighbours = around(best, sizes)
+
+        def best_predicted(neighbours: np.ndarray) -> np.ndarray | None:
             if valid is not None:
                 neighbours = neighbours[valid.contains(neighbours)]
-            neighbours = _unseen(neighbours, history.seen)
-            if len(neighbours):
-                return neighbours[int(np.argmin(forest.predict(neighbours / scale)))]
-        return None
+            neighbours = unseen(neighbours, history.seen)
+            return neighbours[int(np.argmin(forest.predict(neighbours / scale)))] if len(neighbours) else None
+
+        step = best_predicted(one_away(best, sizes))
+        return step if step is not None else best_predicted(two_away(best, sizes, self._rng))
 
     def _improved_last(self, history: _History) -> bool:
         """Whether, past the start, the last config that ran improved on every config that ran before it."""
@@ -258,31 +258,6 @@ class AutoSampler(BaseSampler):
         if len(ran) <= self.n_startup:
             return False
         return bool(history.costs[ran[-1]] < history.costs[ran[:-1]].min())
-
-    def _neighbours_of_two(self, config: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """Every config with two parameters of `config` changed, each to any other of its values; where they
-        number more than MAX_TWO_AWAY (the list grows with the square of the values per parameter), a random
-        MAX_TWO_AWAY of them."""
-        pairs = [(i, j) for i in range(len(sizes)) for j in range(i + 1, len(sizes)) if min(sizes[i], sizes[j]) > 1]
-        counts = np.array([(sizes[i] - 1) * (sizes[j] - 1) for i, j in pairs], dtype=float)
-        if not pairs:
-            return config[None, :][:0]
-        if counts.sum() > MAX_TWO_AWAY:
-            picks = self._rng.choice(len(pairs), size=MAX_TWO_AWAY, p=counts / counts.sum())
-            out = np.repeat(config[None, :], MAX_TWO_AWAY, axis=0)
-            for row, k in enumerate(picks):
-                for j in pairs[k]:  # another value of parameter j: an offset of 1 .. size - 1, around
-                    out[row, j] = (config[j] + self._rng.integers(1, sizes[j])) % sizes[j]
-            return np.unique(out, axis=0)
-        blocks = []
-        for i, j in pairs:
-            a = [x for x in range(sizes[i]) if x != config[i]]
-            b = [x for x in range(sizes[j]) if x != config[j]]
-            block = np.repeat(config[None, :], len(a) * len(b), axis=0)
-            block[:, i] = np.repeat(a, len(b))
-            block[:, j] = np.tile(b, len(a))
-            blocks.append(block)
-        return np.vstack(blocks)
 
     def _p_valid(self, history: _History, candidates: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """The chance that a candidate is valid and runs, by a forest that tells the configs that ran from
@@ -304,37 +279,6 @@ class AutoSampler(BaseSampler):
         best, rest = order[: self.max_train // 2], order[self.max_train // 2 :]
         keep = np.concatenate([best, self._rng.choice(rest, self.max_train - len(best), replace=False)])
         return levels[keep], target[keep]
-
-    def _candidates(
-        self, levels: np.ndarray, target: np.ndarray, sizes: np.ndarray, categorical: list[bool]
-    ) -> np.ndarray:
-        """Local moves from the best configs (`levels`, that ran), crossovers of them, and random points."""
-        ranked = levels[np.argsort(target, kind="stable")]
-        top = ranked[: min(5, len(ranked))]
-        out = [self._random_points(sizes, self.n_random)]
-        for config in top:  # every move of one parameter: one or two steps (ordinal), any other value (categorical)
-            for j, size in enumerate(sizes):
-                steps = range(size) if categorical[j] else (config[j] + s for s in (-2, -1, 1, 2))
-                moved = [v for v in steps if 0 <= v < size and v != config[j]]
-                block = np.repeat(config[None, :], len(moved), axis=0)
-                block[:, j] = moved
-                out.append(block)
-        # moves of two or three parameters at once from the incumbent: steps across a restriction's edge
-        n_moves = 64
-        several = np.repeat(top[:1], n_moves, axis=0)
-        for row in several:
-            for j in self._rng.choice(len(sizes), size=min(len(sizes), int(self._rng.integers(2, 4))), replace=False):
-                row[j] = self._rng.integers(sizes[j]) if categorical[j] else row[j] + self._rng.choice((-2, -1, 1, 2))
-        out.append(np.clip(several, 0, sizes - 1))
-        parents = ranked[: min(10, len(ranked))]
-        if len(parents) >= 2:
-            a = parents[self._rng.integers(len(parents), size=n_moves)]
-            b = parents[self._rng.integers(len(parents), size=n_moves)]
-            out.append(np.where(self._rng.random(a.shape) < 0.5, a, b))
-        return np.unique(np.vstack(out), axis=0)
-
-    def _random_points(self, sizes: np.ndarray, n: int) -> np.ndarray:
-        return np.floor(self._rng.random((n, len(sizes))) * sizes).astype(int)
 
 
 # ---- reading the study -------------------------------------------------------------------------------
@@ -383,21 +327,6 @@ def _model_target(costs: np.ndarray) -> np.ndarray:
     elif np.all(c < 0):
         c = -np.log(-c)
     return (c - c.mean()) / (float(c.std()) or 1.0)
-
-
-def _neighbours(config: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Every config with one parameter of `config` changed to any other of its values."""
-    blocks = [config[None, :][:0]]
-    for j, size in enumerate(sizes):
-        block = np.repeat(config[None, :], size - 1, axis=0)
-        block[:, j] = [x for x in range(size) if x != config[j]]
-        blocks.append(block)
-    return np.vstack(blocks)
-
-
-def _unseen(candidates: np.ndarray, seen: set) -> np.ndarray:
-    keep = [i for i, row in enumerate(map(tuple, candidates.tolist())) if row not in seen]
-    return candidates[keep]
 
 
 # ---- distributions as levels -------------------------------------------------------------------------

@@ -32,19 +32,22 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
     space = GEMM.space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
     simt = [c for c in configs if c["variant"] <= 4]
-    unsplit = [c for c in simt if c["split_k"] == 1]
-    # TPE's space; a brute force of variants 1-4: ~12 min. Variant 5 (tensor cores) adds 119 (test below)
-    assert 300 <= len(unsplit) <= 320 and len(simt) == 1270 and len(configs) < 1400
+    unsplit = [c for c in simt if c["split_k"] == 1 and c["k_groups"] == 1]
+    # TPE's space. Variant 5 (tensor cores) adds 119 (test below); K split inside the block, 963
+    assert 300 <= len(unsplit) <= 320 and len(simt) == 2233 and len(configs) == 2352
+    assert sum(c["k_groups"] > 1 for c in configs) == 963
     for name, seed in SEED_VERSIONS.items():
         assert seed in configs, name
     for c in simt:
         threads = c["block_size_x"] * c["block_size_y"]
-        assert threads <= 1024
+        assert threads * c["k_groups"] <= 1024
         if c["variant"] == 4:
             bm, bn = c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]
-            smem = (1 + c["double_buffer"]) * c["tile_k"] * (bm + c["pad_a"] + bn) * 4
+            smem = (1 + c["double_buffer"]) * c["tile_k"] * c["k_groups"] * (bm + c["pad_a"] + bn) * 4
             assert smem <= 48 * 1024 and threads in (64, 128, 256)
-            assert (bm * c["tile_k"] // c["vector"]) % threads == 0 and (bn * c["tile_k"] // c["vector"]) % threads == 0
+            assert (c["k_groups"] - 1) * bm * bn * 4 <= 48 * 1024  # the groups' outputs, summed at the end
+            if c["k_groups"] == 1:  # with groups, BK 8 leaves some threads idle on the loads
+                assert (bm * c["tile_k"] // c["vector"]) % threads == 0 and (bn * c["tile_k"] // c["vector"]) % threads == 0
             assert bm * bn >= 4096 or (c["tile_m"], c["tile_n"], c["double_buffer"], c["vector"]) == (4, 4, 1, 4)
         elif c["variant"] == 3:
             assert c["block_size_y"] * c["tile_m"] == c["block_size_x"]
@@ -53,6 +56,9 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
             assert SPLIT_TILE <= min(bm, bn) and bm * bn <= 128 * 128
         else:
             assert c["split_reduce"] == 0
+        if c["k_groups"] > 1:  # register-tiled, double-buffered, vector loads, at most 64x128 and 512 threads
+            assert c["variant"] == 4 and c["double_buffer"] == 1 and c["vector"] == 4
+            assert bm * bn <= 64 * 128 and threads * c["k_groups"] <= 512
     tiles = {(c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) for c in configs if c["variant"] == 4}
     assert {(32, 32), (32, 64), (64, 32)} <= tiles  # below 64x64
     splits = {(c["split_k"], c["split_reduce"]) for c in simt}
@@ -95,7 +101,7 @@ def test_the_defaults_keep_every_stored_config_in_the_space():
     from tuner.store import read_parts, results_root
 
     space = GEMM.space
-    assert space.defaults == {"split_k": 1, "split_reduce": 0, "stages": 0, "rn_sum": 0}
+    assert space.defaults == {"split_k": 1, "split_reduce": 0, "stages": 0, "rn_sum": 0, "k_groups": 1}
     stored = read_parts("*/gemm/evaluations/*.parquet", results_root()).config.unique()
     if not len(stored):
         pytest.skip("nothing stored")
@@ -273,8 +279,8 @@ def test_every_grid_shape_has_its_own_tuned_best(gpu):
 @pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
 def test_the_grid_starts_a_thin_shape_with_small_tiles_split_over_k():
     """benchmarks/gemm/grid.py: a thin shape's campaign begins with valid, distinct configs that fill the SMs
-    by splitting K (the small register tiles and the tensor cores' 64x64 tile among them); a square shape
-    whose tiles fill the SMs gets no small tiles."""
+    by splitting K (the small register tiles, over 2 and 4 thread groups inside the block too, and the tensor
+    cores' 64x64 tile among them); a square shape whose tiles fill the SMs gets no small tiles and no groups."""
     spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
     grid = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(grid)
@@ -285,7 +291,10 @@ def test_the_grid_starts_a_thin_shape_with_small_tiles_split_over_k():
     split = [c for c in thin if c["split_k"] > 1]
     assert {grid.tile(c) for c in split if c["variant"] == 4} >= set(grid.SMALL_TILES)
     assert any(c["variant"] == 5 and grid.tile(c) == (64, 64) for c in split)
+    grouped = {(grid.tile(c), c["k_groups"]) for c in split if c["k_groups"] > 1}
+    assert {(t, 2) for t in grid.SMALL_TILES} <= grouped and ((32, 32), 4) in grouped
     tiles = {grid.tile(c): (256 // grid.tile(c)[0]) * (256 // grid.tile(c)[1]) for c in split}
     assert all(tiles[grid.tile(c)] * c["split_k"] >= 0.9 * grid.SMS for c in split)  # every SM busy
     square = grid.first_configs(evaluations, {"m": 2048, "n": 2048, "k": 2048}, H200, GEMM.space)
     assert square and not {grid.tile(c) for c in square if c["variant"] == 4} & {(32, 32), (32, 64), (64, 32)}
+    assert all(c["k_groups"] == 1 for c in square)

@@ -1,7 +1,7 @@
 """On the GPU: the seeds' versions, a sample of the register-tiled variant and all its 64x64 tiles, through
 the same isolated worker as a campaign, verified against numpy at awkward shapes (not multiples of any tile, unaligned
-rows, K smaller than a tile, 1x1x1) for float32 and int32; then split-K (every split, both reductions) and the tiles
-below 64x64, and split-K's workspace launch after launch. Skipped where no CUDA GPU is found."""
+rows, K smaller than a tile, 1x1x1) for float32 and int32; then split-K (every split, both reductions), the tiles
+below 64x64 and K split inside the block (k_groups), and split-K's workspace launch after launch. Skipped where no CUDA GPU is found."""
 
 import random
 
@@ -57,8 +57,9 @@ SPLIT_SHAPES = [(777, 1025, 333), (300, 260, 3), (33, 31, 1000)]
 
 
 def split_configs(space, seed=1):
-    """One config of each split_k > 1 with each split_reduce, and each tile below 64x64 unsplit and split
-    (variant 4: int32 too; variant 5 has its own tests below)."""
+    """One config of each split_k > 1 with each split_reduce, each tile below 64x64 unsplit and split, and each
+    k_groups > 1 with each tile it allows, unsplit and split (variant 4: int32 too; variant 5 has its own tests
+    below)."""
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["variant"] == 4]
     rnd = random.Random(seed)
     picked = []
@@ -68,6 +69,12 @@ def split_configs(space, seed=1):
     for tile in ((32, 32), (32, 64), (64, 32)):
         of_tile = [c for c in configs if c["variant"] == 4 and (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == tile]
         picked += [rnd.choice([c for c in of_tile if c["split_k"] == 1]), rnd.choice([c for c in of_tile if c["split_k"] > 1])]
+    grouped = {}
+    for c in configs:
+        if c["k_groups"] > 1:
+            tile = (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"])
+            grouped.setdefault((c["k_groups"], tile, c["split_k"] > 1), []).append(c)
+    picked += [rnd.choice(group) for _, group in sorted(grouped.items())]
     return [tuple(c[p] for p in space.params) for c in picked]
 
 
@@ -129,7 +136,7 @@ def test_split_k_launch_after_launch_leaves_the_workspace_zero(variant, split_re
     space = workload.space
     config = {"variant": 4, "block_size_x": 16, "block_size_y": 16, "tile_m": 4, "tile_n": 4, "tile_k": 16,
               "warp_x": 8, "double_buffer": 1, "pad_a": 4, "vector": 4, "unroll": 0, "split_k": 8,
-              "split_reduce": split_reduce, "stages": 0, "rn_sum": 0}
+              "split_reduce": split_reduce, "stages": 0, "rn_sum": 0, "k_groups": 1}
     if variant == 5:  # 2 x 2 warps of 32 x 32: a 64 x 64 tile
         config.update(variant=5, block_size_x=8, block_size_y=16, tile_n=8, double_buffer=0, pad_a=0, vector=1,
                       stages=2)

@@ -75,6 +75,29 @@ def test_gemm_split_k_and_small_tile_corners_compile(tmp_path):
                 nvcc_compile(space, dtype, config, tmp_path)
 
 
+def test_gemm_k_groups_compile_without_spills(tmp_path):
+    """K split inside the block (k_groups 2, 4 and 8): each block tile and thread shape it allows, unsplit and at
+    its largest split, float32 (and int32 for 32x32), to a cubin for sm_90 within 48 KB of static shared memory
+    (the groups' tiles, then their outputs summed) and without spilling (512 threads at most)."""
+    space = get_workload("gemm").space
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["k_groups"] > 1]
+    picks = {}
+    for c in sorted(configs, key=lambda c: (c["split_k"], c["tile_k"], c["pad_a"])):
+        shape = (c["k_groups"], c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1)
+        picks[shape] = c  # the last of each: the largest split, BK and padding (the most shared memory)
+    assert {k for k, *_ in picks} == {2, 4, 8} and len(picks) >= 12
+    for config in picks.values():
+        tile = (config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"])
+        for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
+            src = tmp_path / "k.cu"
+            src.write_text(space.source_for(dtype, config))
+            out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
+                                  *space.compiler_options, "-Xptxas", "-v", "-Werror", "all-warnings"],
+                                 capture_output=True, text=True)
+            assert out.returncode == 0, f"{config} does not compile:\n{out.stderr[-3000:]}"
+            assert "0 bytes spill stores, 0 bytes spill loads" in out.stderr, f"{config} spills:\n{out.stderr}"
+
+
 def test_gemm_variant_5_compiles_without_spills(tmp_path):
     """Variant 5 (3xTF32 tensor cores, 64-255 registers a thread): each block and warp tile at the largest
     pipeline the space gives it, rn_sum 1 where allowed, and a split of each split tile, to a cubin for sm_90

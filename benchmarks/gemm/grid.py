@@ -3,9 +3,10 @@ regular campaign per shape (`tuner tune gemm --size MxNxK --budget B`, in this o
 framework's warm start from the stored shapes, preceded by first_configs: the best stored config of each
 block tile (from the nearest shapes that measured it), since the tile is what changes most between shapes;
 the best tiles split over K where the shape leaves SMs idle (split_candidates); on a thin shape the small
-tiles split (small_tiles); the best tiles on the tensor cores (tensor_core_counterparts). Shapes go from
-large to small M, so each one has a tuned neighbour. A shape is done once the store holds `budget` configs
-of it measured with the current kernel source; a rerun resumes. `--until` (epoch seconds) stops before a
+tiles split, over thread groups inside the block too (grouped_tiles, small_tiles); the best tiles on the
+tensor cores (tensor_core_counterparts). Shapes go from large to small M, so each one has a tuned neighbour.
+A shape is done once the store holds `budget` configs of it measured with the current kernel source; a rerun
+resumes. `--until` (epoch seconds) stops before a
 shape that would not finish in time. `--size` tunes those shapes instead of the grid.
 
   python benchmarks/gemm/grid.py --budget 16 --until $(( $(date +%s) + 450 ))
@@ -68,7 +69,7 @@ def output_tiles(size: dict, bm: int, bn: int) -> int:
 
 
 def k_tiles(config: dict, size: dict) -> int:
-    """The BK tiles of K a config's blocks step through (whole, unsplit)."""
+    """The BK tiles of K a config's blocks go through (whole, unsplit; with k_groups, k_groups of them a step)."""
     return -(-size["k"] // config["tile_k"])
 
 
@@ -109,8 +110,7 @@ def small_tiles(base: dict, size: dict, space) -> list[dict]:
     (2026-11-28) was one of these small tiles split or a 64x128 tile split."""
     if output_tiles(size, 64, 64) >= SMS:
         return []
-    clean = {**base, "variant": 4, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8, "double_buffer": 1,
-             "vector": 4, "unroll": 0, "stages": 0, "rn_sum": 0, "split_k": 1, "split_reduce": 0}
+    clean = {**small_tile_options(base), "k_groups": 1}
     out = []
     for bm, bn in SMALL_TILES:
         for pad_a in (clean["pad_a"], 4 - clean["pad_a"]):
@@ -122,6 +122,34 @@ def small_tiles(base: dict, size: dict, space) -> list[dict]:
     tensor = {**clean, "variant": 5, "block_size_x": 8, "block_size_y": 16, "tile_m": 4, "tile_n": 8,
               "warp_x": 8, "double_buffer": 0, "pad_a": 0, "vector": 1, "stages": 2}
     return out + split_candidates(tensor, size, space)[:1]
+
+
+def small_tile_options(base: dict) -> dict:
+    """`base` with variant 4's options of the small tiles (4x4 outputs a thread, BK 16, double-buffered, vector
+    loads), unsplit; the tile and k_groups are the caller's."""
+    return {**base, "variant": 4, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8, "double_buffer": 1,
+            "vector": 4, "unroll": 0, "stages": 0, "rn_sum": 0, "split_k": 1, "split_reduce": 0}
+
+
+def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
+    """Where 64x64 tiles leave SMs idle: variant 4's small tiles with K split inside the block too (k_groups 2,
+    4 and 8 where the space allows them; BK 16, else 8 where shared memory allows no more), each split over K
+    as split_candidates picks (unsplit where the tiles fill the SMs). A block steps through K k_groups tiles at
+    a time: fewer steps a slice, each with more loads in flight, for the thin shapes whose blocks ran one or
+    two warps an SM scheduler (2026-11-28). On the H200 (2026-11-29) each of the 12 thin shapes ran fastest
+    grouped, the more groups the faster at 32x32."""
+    if output_tiles(size, 64, 64) >= SMS:
+        return []
+    out = []
+    for bm, bn in SMALL_TILES:
+        for k_groups in (2, 4, 8):
+            for tile_k in (16, 8):
+                c = {**small_tile_options(base), "block_size_x": bn // 4, "block_size_y": bm // 4,
+                     "tile_k": tile_k, "k_groups": k_groups}
+                if space.is_valid(c):
+                    out += split_candidates(c, size, space) or [c]
+                    break
+    return out
 
 
 def tensor_core_counterparts(config: dict, space) -> list[dict]:
@@ -148,7 +176,7 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     """What a shape's campaign measures first (then TPE): the best stored config of the best `tiles` block
     tiles (best_per_tile; of any GPU where `gpu` has none yet), unsplit; split over K where the shape leaves
     SMs idle (split_candidates: all of them for the best tile, the first for the others); on a thin shape the
-    small tiles split (small_tiles); the tensor-core counterparts of the best `tiles` tiles, and at 64x64
+    small tiles split, with K split inside the block first (grouped_tiles, small_tiles); the tensor-core counterparts of the best `tiles` tiles, and at 64x64
     where 128x128 tiles would leave SMs idle. A campaign's budget cuts this list's tail."""
     stored = best_per_tile(evals, size, gpu) if not evals.empty else []
     if not stored and not evals.empty:
@@ -158,7 +186,7 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     for i, c in enumerate(bests[:tiles]):
         out += split_candidates(c, size, space)[: None if i == 0 else 1]
     if bests:
-        out += small_tiles(bests[0], size, space)
+        out += grouped_tiles(bests[0], size, space) + small_tiles(bests[0], size, space)
     for c in bests[:tiles]:
         out += tensor_core_counterparts(c, space)
     if bests and output_tiles(size, 128, 128) < 2 * SMS:  # and on the tensor cores, 64x64 tiles

@@ -83,7 +83,8 @@ def describe(c):
                 f"{8 * c['tile_m']}x{4 * c['tile_n']}, {c['stages']} stages"
                 + (", float32 sums" if c.get("rn_sum") else "") + split)
     return (f"{c['block_size_y'] * c['tile_m']}x{c['block_size_x'] * c['tile_n']}x{c['tile_k']} block tile, "
-            f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}, warp {c['warp_x']}x"
+            f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}"
+            + (f" in {c['k_groups']} groups over K" if c.get("k_groups", 1) > 1 else "") + f", warp {c['warp_x']}x"
             f"{32 // c['warp_x']}, {'2 stages' if c['double_buffer'] else '1 stage'}, pad {c['pad_a']}, "
             f"vector {c['vector']}" + split)
 

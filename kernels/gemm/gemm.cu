@@ -8,7 +8,7 @@
 // them aligned). The last three are split-K's workspace (variants 4 and 5 with split_k > 1; the others
 // ignore them): accum M x N and counters (one per output tile of 32 x 32 or more) all zero before the first
 // launch, and left zero by every launch; partials split_k x M x N, any contents.
-// Launch: 2-D block (block_size_x, block_size_y),
+// Launch: block (block_size_x, block_size_y, k_groups),
 //         grid (ceil(N / (block_size_x * tile_n)), ceil(M / (block_size_y * tile_m)), split_k).
 //
 // Types: T is float or int (prepended as `#define T ...`, not -DT: CUDA 13 headers use T as a name);
@@ -55,6 +55,10 @@
 //            1 = no split. The blocks of a tile count themselves in (counters[tile]); the last one to
 //            arrive writes the tile of C and sets the counter back to zero, so no launch needs C or the
 //            workspace cleared first, and no block ever waits for another.
+//   k_groups variant 4: groups of block_size_x x block_size_y threads in the block (threadIdx.z), each over its
+//            own BK tile of every k_groups * BK of K: the block steps through K k_groups tiles at a time, with
+//            k_groups times the warps in flight, and the groups' outputs are summed in shared memory at the end
+//            (in group order) -- split-K inside the block, for outputs of few tiles and a long K. 1 = no groups.
 //   split_reduce  with split_k > 1, how the slices' partial tiles are summed:
 //            0 = atomics: each block adds its partial tile into accum (atomicAdd); the last copies the
 //                tile to C and zeroes it in accum again (the order of the sums varies from run to run)
@@ -103,6 +107,9 @@
 #endif
 #ifndef split_reduce
 #define split_reduce 0
+#endif
+#ifndef k_groups
+#define k_groups 1
 #endif
 #ifndef stages
 #define stages 0
@@ -153,6 +160,9 @@
 #endif
 #if split_reduce != 0 && split_reduce != 1
 #error "split_reduce must be 0 or 1"
+#endif
+#if k_groups < 1 || (k_groups > 1 && (variant != 4 || !double_buffer))
+#error "k_groups > 1 needs variant 4, double-buffered"
 #endif
 
 #define NTHREADS (block_size_x * block_size_y)
@@ -262,6 +272,7 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 #define BM (block_size_y * tile_m)
 #define BN (block_size_x * tile_n)
 #define BK tile_k
+#define KSTEP (BK * k_groups)  // K a block steps through at a time (all groups' tiles)
 
 template <typename E> struct vec2_of;
 template <> struct vec2_of<float> { typedef float2 type; };
@@ -403,11 +414,12 @@ __device__ __forceinline__ void write_tile(Runs runs, elem_t* __restrict__ C, el
     runs(sink);
 }
 
-// This block's slice of K: whole BK tiles k_begin .. k_end - 1 (all of them without split-K; a slice may be empty)
+// This block's slice of K: whole KSTEP tiles k_begin .. k_end - 1 (all of them without split-K; a slice may be
+// empty)
 __device__ __forceinline__ int k_begin(int K)
 {
 #if split_k > 1
-    return min((K + BK - 1) / BK, (int)blockIdx.z * (((K + BK - 1) / BK + split_k - 1) / split_k));
+    return min((K + KSTEP - 1) / KSTEP, (int)blockIdx.z * (((K + KSTEP - 1) / KSTEP + split_k - 1) / split_k));
 #else
     return 0;
 #endif
@@ -415,9 +427,9 @@ __device__ __forceinline__ int k_begin(int K)
 __device__ __forceinline__ int k_end(int K, int begin)
 {
 #if split_k > 1
-    return min((K + BK - 1) / BK, begin + ((K + BK - 1) / BK + split_k - 1) / split_k);
+    return min((K + KSTEP - 1) / KSTEP, begin + ((K + KSTEP - 1) / KSTEP + split_k - 1) / split_k);
 #else
-    return (K + BK - 1) / BK;
+    return (K + KSTEP - 1) / KSTEP;
 #endif
 }
 
@@ -534,13 +546,28 @@ __device__ __forceinline__ void for_each_run(int m0, int n0, int M, int N, int t
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS)
+#if k_groups > 1
+// The k_groups' tiles (stage s: rows g * BK .. of As[s] and Bs[s] are group g's), then, once the K loop is
+// done, groups 1.. leave their outputs here for group 0 to sum: one buffer for both.
+#define TILE_ELEMS (STAGES * KSTEP * (LDA + BN))
+#define SUM_ELEMS ((k_groups - 1) * BM * BN)
+#endif
+
+extern "C" __global__ void __launch_bounds__(NTHREADS * k_groups)
 gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
      elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
 {
+#if k_groups > 1
+    __shared__ __align__(16) elem_t smem[TILE_ELEMS > SUM_ELEMS ? TILE_ELEMS : SUM_ELEMS];
+    elem_t (*As)[KSTEP][LDA] = reinterpret_cast<elem_t (*)[KSTEP][LDA]>(smem);
+    elem_t (*Bs)[KSTEP][BN] = reinterpret_cast<elem_t (*)[KSTEP][BN]>(smem + STAGES * KSTEP * LDA);
+    const int g = threadIdx.z;  // this thread's group: BK rows g * BK.. of each KSTEP tile
+#else
     __shared__ __align__(16) elem_t As[STAGES][BK][LDA];
     __shared__ __align__(16) elem_t Bs[STAGES][BK][BN];
-    const int t = threadIdx.y * block_size_x + threadIdx.x;
+    const int g = 0;
+#endif
+    const int t = threadIdx.y * block_size_x + threadIdx.x;  // within the group
     // warp tiles: warp w covers warp_x x (32 / warp_x) threads of the block_size_x x block_size_y grid
     const int warp = t / 32, lane = t % 32;
     const int tx = (warp % (block_size_x / warp_x)) * warp_x + lane % warp_x;
@@ -560,21 +587,41 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
     if (kt0 < kt1)  // a slice may be empty (fewer BK tiles than slices)
 #endif
     {
-        fetch(st, A, B, m0, n0, kt0 * BK, M, N, K, t);
-        stash(st, As[0], Bs[0], t);
+        fetch(st, A, B, m0, n0, kt0 * KSTEP + g * BK, M, N, K, t);
+        stash(st, As[0] + g * BK, Bs[0] + g * BK, t);
     }
     __syncthreads();
     for (int kt = kt0; kt < kt1; ++kt) {
         const int cur = (kt - kt0) & 1;
-        if (kt + 1 < kt1) fetch(st, A, B, m0, n0, (kt + 1) * BK, M, N, K, t);  // in flight during the FMAs
-        multiply(acc, As[cur], Bs[cur], tx, ty);
-        if (kt + 1 < kt1) stash(st, As[cur ^ 1], Bs[cur ^ 1], t);
+        // in flight during the FMAs
+        if (kt + 1 < kt1) fetch(st, A, B, m0, n0, (kt + 1) * KSTEP + g * BK, M, N, K, t);
+        multiply(acc, As[cur] + g * BK, Bs[cur] + g * BK, tx, ty);
+        if (kt + 1 < kt1) stash(st, As[cur ^ 1] + g * BK, Bs[cur ^ 1] + g * BK, t);
         // one barrier per tile: the other stage was last read before the previous barrier
         __syncthreads();
     }
+#if k_groups > 1
+    // the loop ended on a barrier: the tiles are free. Groups 1.. leave their outputs (thread-fastest: no bank
+    // conflicts), group 0 adds them in group order.
+    if (g > 0) {
+#pragma unroll
+        for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+            for (int j = 0; j < tile_n; ++j) smem[(((g - 1) * tile_m + i) * tile_n + j) * NTHREADS + t] = acc[i][j];
+    }
+    __syncthreads();
+    if (g == 0) {
+#pragma unroll
+        for (int h = 0; h < k_groups - 1; ++h)
+#pragma unroll
+            for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+                for (int j = 0; j < tile_n; ++j) acc[i][j] += smem[((h * tile_m + i) * tile_n + j) * NTHREADS + t];
+    }
+#endif
 #else
     for (int kt = kt0; kt < kt1; ++kt) {
-        fetch(st, A, B, m0, n0, kt * BK, M, N, K, t);
+        fetch(st, A, B, m0, n0, kt * KSTEP, M, N, K, t);
         stash(st, As[0], Bs[0], t);
         __syncthreads();
         multiply(acc, As[0], Bs[0], tx, ty);
@@ -582,14 +629,17 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
     }
 #endif
 
+    // group 0 holds the block's sums (the other groups take part in split-K's barriers only)
 #if split_k == 1
-    for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
-        store_run<4>(C + (size_t)row * N + col, &acc[i][4 * j], col, N);
-    });
+    if (g == 0)
+        for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
+            store_run<4>(C + (size_t)row * N + col, &acc[i][4 * j], col, N);
+        });
 #else
     write_tile<4>([&](const RunSink<4>& f) {
-        for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) { f(&acc[i][4 * j], row, col); });
-    }, C, accum, partials, counters, M, N, t);
+        if (g == 0)
+            for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) { f(&acc[i][4 * j], row, col); });
+    }, C, accum, partials, counters, M, N, g * NTHREADS + t);
 #endif
 }
 #else

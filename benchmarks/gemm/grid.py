@@ -152,6 +152,22 @@ def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
     return out
 
 
+def grouped_counterparts(config: dict, size: dict, space) -> list[dict]:
+    """On a thin shape (64x64 tiles leave SMs idle), `config` (register-tiled) with K split inside the block
+    too: each k_groups the space allows it (at its BK, or 8 where only that splits), split as split_candidates
+    picks."""
+    if config["variant"] != 4 or output_tiles(size, 64, 64) >= SMS:
+        return []
+    out = []
+    for k_groups in (2, 4, 8):
+        grouped = [{**config, "k_groups": k_groups, "tile_k": tile_k, "split_k": 1, "split_reduce": 0}
+                   for tile_k in dict.fromkeys((config["tile_k"], 8))]
+        valid = [c for c in grouped if space.is_valid(c)]
+        # the first BK that can also split (BK 16 may fill shared memory unsplit)
+        out += next((split for c in valid if (split := split_candidates(c, size, space))), valid[:1])
+    return out
+
+
 def tensor_core_counterparts(config: dict, space) -> list[dict]:
     """Variant 5 (3xTF32 tensor cores) at `config`'s block tile, unsplit: its fewest warps (the largest warp
     tiles), with the two pipelines that hold 32 of K (tile_k 8 in 4 stages, 16 in 2). Measured on the H200
@@ -176,7 +192,8 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     """What a shape's campaign measures first (then TPE): the best stored config of the best `tiles` block
     tiles (best_per_tile; of any GPU where `gpu` has none yet), unsplit; split over K where the shape leaves
     SMs idle (split_candidates: all of them for the best tile, the first for the others); on a thin shape the
-    small tiles split, with K split inside the block first (grouped_tiles, small_tiles); the tensor-core counterparts of the best `tiles` tiles, and at 64x64
+    small tiles split, with K split inside the block first (grouped_tiles, small_tiles), and the best tiles split
+    inside the block (grouped_counterparts; on a rerun, the shape's own best too); the tensor-core counterparts of the best `tiles` tiles, and at 64x64
     where 128x128 tiles would leave SMs idle. A campaign's budget cuts this list's tail."""
     stored = best_per_tile(evals, size, gpu) if not evals.empty else []
     if not stored and not evals.empty:
@@ -187,6 +204,8 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
         out += split_candidates(c, size, space)[: None if i == 0 else 1]
     if bests:
         out += grouped_tiles(bests[0], size, space) + small_tiles(bests[0], size, space)
+    for c in bests[:tiles] + own_best(evals, size, gpu):  # a rerun: this shape's own best so far too
+        out += grouped_counterparts({**space.complete(c), "split_k": 1, "split_reduce": 0}, size, space)
     for c in bests[:tiles]:
         out += tensor_core_counterparts(c, space)
     if bests and output_tiles(size, 128, 128) < 2 * SMS:  # and on the tensor cores, 64x64 tiles
@@ -199,6 +218,13 @@ def measured_configs(evals, size: dict, kernel_hash: str, gpu: str) -> int:
     rows = evals[(evals.size_vars == json.dumps(size, sort_keys=True)) & (evals.dtype == DTYPE)
                  & (evals.gpu == gpu) & (evals.kernel_hash == kernel_hash)]
     return rows.config.nunique()
+
+
+def own_best(evals, size: dict, gpu: str) -> list[dict]:
+    """The shape's best register-tiled config measured on `gpu` so far, as a one-item list (none: empty)."""
+    ok = evals[(evals.status == "ok") & (evals.dtype == DTYPE) & (evals.p_variant == 4) & (evals.gpu == gpu)
+               & (evals.size_vars == json.dumps(size, sort_keys=True))] if not evals.empty else evals
+    return [json.loads(store.config_medians(ok, maximize=True).index[0])] if not ok.empty else []
 
 
 def best_per_tile(evals, size: dict, gpu: str | None) -> list[dict]:

@@ -50,7 +50,6 @@ SIZES = [
     "777x1025x333",
 ]
 SQUARES = SIZES[:3]
-TUNED = ("block_size_x", "block_size_y", "tile_m", "tile_n", "tile_k", "stages", "rn_sum", "split_k")
 
 
 def nvrtc_cubin(source: str, options: list[str]) -> tuple[bytes | None, str]:
@@ -171,7 +170,7 @@ def worker(work: Path) -> int:
                 fn = kernel(i)
                 row.update(regs=fn.num_regs, local_bytes=fn.local_size_bytes, smem=fn.shared_size_bytes)
                 grid = tuple(space.grid_dims(config, size))
-                block = (config["block_size_x"], config["block_size_y"], 1)
+                block = space.block_dims(config)
                 launch_args = tuple(dev)
                 dev[2].fill(cp.nan)
                 fn(grid, block, launch_args)

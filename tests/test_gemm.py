@@ -298,3 +298,36 @@ def test_the_grid_starts_a_thin_shape_with_small_tiles_split_over_k():
     square = grid.first_configs(evaluations, {"m": 2048, "n": 2048, "k": 2048}, H200, GEMM.space)
     assert square and not {grid.tile(c) for c in square if c["variant"] == 4} & {(32, 32), (32, 64), (64, 32)}
     assert all(c["k_groups"] == 1 for c in square)
+
+
+def test_k_groups_launch_as_the_third_block_dimension():
+    """launch.block names k_groups third: Kernel Tuner launches the groups as threadIdx.z, and so do the tools
+    that launch a config themselves (Space.block_dims); a recording without it reads as one group."""
+    space = GEMM.space
+    grouped = {"block_size_x": 8, "block_size_y": 8, "k_groups": 4}
+    assert space.block_names == ["block_size_x", "block_size_y", "k_groups"]
+    assert space.block_dims(grouped) == (8, 8, 4)
+    assert space.block_dims(space.complete({"block_size_x": 16, "block_size_y": 8})) == (16, 8, 1)
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
+def test_the_grid_groups_a_shapes_own_best_on_a_rerun():
+    """grid.py's grouped_counterparts: a 64x128 config on a thin shape, with 2 groups over K, at the first BK
+    that can also split (BK 16 fills shared memory unsplit), split to fill the SMs; none on a square shape."""
+    spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
+    wide = GEMM.space.complete({"variant": 4, "block_size_x": 32, "block_size_y": 8, "tile_m": 8, "tile_n": 4,
+                                "tile_k": 16, "warp_x": 16, "double_buffer": 1, "pad_a": 0, "vector": 4,
+                                "unroll": 0})
+    assert GEMM.space.is_valid(wide)
+    thin = {"m": 512, "n": 512, "k": 2048}
+    grouped = grid.grouped_counterparts(wide, thin, GEMM.space)
+    assert grouped and all(GEMM.space.is_valid(c) and c["k_groups"] > 1 for c in grouped)
+    assert {(c["k_groups"], c["tile_k"]) for c in grouped} == {(2, 8)}
+    assert all(grid.output_tiles(thin, 64, 128) * c["split_k"] >= 0.9 * grid.SMS for c in grouped)
+    assert grid.grouped_counterparts(wide, {"m": 2048, "n": 2048, "k": 2048}, GEMM.space) == []
+    evaluations = load_evaluations("gemm")
+    own = grid.own_best(evaluations, thin, H200)
+    assert len(own) == 1 and GEMM.space.is_valid(GEMM.space.complete(own[0]))
+    assert grid.own_best(evaluations, {"m": 3, "n": 5, "k": 7}, H200) == []

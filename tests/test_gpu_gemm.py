@@ -151,7 +151,7 @@ def test_split_k_launch_after_launch_leaves_the_workspace_zero(variant, split_re
     grid = tuple(space.grid_dims(config, size))
     for _ in range(3):
         dev[2].fill(cp.nan)
-        kernel(grid, (config["block_size_x"], config["block_size_y"], 1), tuple(dev))
+        kernel(grid, space.block_dims(config), tuple(dev))
         cp.cuda.Device().synchronize()
         assert np.allclose(cp.asnumpy(dev[2]), expected, rtol=0, atol=atol)
         assert not cp.asnumpy(dev[6]).any() and not cp.asnumpy(dev[8]).any()

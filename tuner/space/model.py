@@ -128,6 +128,14 @@ class Space:
         scope = {**size, **config}
         return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))
 
+    def block_dims(self, config: dict) -> tuple[int, int, int]:
+        """The thread block a config launches, as Kernel Tuner reads it: the parameters named in launch.block,
+        then Kernel Tuner's default names for the dimensions left (a name the config lacks: 1)."""
+        defaults = ("block_size_x", "block_size_y", "block_size_z")
+        names = list(self.block_names) + list(defaults[len(self.block_names) :])
+        x, y, z = (int(config.get(name, 1)) for name in names[:3])
+        return x, y, z
+
     def source_for(self, dtype: str, config: dict | None = None) -> str:
         """The kernel source with the dtype's #defines in front, as Kernel Tuner puts the parameters'; with a
         config, its parameters' #defines before those, which is what Kernel Tuner compiles for it.

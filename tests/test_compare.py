@@ -198,7 +198,7 @@ def test_cli_errors_are_one_line(results, capsys):
 # ---- the gate ---------------------------------------------------------------------------------------
 
 # every complete recording: the reduction's eight spaces (GEMM's 2048^3 brute force covers the space as it was
-# before split-K, 292 of its 2352 configs now: no longer complete)
+# before split-K, 292 of its 2384 configs now: no longer complete)
 GATED = [("reduction", size, dtype) for size, dtype in RECORDED]
 # Floyd-Warshall's reduced space (56 configs at 5k), warm-started from the full workload's other sizes
 if cache_path(results_root(), H100, "floyd-warshall-small", "5k", "int32").is_file():

@@ -33,9 +33,10 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
     simt = [c for c in configs if c["variant"] <= 4]
     unsplit = [c for c in simt if c["split_k"] == 1 and c["k_groups"] == 1]
-    # TPE's space. Variant 5 (tensor cores) adds 119 (test below); K split inside the block, 963
-    assert 300 <= len(unsplit) <= 320 and len(simt) == 2233 and len(configs) == 2352
-    assert sum(c["k_groups"] > 1 for c in configs) == 963
+    # TPE's space. Variant 5 (tensor cores) adds 151 (test below); K split inside the block, 995 (32 of them on
+    # the tensor cores)
+    assert 300 <= len(unsplit) <= 320 and len(simt) == 2233 and len(configs) == 2384
+    assert sum(c["k_groups"] > 1 for c in configs) == 995
     for name, seed in SEED_VERSIONS.items():
         assert seed in configs, name
     for c in simt:
@@ -56,8 +57,8 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
             assert SPLIT_TILE <= min(bm, bn) and bm * bn <= 128 * 128
         else:
             assert c["split_reduce"] == 0
-        if c["k_groups"] > 1:  # register-tiled, double-buffered, vector loads, at most 64x128 and 512 threads
-            assert c["variant"] == 4 and c["double_buffer"] == 1 and c["vector"] == 4
+        if c["k_groups"] > 1 and c["variant"] == 4:  # double-buffered, vector loads, at most 64x128, 512 threads
+            assert c["double_buffer"] == 1 and c["vector"] == 4
             assert bm * bn <= 64 * 128 and threads * c["k_groups"] <= 512
     tiles = {(c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) for c in configs if c["variant"] == 4}
     assert {(32, 32), (32, 64), (64, 32)} <= tiles  # below 64x64
@@ -68,12 +69,13 @@ def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
 def test_variant_5_configs_are_whole_warp_tiles_of_mma_tiles_in_static_shared_memory():
     """Variant 5 (3xTF32 tensor cores): 4 or 8 warps of 4 x 8 threads, warp tiles of 32 or 64 x 32 or 64
     outputs (whole m16n8 tiles; columns in 32s for the B swizzle), the cp.async ring within 48 KB of static
-    shared memory (less split-K's flag), variant 4's options at their first values and its own at theirs
-    elsewhere; a sub-space of about a hundred configs, split ones among them."""
+    shared memory (less split-K's flag; two groups' rings with k_groups 2, of 4 warps each), variant 4's
+    options at their first values and its own at theirs elsewhere; a sub-space of about 150 configs, split
+    and grouped ones among them."""
     space = GEMM.space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
     v5 = [c for c in configs if c["variant"] == 5]
-    assert len(v5) == 119 and sum(c["split_k"] > 1 for c in v5) == 55
+    assert len(v5) == 151 and sum(c["split_k"] > 1 for c in v5) == 65 and sum(c["k_groups"] > 1 for c in v5) == 32
     for c in configs:
         if c["variant"] != 5:
             assert (c["stages"], c["rn_sum"]) == (0, 0)
@@ -84,7 +86,8 @@ def test_variant_5_configs_are_whole_warp_tiles_of_mma_tiles_in_static_shared_me
         assert wtm in (32, 64) and wtn in (32, 64)
         bm, bn = c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]
         assert (bm, bn) == (warps_m * wtm, warps_n * wtn) and bm * bn <= 256 * 128
-        assert c["stages"] * c["tile_k"] * (bm + bn) * 4 + 128 * (c["split_k"] > 1) <= 48 * 1024
+        assert c["stages"] * c["tile_k"] * c["k_groups"] * (bm + bn) * 4 + 128 * (c["split_k"] > 1) <= 48 * 1024
+        assert c["k_groups"] == 1 or (c["k_groups"] == 2 and warps_m * warps_n == 4)
         assert (c["warp_x"], c["double_buffer"], c["pad_a"], c["vector"], c["unroll"]) == (8, 0, 0, 1, 0)
         assert c["rn_sum"] == 0 or wtm * wtn <= 64 * 32
         if c["split_k"] > 1:

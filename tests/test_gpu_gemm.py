@@ -93,13 +93,14 @@ def test_split_k_and_small_tiles_match_numpy(m, n, k):
 
 
 def variant_5_configs(space):
-    """Each block and warp tile with each BK (the pipeline varies along), rn_sum 1 where allowed, and each
-    split with a small tile."""
+    """Each block and warp tile with each BK (the pipeline varies along), rn_sum 1 where allowed, each split with
+    a small tile, and 2 groups over K of each tile that allows them."""
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
     v5 = [c for c in configs if c["variant"] == 5]
     picks = {}
     for c in v5:
-        shape = (c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["tile_k"], c["rn_sum"], c["split_k"] > 1)
+        shape = (c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["tile_k"], c["rn_sum"], c["split_k"] > 1,
+                 c["k_groups"])
         picks.setdefault(shape, c)
     splits = {}
     for c in v5:

@@ -76,16 +76,17 @@ def test_gemm_split_k_and_small_tile_corners_compile(tmp_path):
 
 
 def test_gemm_k_groups_compile_without_spills(tmp_path):
-    """K split inside the block (k_groups 2, 4 and 8): each block tile and thread shape it allows, unsplit and at
-    its largest split, float32 (and int32 for 32x32), to a cubin for sm_90 within 48 KB of static shared memory
-    (the groups' tiles, then their outputs summed) and without spilling (512 threads at most)."""
+    """K split inside the block (k_groups 2, 4 and 8; 2 on the tensor cores): each block tile and thread shape
+    it allows, unsplit and at its largest split, float32 (and int32 for 32x32), to a cubin for sm_90 within 48 KB
+    of static shared memory (the groups' tiles, then their outputs summed) and without spilling (512 threads at
+    most)."""
     space = get_workload("gemm").space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["k_groups"] > 1]
     picks = {}
     for c in sorted(configs, key=lambda c: (c["split_k"], c["tile_k"], c["pad_a"])):
-        shape = (c["k_groups"], c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1)
+        shape = (c["variant"], c["k_groups"], c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1)
         picks[shape] = c  # the last of each: the largest split, BK and padding (the most shared memory)
-    assert {k for k, *_ in picks} == {2, 4, 8} and len(picks) >= 12
+    assert {(v, k) for v, k, *_ in picks} == {(4, 2), (4, 4), (4, 8), (5, 2)} and len(picks) >= 12
     for config in picks.values():
         tile = (config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"])
         for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
@@ -101,12 +102,12 @@ def test_gemm_k_groups_compile_without_spills(tmp_path):
 def test_gemm_variant_5_compiles_without_spills(tmp_path):
     """Variant 5 (3xTF32 tensor cores, 64-255 registers a thread): each block and warp tile at the largest
     pipeline the space gives it, rn_sum 1 where allowed, and a split of each split tile, to a cubin for sm_90
-    without spilling (ptxas -v). benchmarks/gemm_dev.py measures them all; all 119 were compiled so too."""
+    without spilling (ptxas -v). benchmarks/gemm_dev.py measures them all; all 119 ungrouped ones were compiled so too."""
     space = get_workload("gemm").space
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["variant"] == 5]
     picks = {}
     for c in sorted(configs, key=lambda c: (c["stages"] * c["tile_k"], c["rn_sum"], -c["split_k"])):
-        shape = (c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1)
+        shape = (c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1, c["k_groups"])
         picks[shape] = c  # the last of each: deepest pipeline, rn_sum 1 if any, the smallest split
     assert len(picks) >= 15
     for config in picks.values():

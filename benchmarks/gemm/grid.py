@@ -119,9 +119,15 @@ def small_tiles(base: dict, size: dict, space) -> list[dict]:
                 most = {**c, "split_k": most_split(c, size, space), "split_reduce": 0}
                 out += (split_candidates(c, size, space) or [c]) + ([most] if space.is_valid(most) else [])
                 break
-    tensor = {**clean, "variant": 5, "block_size_x": 8, "block_size_y": 16, "tile_m": 4, "tile_n": 8,
-              "warp_x": 8, "double_buffer": 0, "pad_a": 0, "vector": 1, "stages": 2}
-    return out + split_candidates(tensor, size, space)[:1]
+    return out + split_candidates(tensor_64x64(clean), size, space)[:1]
+
+
+def tensor_64x64(base: dict) -> dict:
+    """`base` on the tensor cores at a 64x64 block tile: 4 warps of 32x32, BK 16 in 2 stages (split-K's
+    pipeline there), unsplit and in one group."""
+    return {**base, "variant": 5, "block_size_x": 8, "block_size_y": 16, "tile_m": 4, "tile_n": 8, "tile_k": 16,
+            "warp_x": 8, "double_buffer": 0, "pad_a": 0, "vector": 1, "unroll": 0, "stages": 2, "rn_sum": 0,
+            "split_k": 1, "split_reduce": 0, "k_groups": 1}
 
 
 def small_tile_options(base: dict) -> dict:
@@ -134,7 +140,8 @@ def small_tile_options(base: dict) -> dict:
 def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
     """Where 64x64 tiles leave SMs idle: variant 4's small tiles with K split inside the block too (k_groups 2,
     4 and 8 where the space allows them; BK 16, else 8 where shared memory allows no more), each split over K
-    as split_candidates picks (unsplit where the tiles fill the SMs). A block steps through K k_groups tiles at
+    as split_candidates picks (unsplit where the tiles fill the SMs); then the tensor cores' 64x64 tile in two
+    groups, split. A block steps through K k_groups tiles at
     a time: fewer steps a slice, each with more loads in flight, for the thin shapes whose blocks ran one or
     two warps an SM scheduler (2026-11-28). On the H200 (2026-11-29) each of the 12 thin shapes ran fastest
     grouped, the more groups the faster at 32x32."""
@@ -149,14 +156,14 @@ def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
                 if space.is_valid(c):
                     out += split_candidates(c, size, space) or [c]
                     break
-    return out
+    return out + grouped_counterparts(tensor_64x64(base), size, space)
 
 
 def grouped_counterparts(config: dict, size: dict, space) -> list[dict]:
-    """On a thin shape (64x64 tiles leave SMs idle), `config` (register-tiled) with K split inside the block
-    too: each k_groups the space allows it (at its BK, or 8 where only that splits), split as split_candidates
-    picks."""
-    if config["variant"] != 4 or output_tiles(size, 64, 64) >= SMS:
+    """On a thin shape (64x64 tiles leave SMs idle), `config` (register-tiled or on the tensor cores) with K
+    split inside the block too: each k_groups the space allows it (at its BK, or 8 where only that splits),
+    split as split_candidates picks."""
+    if config["variant"] not in (4, 5) or output_tiles(size, 64, 64) >= SMS:
         return []
     out = []
     for k_groups in (2, 4, 8):

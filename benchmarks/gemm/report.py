@@ -77,14 +77,14 @@ def describe(c):
         return tile + (f", {c['tile_m']} outputs/thread" if c["tile_m"] > 1 else "") + (", unroll 4" if c["unroll"] else "")
     split = (f", split-K {c['split_k']} ({'atomics' if c['split_reduce'] == 0 else 'in order'})"
              if c.get("split_k", 1) > 1 else "")
+    groups = f" in {c['k_groups']} groups over K" if c.get("k_groups", 1) > 1 else ""
     if c["variant"] == 5:
         return (f"tensor cores (3xTF32), {c['block_size_y'] * c['tile_m']}x{c['block_size_x'] * c['tile_n']}x"
                 f"{c['tile_k']} block tile, {c['block_size_x'] * c['block_size_y'] // 32} warps of "
-                f"{8 * c['tile_m']}x{4 * c['tile_n']}, {c['stages']} stages"
+                f"{8 * c['tile_m']}x{4 * c['tile_n']}{groups}, {c['stages']} stages"
                 + (", float32 sums" if c.get("rn_sum") else "") + split)
     return (f"{c['block_size_y'] * c['tile_m']}x{c['block_size_x'] * c['tile_n']}x{c['tile_k']} block tile, "
-            f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}"
-            + (f" in {c['k_groups']} groups over K" if c.get("k_groups", 1) > 1 else "") + f", warp {c['warp_x']}x"
+            f"{c['block_size_x']}x{c['block_size_y']} threads of {c['tile_m']}x{c['tile_n']}{groups}, warp {c['warp_x']}x"
             f"{32 // c['warp_x']}, {'2 stages' if c['double_buffer'] else '1 stage'}, pad {c['pad_a']}, "
             f"vector {c['vector']}" + split)
 

@@ -55,10 +55,11 @@
 //            1 = no split. The blocks of a tile count themselves in (counters[tile]); the last one to
 //            arrive writes the tile of C and sets the counter back to zero, so no launch needs C or the
 //            workspace cleared first, and no block ever waits for another.
-//   k_groups variant 4: groups of block_size_x x block_size_y threads in the block (threadIdx.z), each over its
-//            own BK tile of every k_groups * BK of K: the block steps through K k_groups tiles at a time, with
-//            k_groups times the warps in flight, and the groups' outputs are summed in shared memory at the end
-//            (in group order) -- split-K inside the block, for outputs of few tiles and a long K. 1 = no groups.
+//   k_groups variants 4, 5: groups of block_size_x x block_size_y threads in the block (threadIdx.z), each over
+//            its own BK tile of every k_groups * BK of K (variant 5: with its own pipeline): the block steps
+//            through K k_groups tiles at a time, with k_groups times the warps in flight, and the groups' outputs
+//            are summed in shared memory at the end (in group order) -- split-K inside the block, for outputs
+//            of few tiles and a long K. 1 = no groups.
 //   split_reduce  with split_k > 1, how the slices' partial tiles are summed:
 //            0 = atomics: each block adds its partial tile into accum (atomicAdd); the last copies the
 //                tile to C and zeroes it in accum again (the order of the sums varies from run to run)
@@ -161,8 +162,8 @@
 #if split_reduce != 0 && split_reduce != 1
 #error "split_reduce must be 0 or 1"
 #endif
-#if k_groups < 1 || (k_groups > 1 && (variant != 4 || !double_buffer))
-#error "k_groups > 1 needs variant 4, double-buffered"
+#if k_groups < 1 || (k_groups > 1 && variant != 5 && (variant != 4 || !double_buffer))
+#error "k_groups > 1 needs variant 4 (double-buffered) or 5"
 #endif
 
 #define NTHREADS (block_size_x * block_size_y)
@@ -547,7 +548,7 @@ __device__ __forceinline__ void for_each_run(int m0, int n0, int M, int N, int t
 }
 
 #if k_groups > 1
-// The k_groups' tiles (stage s: rows g * BK .. of As[s] and Bs[s] are group g's), then, once the K loop is
+// The k_groups' tiles (stage s: rows group * BK .. of As[s] and Bs[s] are the group's), then, once the K loop is
 // done, groups 1.. leave their outputs here for group 0 to sum: one buffer for both.
 #define TILE_ELEMS (STAGES * KSTEP * (LDA + BN))
 #define SUM_ELEMS ((k_groups - 1) * BM * BN)
@@ -561,11 +562,11 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
     __shared__ __align__(16) elem_t smem[TILE_ELEMS > SUM_ELEMS ? TILE_ELEMS : SUM_ELEMS];
     elem_t (*As)[KSTEP][LDA] = reinterpret_cast<elem_t (*)[KSTEP][LDA]>(smem);
     elem_t (*Bs)[KSTEP][BN] = reinterpret_cast<elem_t (*)[KSTEP][BN]>(smem + STAGES * KSTEP * LDA);
-    const int g = threadIdx.z;  // this thread's group: BK rows g * BK.. of each KSTEP tile
+    const int group = threadIdx.z;  // BK rows group * BK.. of each KSTEP tile
 #else
     __shared__ __align__(16) elem_t As[STAGES][BK][LDA];
     __shared__ __align__(16) elem_t Bs[STAGES][BK][BN];
-    const int g = 0;
+    const int group = 0;
 #endif
     const int t = threadIdx.y * block_size_x + threadIdx.x;  // within the group
     // warp tiles: warp w covers warp_x x (32 / warp_x) threads of the block_size_x x block_size_y grid
@@ -587,30 +588,30 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
     if (kt0 < kt1)  // a slice may be empty (fewer BK tiles than slices)
 #endif
     {
-        fetch(st, A, B, m0, n0, kt0 * KSTEP + g * BK, M, N, K, t);
-        stash(st, As[0] + g * BK, Bs[0] + g * BK, t);
+        fetch(st, A, B, m0, n0, kt0 * KSTEP + group * BK, M, N, K, t);
+        stash(st, As[0] + group * BK, Bs[0] + group * BK, t);
     }
     __syncthreads();
     for (int kt = kt0; kt < kt1; ++kt) {
         const int cur = (kt - kt0) & 1;
         // in flight during the FMAs
-        if (kt + 1 < kt1) fetch(st, A, B, m0, n0, (kt + 1) * KSTEP + g * BK, M, N, K, t);
-        multiply(acc, As[cur] + g * BK, Bs[cur] + g * BK, tx, ty);
-        if (kt + 1 < kt1) stash(st, As[cur ^ 1] + g * BK, Bs[cur ^ 1] + g * BK, t);
+        if (kt + 1 < kt1) fetch(st, A, B, m0, n0, (kt + 1) * KSTEP + group * BK, M, N, K, t);
+        multiply(acc, As[cur] + group * BK, Bs[cur] + group * BK, tx, ty);
+        if (kt + 1 < kt1) stash(st, As[cur ^ 1] + group * BK, Bs[cur ^ 1] + group * BK, t);
         // one barrier per tile: the other stage was last read before the previous barrier
         __syncthreads();
     }
 #if k_groups > 1
     // the loop ended on a barrier: the tiles are free. Groups 1.. leave their outputs (thread-fastest: no bank
     // conflicts), group 0 adds them in group order.
-    if (g > 0) {
+    if (group > 0) {
 #pragma unroll
         for (int i = 0; i < tile_m; ++i)
 #pragma unroll
-            for (int j = 0; j < tile_n; ++j) smem[(((g - 1) * tile_m + i) * tile_n + j) * NTHREADS + t] = acc[i][j];
+            for (int j = 0; j < tile_n; ++j) smem[(((group - 1) * tile_m + i) * tile_n + j) * NTHREADS + t] = acc[i][j];
     }
     __syncthreads();
-    if (g == 0) {
+    if (group == 0) {
 #pragma unroll
         for (int h = 0; h < k_groups - 1; ++h)
 #pragma unroll
@@ -631,15 +632,15 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 
     // group 0 holds the block's sums (the other groups take part in split-K's barriers only)
 #if split_k == 1
-    if (g == 0)
+    if (group == 0)
         for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) {
             store_run<4>(C + (size_t)row * N + col, &acc[i][4 * j], col, N);
         });
 #else
     write_tile<4>([&](const RunSink<4>& f) {
-        if (g == 0)
+        if (group == 0)
             for_each_run(m0, n0, M, N, tx, ty, [&](int i, int j, int row, int col) { f(&acc[i][4 * j], row, col); });
-    }, C, accum, partials, counters, M, N, g * NTHREADS + t);
+    }, C, accum, partials, counters, M, N, group * NTHREADS + t);
 #endif
 }
 #else
@@ -810,15 +811,30 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][NT][4], const float* a
     }
 }
 
+#if k_groups > 1
+// Each group's pipeline (its stages group * stages.. of As and Bs), then, once the K loop is done, groups 1..
+// leave their accumulators here for group 0 to add: one buffer for both.
+#define TILE_FLOATS (k_groups * stages * (BM * BK + BK * BN))
+#define SUM_FLOATS ((k_groups - 1) * BM * BN)
+#endif
+
 // 2 blocks of 128 threads: the register cap stays 255, but ptxas no longer aims at 3 blocks (168 registers),
 // which made it spill some 128-thread configs
-extern "C" __global__ void __launch_bounds__(NTHREADS, NTHREADS <= 128 ? 2 : 1)
+extern "C" __global__ void __launch_bounds__(NTHREADS * k_groups, NTHREADS * k_groups <= 128 ? 2 : 1)
 gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N, int K,
      elem_t* __restrict__ accum, elem_t* __restrict__ partials, int* __restrict__ counters)
 {
+#if k_groups > 1
+    __shared__ __align__(128) float smem[TILE_FLOATS > SUM_FLOATS ? TILE_FLOATS : SUM_FLOATS];
+    const int group = threadIdx.z;  // BK tile `group` of each KSTEP, in the group's own stages
+    float (*As)[BM * BK] = reinterpret_cast<float (*)[BM * BK]>(smem) + group * stages;
+    float (*Bs)[BK * BN] = reinterpret_cast<float (*)[BK * BN]>(smem + k_groups * stages * BM * BK) + group * stages;
+#else
     __shared__ __align__(128) float As[stages][BM * BK];
     __shared__ __align__(128) float Bs[stages][BK * BN];
-    const int t = threadIdx.y * block_size_x + threadIdx.x;
+    const int group = 0;
+#endif
+    const int t = threadIdx.y * block_size_x + threadIdx.x;  // within the group
     const int warp = t >> 5, lane = t & 31;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -835,22 +851,50 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
     // tile i is copy group i (empty groups past the last tile keep the count): stages - 1 tiles in flight
 #pragma unroll
     for (int s = 0; s < stages - 1; ++s) {
-        if (s < tiles) load_tile(As[s], Bs[s], A, B, m0, n0, (kt0 + s) * BK, M, N, K, t);
+        if (s < tiles) load_tile(As[s], Bs[s], A, B, m0, n0, (kt0 + s) * KSTEP + group * BK, M, N, K, t);
         cp_async_commit();
     }
     int read = 0, write = stages - 1;
     for (int i = 0; i < tiles; ++i) {
         cp_async_wait<stages - 2>();  // this thread's copies of tile i have landed ...
         __syncthreads();  // ... everyone's too, and everyone is done with tile i - 1, whose stage is refilled
-        if (i + stages - 1 < tiles) load_tile(As[write], Bs[write], A, B, m0, n0, (kt0 + i + stages - 1) * BK, M, N, K, t);
+        if (i + stages - 1 < tiles)
+            load_tile(As[write], Bs[write], A, B, m0, n0, (kt0 + i + stages - 1) * KSTEP + group * BK, M, N, K, t);
         cp_async_commit();
         multiply(acc, As[read], Bs[read], wm, wn, lane);
         read = read == stages - 1 ? 0 : read + 1;
         write = write == stages - 1 ? 0 : write + 1;
     }
+#if k_groups > 1
+    // no copies left in flight, every group done with its stages: groups 1.. leave their accumulators
+    // (thread-fastest: no bank conflicts), group 0 adds them in group order
+    cp_async_wait<0>();
+    __syncthreads();
+    if (group > 0) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) smem[((((group - 1) * MT + i) * NT + n) * 4 + e) * NTHREADS + t] = acc[i][n][e];
+    }
+    __syncthreads();
+    if (group == 0) {
+#pragma unroll
+        for (int h = 0; h < k_groups - 1; ++h)
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int n = 0; n < NT; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][n][e] += smem[(((h * MT + i) * NT + n) * 4 + e) * NTHREADS + t];
+    }
+#endif
 
-    // thread (g, q) holds (row g, columns 2q, 2q + 1) and (row g + 8, the same) of each mma tile
+    // thread (g, q) holds (row g, columns 2q, 2q + 1) and (row g + 8, the same) of each mma tile; group 0 holds
+    // the block's sums (the other groups take part in split-K's barriers only)
     write_tile<2>([&](const RunSink<2>& f) {
+        if (group != 0) return;
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -860,7 +904,7 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
 #pragma unroll
                 for (int n = 0; n < NT; ++n) f(&acc[i][n][2 * h], row, n0 + wn * WTN + n * 8 + 2 * (lane & 3));
             }
-    }, C, accum, partials, counters, M, N, t);
+    }, C, accum, partials, counters, M, N, group * NTHREADS + t);
 }
 #endif  // T is float
 #endif

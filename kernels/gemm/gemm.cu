@@ -415,6 +415,26 @@ __device__ __forceinline__ void write_tile(Runs runs, elem_t* __restrict__ C, el
     runs(sink);
 }
 
+#if k_groups > 1
+// K split inside the block: after the K loop, groups 1.. leave their `count` accumulators in `buf` (thread-fastest:
+// no bank conflicts), and group 0 adds them in group order. The caller has made `buf` free for everyone.
+template <int count>
+__device__ __forceinline__ void sum_groups(elem_t* acc, elem_t* buf, int group, int t)
+{
+    if (group > 0) {
+#pragma unroll
+        for (int r = 0; r < count; ++r) buf[((group - 1) * count + r) * NTHREADS + t] = acc[r];
+    }
+    __syncthreads();
+    if (group == 0) {
+#pragma unroll
+        for (int h = 0; h < k_groups - 1; ++h)
+#pragma unroll
+            for (int r = 0; r < count; ++r) acc[r] += buf[(h * count + r) * NTHREADS + t];
+    }
+}
+#endif
+
 // This block's slice of K: whole KSTEP tiles k_begin .. k_end - 1 (all of them without split-K; a slice may be
 // empty)
 __device__ __forceinline__ int k_begin(int K)
@@ -602,23 +622,7 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
         __syncthreads();
     }
 #if k_groups > 1
-    // the loop ended on a barrier: the tiles are free. Groups 1.. leave their outputs (thread-fastest: no bank
-    // conflicts), group 0 adds them in group order.
-    if (group > 0) {
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-            for (int j = 0; j < tile_n; ++j) smem[(((group - 1) * tile_m + i) * tile_n + j) * NTHREADS + t] = acc[i][j];
-    }
-    __syncthreads();
-    if (group == 0) {
-#pragma unroll
-        for (int h = 0; h < k_groups - 1; ++h)
-#pragma unroll
-            for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-                for (int j = 0; j < tile_n; ++j) acc[i][j] += smem[((h * tile_m + i) * tile_n + j) * NTHREADS + t];
-    }
+    sum_groups<tile_m * tile_n>(&acc[0][0], smem, group, t);  // the loop ended on a barrier: the tiles are free
 #endif
 #else
     for (int kt = kt0; kt < kt1; ++kt) {
@@ -866,29 +870,9 @@ gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restr
         write = write == stages - 1 ? 0 : write + 1;
     }
 #if k_groups > 1
-    // no copies left in flight, every group done with its stages: groups 1.. leave their accumulators
-    // (thread-fastest: no bank conflicts), group 0 adds them in group order
-    cp_async_wait<0>();
-    __syncthreads();
-    if (group > 0) {
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) smem[((((group - 1) * MT + i) * NT + n) * 4 + e) * NTHREADS + t] = acc[i][n][e];
-    }
-    __syncthreads();
-    if (group == 0) {
-#pragma unroll
-        for (int h = 0; h < k_groups - 1; ++h)
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int n = 0; n < NT; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[i][n][e] += smem[(((h * MT + i) * NT + n) * 4 + e) * NTHREADS + t];
-    }
+    cp_async_wait<0>();  // no copies left in flight ...
+    __syncthreads();  // ... and every group done with its stages
+    sum_groups<MT * NT * 4>(&acc[0][0][0], smem, group, t);
 #endif
 
     // thread (g, q) holds (row g, columns 2q, 2q + 1) and (row g + 8, the same) of each mma tile; group 0 holds

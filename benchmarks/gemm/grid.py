@@ -6,8 +6,8 @@ the best tiles split over K where the shape leaves SMs idle (split_candidates); 
 tiles split, over thread groups inside the block too (grouped_tiles, small_tiles); the best tiles on the
 tensor cores (tensor_core_counterparts). Shapes go from large to small M, so each one has a tuned neighbour.
 A shape is done once the store holds `budget` configs of it measured with the current kernel source; a rerun
-resumes. `--until` (epoch seconds) stops before a
-shape that would not finish in time. `--size` tunes those shapes instead of the grid.
+resumes. `--until` (epoch seconds) stops before a shape that would not finish in time. `--size` tunes those
+shapes instead of the grid.
 
   python benchmarks/gemm/grid.py --budget 16 --until $(( $(date +%s) + 450 ))
   python benchmarks/gemm/grid.py --budget 30 --size 1024x1024x1024 --size 4096x4096x4096
@@ -138,31 +138,21 @@ def small_tile_options(base: dict) -> dict:
 
 
 def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
-    """Where 64x64 tiles leave SMs idle: variant 4's small tiles with K split inside the block too (k_groups 2,
-    4 and 8 where the space allows them; BK 16, else 8 where shared memory allows no more), each split over K
-    as split_candidates picks (unsplit where the tiles fill the SMs); then the tensor cores' 64x64 tile in two
-    groups, split. A block steps through K k_groups tiles at
-    a time: fewer steps a slice, each with more loads in flight, for the thin shapes whose blocks ran one or
-    two warps an SM scheduler (2026-11-28). On the H200 (2026-11-29) each of the 12 thin shapes ran fastest
-    grouped, the more groups the faster at 32x32."""
-    if output_tiles(size, 64, 64) >= SMS:
-        return []
-    out = []
-    for bm, bn in SMALL_TILES:
-        for k_groups in (2, 4, 8):
-            for tile_k in (16, 8):
-                c = {**small_tile_options(base), "block_size_x": bn // 4, "block_size_y": bm // 4,
-                     "tile_k": tile_k, "k_groups": k_groups}
-                if space.is_valid(c):
-                    out += split_candidates(c, size, space) or [c]
-                    break
-    return out + grouped_counterparts(tensor_64x64(base), size, space)
+    """Where 64x64 tiles leave SMs idle: variant 4's small tiles (BK 16) and the tensor cores' 64x64 tile with
+    K split inside the block too (grouped_counterparts). A block steps through K k_groups tiles at a time:
+    fewer steps a slice, each with more loads in flight, for the thin shapes whose blocks ran one or two warps
+    an SM scheduler (2026-11-28). On the H200 (2026-11-29) each of the 12 thin shapes then under 0.8 of cuBLAS
+    ran fastest grouped, the more groups the faster at 32x32."""
+    tiles = [{**small_tile_options(base), "block_size_x": bn // 4, "block_size_y": bm // 4, "k_groups": 1}
+             for bm, bn in SMALL_TILES]
+    return [c for config in [*tiles, tensor_64x64(base)] for c in grouped_counterparts(config, size, space)]
 
 
 def grouped_counterparts(config: dict, size: dict, space) -> list[dict]:
     """On a thin shape (64x64 tiles leave SMs idle), `config` (register-tiled or on the tensor cores) with K
-    split inside the block too: each k_groups the space allows it (at its BK, or 8 where only that splits),
-    split as split_candidates picks."""
+    split inside the block too, in each k_groups the space allows it: at its BK (else 8), split as
+    split_candidates picks; where that leaves it unsplit, also at the first BK that splits (BK 16 may fill
+    shared memory unsplit)."""
     if config["variant"] not in (4, 5) or output_tiles(size, 64, 64) >= SMS:
         return []
     out = []
@@ -170,8 +160,12 @@ def grouped_counterparts(config: dict, size: dict, space) -> list[dict]:
         grouped = [{**config, "k_groups": k_groups, "tile_k": tile_k, "split_k": 1, "split_reduce": 0}
                    for tile_k in dict.fromkeys((config["tile_k"], 8))]
         valid = [c for c in grouped if space.is_valid(c)]
-        # the first BK that can also split (BK 16 may fill shared memory unsplit)
-        out += next((split for c in valid if (split := split_candidates(c, size, space))), valid[:1])
+        if not valid:
+            continue
+        first = split_candidates(valid[0], size, space)
+        out += first or [valid[0]]
+        if not first:
+            out += next((split for c in valid[1:] if (split := split_candidates(c, size, space))), [])
     return out
 
 
@@ -200,8 +194,8 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     tiles (best_per_tile; of any GPU where `gpu` has none yet), unsplit; split over K where the shape leaves
     SMs idle (split_candidates: all of them for the best tile, the first for the others); on a thin shape the
     small tiles split, with K split inside the block first (grouped_tiles, small_tiles), and the best tiles split
-    inside the block (grouped_counterparts; on a rerun, the shape's own best too); the tensor-core counterparts of the best `tiles` tiles, and at 64x64
-    where 128x128 tiles would leave SMs idle. A campaign's budget cuts this list's tail."""
+    inside the block (grouped_counterparts; on a rerun, the shape's own best too); the tensor-core counterparts
+    of the best `tiles` tiles, and at 64x64 where 128x128 tiles would leave SMs idle. A campaign's budget cuts this list's tail."""
     stored = best_per_tile(evals, size, gpu) if not evals.empty else []
     if not stored and not evals.empty:
         stored = best_per_tile(evals, size, None)

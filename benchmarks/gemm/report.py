@@ -1,5 +1,6 @@
 """Markdown tables for docs/results/gemm.md (printed; with --write, put in place there between its
-`<!-- report:NAME -->` markers, with the README's GEMM figures printed) from the stored GEMM campaigns:
+`<!-- report:NAME -->` markers, with the README's GEMM figures printed; for a GPU other than the H100, between
+the `<!-- report:NAME@<gpu folder> -->` markers the page holds) from the stored GEMM campaigns:
 the seeds' ladder re-measured at 2048^3 beside the seeds' own figures, the tuned best vs cuBLAS at 1024^3 /
 2048^3 / 4096^3, and the tuned / cuBLAS ratio over the seeds' 64 shapes; each shape's best config, cuBLAS
 and thread blocks go to results/records/gemm/<gpu>/reports/grid.md. Each ratio divides by the cuBLAS time of
@@ -17,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 from benchmarks.common.report import (  # noqa: E402
+    H100,
     baselines,
     commits,
     evaluations,
@@ -27,7 +29,7 @@ from benchmarks.common.report import (  # noqa: E402
     shown,
     software,
 )
-from tuner.store import canonical_config, config_medians  # noqa: E402
+from tuner.store import canonical_config, config_medians, gpu_slug  # noqa: E402
 from tuner.workloads.gemm import SEED_VERSIONS  # noqa: E402
 
 WRITE = "--write" in sys.argv
@@ -234,11 +236,18 @@ if not evals.empty:
     print(f"\nEach shape's best config: {shown(details)}")
 if WRITE:
     text = DOC.read_text()
+    # the page's own GPU fills every plain marker; another GPU the sections the page names with its folder
+    suffix = "" if GPU == H100 else f"@{gpu_slug(GPU)}"
+    written = []
     for name, body in SECTIONS.items():
-        marks = re.compile(rf"(<!-- report:{name} -->\n).*?(\n<!-- /report:{name} -->)", re.S)
-        if not marks.search(text):
+        marks = re.compile(rf"(<!-- report:{re.escape(name + suffix)} -->\n).*?(\n<!-- /report:{re.escape(name + suffix)} -->)", re.S)
+        if marks.search(text):
+            text = marks.sub(lambda mt, body=body: mt.group(1) + body + mt.group(2), text)
+            written.append(name)
+        elif not suffix:
             sys.exit(f"{DOC}: no <!-- report:{name} --> ... <!-- /report:{name} --> markers")
-        text = marks.sub(lambda mt, body=body: mt.group(1) + body + mt.group(2), text)
+    if not written:
+        sys.exit(f"{DOC}: no <!-- report:NAME{suffix} --> markers for {GPU}")
     DOC.write_text(text)
     print(f"\nwrote {shown(DOC)}")
     if "squares" in SUMMARY and "grid" in SUMMARY:

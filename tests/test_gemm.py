@@ -315,8 +315,9 @@ def test_k_groups_launch_as_the_third_block_dimension():
 
 @pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
 def test_the_grid_groups_a_shapes_own_best_on_a_rerun():
-    """grid.py's grouped_counterparts: a 64x128 config on a thin shape, with 2 groups over K, at the first BK
-    that can also split (BK 16 fills shared memory unsplit), split to fill the SMs; none on a square shape."""
+    """grid.py's grouped_counterparts: a 64x128 config on a thin shape, with 2 groups over K: at its BK 16 (which
+    fills shared memory unsplit) and at the first BK that can also split (8), split to fill the SMs; none on a
+    square shape."""
     spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
     grid = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(grid)
@@ -327,8 +328,9 @@ def test_the_grid_groups_a_shapes_own_best_on_a_rerun():
     thin = {"m": 512, "n": 512, "k": 2048}
     grouped = grid.grouped_counterparts(wide, thin, GEMM.space)
     assert grouped and all(GEMM.space.is_valid(c) and c["k_groups"] > 1 for c in grouped)
-    assert {(c["k_groups"], c["tile_k"]) for c in grouped} == {(2, 8)}
-    assert all(grid.output_tiles(thin, 64, 128) * c["split_k"] >= 0.9 * grid.SMS for c in grouped)
+    assert {(c["k_groups"], c["tile_k"], c["split_k"] > 1) for c in grouped} == {(2, 16, False), (2, 8, True)}
+    split = [c for c in grouped if c["split_k"] > 1]
+    assert all(grid.output_tiles(thin, 64, 128) * c["split_k"] >= 0.9 * grid.SMS for c in split)
     assert grid.grouped_counterparts(wide, {"m": 2048, "n": 2048, "k": 2048}, GEMM.space) == []
     evaluations = load_evaluations("gemm")
     own = grid.own_best(evaluations, thin, H200)

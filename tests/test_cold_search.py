@@ -19,6 +19,7 @@ from tuner.store import results_root
 
 DISTS = {"a": IntDistribution(0, 4), "b": IntDistribution(0, 3), "c": CategoricalDistribution(["x", "y"])}
 NAMES = list(DISTS)
+CATEGORICAL = [isinstance(d, CategoricalDistribution) for d in DISTS.values()]
 RECORDED = results_root() / "nvidia-h100-80gb-hbm3" / "reduction" / "large_float32.cache.json"
 
 
@@ -174,18 +175,18 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     forest = RandomForestRegressor(n_estimators=4, random_state=0).fit(history.levels / scale, history.costs)
     sampler = AutoSampler(seed=0)
     incumbent = np.array([2, 1, 0])
-    step = sampler._local_step(history, sizes, valid, forest, scale)
+    step = sampler._local_step(history, sizes, CATEGORICAL, valid, forest, scale)
     assert step is not None and int((step != incumbent).sum()) == 1
     assert valid.contains(step[None, :])[0] and tuple(step) not in history.seen
     neighbours = [(a, 1, 0) for a in range(5) if a != 2 and a + 1 <= 5] + [(2, b, 0) for b in range(4) if b != 1]
     neighbours += [(2, 1, 1)]
     history.seen |= set(neighbours)
-    step = sampler._local_step(history, sizes, valid, forest, scale)
+    step = sampler._local_step(history, sizes, CATEGORICAL, valid, forest, scale)
     assert step is not None and int((step != incumbent).sum()) == 2
     assert valid.contains(step[None, :])[0] and tuple(step) not in history.seen
     two_away = [tuple(int(x) for x in v) for v in valid.levels if int((v != incumbent).sum()) == 2]
     history.seen |= set(two_away)
-    assert sampler._local_step(history, sizes, valid, forest, scale) is None
+    assert sampler._local_step(history, sizes, CATEGORICAL, valid, forest, scale) is None
 
 
 def test_momentum_follows_a_config_that_improved_on_every_one_before():
@@ -203,6 +204,30 @@ def test_momentum_follows_a_config_that_improved_on_every_one_before():
     assert improved([3.0, 2.0, 1.0])
     assert improved([3.0, 2.0, 1.0, None])
     assert not improved([3.0, 2.0, 1.0, 1.5])
+
+
+def test_an_improving_move_of_ordinal_parameters_is_made_once_more():
+    """Right after an improvement, the move that made it (here a: 1 -> 2) is applied again (a = 3), where that
+    config is unseen and valid; not after a config that did not improve, nor when the move changed a
+    categorical parameter, nor when the config it leads to is invalid or tried."""
+    sampler = AutoSampler(seed=0, n_startup=2)
+    dists = list(DISTS.values())
+    sizes = np.array([5, 4, 2])
+    start = [({"a": 0, "b": 3, "c": "y"}, 9.0), ({"a": 4, "b": 0, "c": "x"}, 8.0), ({"a": 1, "b": 1, "c": "x"}, 3.0)]
+    all_valid = _Valid(tuple(NAMES), np.array([[a, b, c] for a in range(5) for b in range(4) for c in (0, 1)]), sizes)
+
+    def step_on(rows: list, valid: _Valid = all_valid):
+        return sampler._step_on(_read_history(_study(start + rows), NAMES, dists), sizes, CATEGORICAL, valid)
+
+    assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.0)]).tolist() == [3, 1, 0]
+    assert step_on([({"a": 2, "b": 2, "c": "x"}, 2.0)]).tolist() == [3, 3, 0]  # two ordinal parameters
+    assert step_on([({"a": 2, "b": 1, "c": "x"}, 4.0)]) is None  # no improvement
+    assert step_on([({"a": 1, "b": 1, "c": "y"}, 2.0)]) is None  # a categorical move
+    assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.5), ({"a": 3, "b": 1, "c": "x"}, 2.0)]).tolist() == [4, 1, 0]
+    assert step_on([({"a": 3, "b": 1, "c": "x"}, 2.5), ({"a": 2, "b": 1, "c": "x"}, 2.0)]) is None  # a = 1 tried
+    no_a3 = _Valid(tuple(NAMES), all_valid.levels[all_valid.levels[:, 0] != 3], sizes)
+    assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.0)], no_a3) is None  # invalid
+    assert step_on([({"a": 4, "b": 1, "c": "x"}, 2.0)]) is None  # a = 7: out of range
 
 
 def test_the_step_two_parameters_away_is_bounded_on_a_space_of_many_values():

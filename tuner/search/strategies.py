@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 # what `tuner tune` runs (with the warm start on top). On the recorded complete spaces, 10 repeats at 10% of each:
-# cold, `auto` (tuner.search.auto_sampler) scores at least the best Kernel Tuner strategy on all 9 (mean 0.599,
+# cold, `auto` (tuner.search.auto_sampler) scores at least the best Kernel Tuner strategy on all 9 (mean 0.613,
 # TPE 0.240: cold_summary.md); warm-started, 0.711 against TPE's 0.598 (warm_summary.md)
 DEFAULT_STRATEGY = "auto"
 # measured on the recorded spaces with warm-started TPE (README, strategy comparison): 20 evaluations without a

@@ -5,8 +5,6 @@ study's name only where a dtype has some. No GPU."""
 import hashlib
 import json
 import shutil
-import sqlite3
-from contextlib import closing
 
 import pandas as pd
 import pytest
@@ -20,12 +18,10 @@ from tuner.measure.replay import replay
 from tuner.search.strategies import make_strategy
 from tuner.search.warmstart import warm_configs
 from tuner.space import load_space
-from tuner.store import results_root
 from tuner.workloads import BUILTINS, get_workload
 
 REDUCTION = yaml.safe_load((BUILTIN_SPACES / "reduction.yaml").read_text())
 GEMM = get_workload("gemm").space
-H200_GEMM = results_root() / "nvidia-h200" / "gemm"
 
 
 def reduction_with(tmp_path, int32: dict) -> str:
@@ -176,12 +172,3 @@ def test_a_dtype_restriction_changes_its_dtypes_hash_alone(tmp_path):
     assert seven.space_hash_for("float32") == six.space_hash_for("float32") == plain.space_hash_for("int32")
     assert len({plain.space_hash_for("int32"), seven.space_hash_for("int32"), six.space_hash_for("int32")}) == 3
     assert GEMM.space_hash_for("float32") == old_hash(GEMM) != GEMM.space_hash_for("int32")
-
-
-@pytest.mark.skipif(not (H200_GEMM / "optuna.sqlite3").exists(), reason="no committed GEMM studies")
-def test_the_committed_gemm_float32_studies_keep_their_names():
-    # immutable: read as a file, no -wal or -shm written beside it
-    with closing(sqlite3.connect(f"file:{H200_GEMM / 'optuna.sqlite3'}?immutable=1", uri=True)) as db:
-        names = [n for (n,) in db.execute("SELECT study_name FROM studies")]
-    float32 = [n for n in names if "-float32-" in n]
-    assert float32 and all(n.endswith(f"-{GEMM.space_hash_for('float32')}") for n in float32)

@@ -18,6 +18,7 @@ from kernel_tuner.searchspace import Searchspace
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
 from tuner.space import Space
+from tuner.space.model import kt_block_names
 
 BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
 HOST_BACKEND = "host-nvcc"  # a 'host' space: nvcc builds a shared library, Kernel Tuner's C backend calls it
@@ -138,10 +139,6 @@ def kernel_options(
 ) -> Options:
     """`constant_memory` ({symbol: numpy array}, Workload.constant_arguments) is copied to the kernel's
     `__constant__` variables after each compile, before it runs (Kernel Tuner's cmem_args)."""
-    default_names = ["block_size_x", "block_size_y", "block_size_z"]
-    block_names = (
-        (list(space.block_names) + default_names[len(space.block_names) :]) if space.block_names else default_names
-    )
     lang = kt_lang(effective_backend(space, backend))
     return Options(
         kernel_name=space.kernel_name,
@@ -155,7 +152,7 @@ def kernel_options(
         smem_args=None,
         cmem_args=dict(constant_memory) if constant_memory else None,
         texmem_args=None,
-        block_size_names=block_names[:3],
+        block_size_names=kt_block_names(space.block_names),
         defines=None,
     )
 

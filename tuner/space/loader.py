@@ -19,9 +19,7 @@ from tuner.space.configurations import count_configurations
 from tuner.space.declaration import check_declaration
 from tuner.space.errors import SpaceError, kernel_path
 from tuner.space.expressions import Expression
-from tuner.space.model import METRIC_INPUTS, Space, metric_var
-
-BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's, for dimensions launch leaves
+from tuner.space.model import METRIC_INPUTS, Space, kt_block_names, metric_var
 
 
 def _schema() -> dict:
@@ -187,8 +185,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
 def _check_block_values(path: Path, params: dict, block: list) -> None:
     """The parameters Kernel Tuner reads as the thread block (launch.block, then its default names for the
     dimensions left: tuner.measure.kt.kernel_options) take whole numbers >= 1 only."""
-    names = list(block) + list(BLOCK_NAMES[len(block) :])
-    for name in names:
+    for name in kt_block_names(block):
         bad = [v for v in params.get(name, []) if type(v) is not int or v < 1]
         if bad:
             raise SpaceError(

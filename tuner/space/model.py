@@ -21,6 +21,13 @@ from tuner.space.expressions import Expression
 
 # names every metric expression may read besides the parameters and the size variables
 METRIC_INPUTS = ("time", "itemsize")
+BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's, for dimensions launch leaves
+
+
+def kt_block_names(block: list) -> list[str]:
+    """The three parameters Kernel Tuner reads as the thread block: launch.block's names, then its own default
+    names for the dimensions launch.block leaves."""
+    return (list(block) + list(BLOCK_NAMES[len(block) :]))[:3]
 
 
 @dataclass
@@ -129,11 +136,9 @@ class Space:
         return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))
 
     def block_dims(self, config: dict) -> tuple[int, int, int]:
-        """The thread block a config launches, as Kernel Tuner reads it: the parameters named in launch.block,
-        then Kernel Tuner's default names for the dimensions left (a name the config lacks: 1)."""
-        defaults = ("block_size_x", "block_size_y", "block_size_z")
-        names = list(self.block_names) + list(defaults[len(self.block_names) :])
-        x, y, z = (int(config.get(name, 1)) for name in names[:3])
+        """The thread block a config launches, as Kernel Tuner reads it (kt_block_names; a name the config
+        lacks: 1)."""
+        x, y, z = (int(config.get(name, 1)) for name in kt_block_names(self.block_names))
         return x, y, z
 
     def source_for(self, dtype: str, config: dict | None = None) -> str:

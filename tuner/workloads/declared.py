@@ -22,6 +22,7 @@ from tuner.errors import TunerError
 from tuner.space import Space
 from tuner.space.declaration import DTYPE_VAR, Declaration
 from tuner.space.expressions import Expression
+from tuner.space.model import BLOCK_NAMES, kt_block_names
 from tuner.workloads.base import Workload
 
 CONSTANT_MEMORY = 64 * 1024  # bytes of __constant__ memory a CUDA module may hold
@@ -164,19 +165,13 @@ class DeclaredWorkload(Workload):
         lang = kt.kt_lang(kt.effective_backend(space, backend))
         if decl.kind == "config":
             config = space.complete(decl.config)
-            default_names = ["block_size_x", "block_size_y", "block_size_z"]
-            names = (
-                (list(space.block_names) + default_names[len(space.block_names) :])
-                if space.block_names
-                else default_names
-            )
             return _run_kernel(
                 space.kernel_name,
                 space.source_for(dtype),
                 space.grid_dims(config, size),
                 args,
                 config,
-                names[:3],
+                kt_block_names(space.block_names),
                 lang,
                 list(space.compiler_options),
                 self.device,
@@ -187,7 +182,6 @@ class DeclaredWorkload(Workload):
         grid = [int(_evaluate(g, size, space.path, [*where, "grid", i])) for i, g in enumerate(ref["grid"])]
         block += [1] * (3 - len(block))
         grid += [1] * (3 - len(grid))
-        names = ["block_size_x", "block_size_y", "block_size_z"]
         defines = space.dtypes[dtype].get("defines", {})
         source = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + ref["source"].read_text()
         # a reference kernel may take the data as a parameter instead (memory: both): only the symbols it names
@@ -197,8 +191,8 @@ class DeclaredWorkload(Workload):
             source,
             grid,
             args,
-            dict(zip(names, block, strict=True)),
-            names,
+            dict(zip(BLOCK_NAMES, block, strict=True)),
+            list(BLOCK_NAMES),
             lang,
             ref["compiler_options"],
             self.device,

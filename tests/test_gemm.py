@@ -279,14 +279,20 @@ def test_every_grid_shape_has_its_own_tuned_best(gpu):
         assert doc["baselines"]["cublas"]["ratio"]["GFLOP/s"] > 0
 
 
+def grid_module():
+    """benchmarks/gemm/grid.py, a script outside the package, as a module."""
+    spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
+    return grid
+
+
 @pytest.mark.skipif(not RECORDED, reason="no recorded gemm campaign in results/")
 def test_the_grid_starts_a_thin_shape_with_small_tiles_split_over_k():
     """benchmarks/gemm/grid.py: a thin shape's campaign begins with valid, distinct configs that fill the SMs
     by splitting K (the small register tiles, over 2 and 4 thread groups inside the block too, and the tensor
     cores' 64x64 tile among them); a square shape whose tiles fill the SMs gets no small tiles and no groups."""
-    spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
-    grid = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(grid)
+    grid = grid_module()
     evaluations = load_evaluations("gemm")
     thin = grid.first_configs(evaluations, {"m": 256, "n": 256, "k": 2048}, H200, GEMM.space)
     assert thin and all(GEMM.space.is_valid(c) for c in thin)
@@ -318,9 +324,7 @@ def test_the_grid_groups_a_shapes_own_best_on_a_rerun():
     """grid.py's grouped_counterparts: a 64x128 config on a thin shape, with 2 groups over K: at its BK 16 (which
     fills shared memory unsplit) and at the first BK that can also split (8), split to fill the SMs; none on a
     square shape."""
-    spec = importlib.util.spec_from_file_location("grid", Path(__file__).parents[1] / "benchmarks/gemm/grid.py")
-    grid = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(grid)
+    grid = grid_module()
     wide = GEMM.space.complete({"variant": 4, "block_size_x": 32, "block_size_y": 8, "tile_m": 8, "tile_n": 4,
                                 "tile_k": 16, "warp_x": 16, "double_buffer": 1, "pad_a": 0, "vector": 4,
                                 "unroll": 0})

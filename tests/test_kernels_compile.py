@@ -33,6 +33,17 @@ def nvcc_compile(space, dtype, config, tmp_path):
     assert out.returncode == 0, f"{space.workload} {dtype} {config} does not compile:\n{out.stderr[-3000:]}"
 
 
+def cubin_without_spills(space, dtype, config, tmp_path):
+    """The config built to a cubin for sm_90 (ptxas -v), which must not spill registers."""
+    src = tmp_path / "k.cu"
+    src.write_text(space.source_for(dtype, config))
+    out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
+                          *space.compiler_options, "-Xptxas", "-v", "-Werror", "all-warnings"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, f"{config} does not compile:\n{out.stderr[-3000:]}"
+    assert "0 bytes spill stores, 0 bytes spill loads" in out.stderr, f"{config} spills:\n{out.stderr}"
+
+
 def sample(space, k, seed=0, dtype=None):
     """`k` configs of the dtype's search space (GEMM's int32 has no variant 5: its build fails on purpose, below)."""
     configs = [dict(zip(space.params, c)) for c in kt.searchspace(space, dtype).list]
@@ -90,13 +101,7 @@ def test_gemm_k_groups_compile_without_spills(tmp_path):
     for config in picks.values():
         tile = (config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"])
         for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
-            src = tmp_path / "k.cu"
-            src.write_text(space.source_for(dtype, config))
-            out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
-                                  *space.compiler_options, "-Xptxas", "-v", "-Werror", "all-warnings"],
-                                 capture_output=True, text=True)
-            assert out.returncode == 0, f"{config} does not compile:\n{out.stderr[-3000:]}"
-            assert "0 bytes spill stores, 0 bytes spill loads" in out.stderr, f"{config} spills:\n{out.stderr}"
+            cubin_without_spills(space, dtype, config, tmp_path)
 
 
 def test_gemm_variant_5_compiles_without_spills(tmp_path):
@@ -111,13 +116,7 @@ def test_gemm_variant_5_compiles_without_spills(tmp_path):
         picks[shape] = c  # the last of each: deepest pipeline, rn_sum 1 if any, the smallest split
     assert len(picks) >= 15
     for config in picks.values():
-        src = tmp_path / "k.cu"
-        src.write_text(space.source_for("float32", config))
-        out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
-                              *space.compiler_options, "-Xptxas", "-v", "-Werror", "all-warnings"],
-                             capture_output=True, text=True)
-        assert out.returncode == 0, f"{config} does not compile:\n{out.stderr[-3000:]}"
-        assert "0 bytes spill stores, 0 bytes spill loads" in out.stderr, f"{config} spills:\n{out.stderr}"
+        cubin_without_spills(space, "float32", config, tmp_path)
 
 
 def test_gemm_variant_5_int32_build_fails_naming_why(tmp_path):

@@ -110,7 +110,7 @@ def small_tiles(base: dict, size: dict, space) -> list[dict]:
     (2026-11-28) was one of these small tiles split or a 64x128 tile split."""
     if output_tiles(size, 64, 64) >= SMS:
         return []
-    clean = {**small_tile_options(base), "k_groups": 1}
+    clean = small_tile_options(base)
     out = []
     for bm, bn in SMALL_TILES:
         for pad_a in (clean["pad_a"], 4 - clean["pad_a"]):
@@ -132,9 +132,9 @@ def tensor_64x64(base: dict) -> dict:
 
 def small_tile_options(base: dict) -> dict:
     """`base` with variant 4's options of the small tiles (4x4 outputs a thread, BK 16, double-buffered, vector
-    loads), unsplit; the tile and k_groups are the caller's."""
+    loads), unsplit and in one group; the tile is the caller's."""
     return {**base, "variant": 4, "tile_m": 4, "tile_n": 4, "tile_k": 16, "warp_x": 8, "double_buffer": 1,
-            "vector": 4, "unroll": 0, "stages": 0, "rn_sum": 0, "split_k": 1, "split_reduce": 0}
+            "vector": 4, "unroll": 0, "stages": 0, "rn_sum": 0, "split_k": 1, "split_reduce": 0, "k_groups": 1}
 
 
 def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
@@ -143,8 +143,7 @@ def grouped_tiles(base: dict, size: dict, space) -> list[dict]:
     fewer steps a slice, each with more loads in flight, for the thin shapes whose blocks ran one or two warps
     an SM scheduler (2026-11-28). On the H200 (2026-11-29) each of the 12 thin shapes then under 0.8 of cuBLAS
     ran fastest grouped, the more groups the faster at 32x32."""
-    tiles = [{**small_tile_options(base), "block_size_x": bn // 4, "block_size_y": bm // 4, "k_groups": 1}
-             for bm, bn in SMALL_TILES]
+    tiles = [{**small_tile_options(base), "block_size_x": bn // 4, "block_size_y": bm // 4} for bm, bn in SMALL_TILES]
     return [c for config in [*tiles, tensor_64x64(base)] for c in grouped_counterparts(config, size, space)]
 
 
@@ -195,7 +194,8 @@ def first_configs(evals, size: dict, gpu: str, space, tiles: int = 3) -> list[di
     SMs idle (split_candidates: all of them for the best tile, the first for the others); on a thin shape the
     small tiles split, with K split inside the block first (grouped_tiles, small_tiles), and the best tiles split
     inside the block (grouped_counterparts; on a rerun, the shape's own best too); the tensor-core counterparts
-    of the best `tiles` tiles, and at 64x64 where 128x128 tiles would leave SMs idle. A campaign's budget cuts this list's tail."""
+    of the best `tiles` tiles, and at 64x64 where 128x128 tiles would leave SMs idle. A campaign's budget cuts
+    this list's tail."""
     stored = best_per_tile(evals, size, gpu) if not evals.empty else []
     if not stored and not evals.empty:
         stored = best_per_tile(evals, size, None)

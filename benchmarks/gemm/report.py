@@ -240,7 +240,8 @@ if WRITE:
     suffix = "" if GPU == H100 else f"@{gpu_slug(GPU)}"
     written = []
     for name, body in SECTIONS.items():
-        marks = re.compile(rf"(<!-- report:{re.escape(name + suffix)} -->\n).*?(\n<!-- /report:{re.escape(name + suffix)} -->)", re.S)
+        tag = re.escape(name + suffix)
+        marks = re.compile(rf"(<!-- report:{tag} -->\n).*?(\n<!-- /report:{tag} -->)", re.S)
         if marks.search(text):
             text = marks.sub(lambda mt, body=body: mt.group(1) + body + mt.group(2), text)
             written.append(name)

@@ -3,27 +3,50 @@
 
     nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--strategies auto,tpe,...]
 
-For each space: the methodology score (Willemsen et al., tuner.answers.compare_scores) of each strategy,
-whether the cold `auto` strategy reaches the best Kernel Tuner strategy's score, and the mean over the spaces; written as markdown (default results/records/common/<gpu>/strategies/cold_summary.md) with the
-command that made it. One process (jobs=1): the comparison functions are called directly, so nothing here
-depends on a cold/warm switch of `tuner compare-strategies`."""
+The spaces: every complete recording in the store (strategy_report.complete_recordings), and every complete
+recording the store's ranking has set aside, kept as a Kernel Tuner cache under
+results/records/<workload>/<gpu>/recordings/ (export_recording.py; replayed over the configs it holds, as
+`tuner compare-strategies --recording` does). For each space: the methodology score (Willemsen et al.,
+tuner.answers.compare_scores) of each strategy, whether the cold `auto` strategy reaches the best Kernel Tuner
+strategy's score, and the mean over the spaces; written as markdown (default
+results/records/common/<gpu>/strategies/cold_summary.md) with the command that made it. One process (jobs=1):
+the comparison functions are called directly, so nothing here depends on a cold/warm switch of `tuner compare-strategies`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
-from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
+from benchmarks.common.report import COMMON, RECORDS, header, records_dir, row  # noqa: E402
 from benchmarks.common.strategy_report import KT_PREFIX, complete_recordings  # noqa: E402
 from tuner import store  # noqa: E402
-from tuner.answers.compare import load_recording, run_traces, summarize  # noqa: E402
+from tuner.answers.compare import (  # noqa: E402
+    Recording,
+    load_file_recording,
+    load_recording,
+    run_traces,
+    space_size,
+    summarize,
+)
 
 STRATEGIES = ("auto", "tpe", "random", "kt:genetic_algorithm", "kt:dual_annealing", "kt:greedy_ils", "kt:random_sample")
 CANDIDATE = "auto"
+
+
+def recordings() -> Iterator[tuple[str, Recording, int, Path]]:
+    """(label, recording, configs, gpu folder) of each space compared: the store's complete recordings, then the
+    files set aside under results/records/*/*/recordings/."""
+    for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
+        yield f"{workload} {size} {dtype}", load_recording(workload, size, dtype), configs, gpu_dir
+    for path in sorted(RECORDS.glob("*/*/recordings/*.cache.json*")):
+        rec = load_file_recording(path)
+        name = path.name.split(".cache.json")[0].replace("_", " ").replace("-", " timed ", 1)
+        yield f"{path.parts[-4]} {name} (file)", rec, space_size(rec), path.parent.parent
 
 
 def main() -> int:
@@ -34,9 +57,8 @@ def main() -> int:
     args = p.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
     rows, candidate_scores, gpu_dir, started = [], [], None, time.time()
-    for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):  # noqa: B007
+    for label, rec, configs, gpu_dir in recordings():  # noqa: B007
         budget = min(100, max(10, configs // 10))
-        rec = load_recording(workload, size, dtype)
         doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget), budget)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]
@@ -45,7 +67,7 @@ def main() -> int:
             "yes" if scores[CANDIDATE] >= scores[best_kt] else "**no**")
         if CANDIDATE in scores:
             candidate_scores.append(scores[CANDIDATE])
-        rows.append([f"{workload} {size} {dtype}", str(configs), str(budget)]
+        rows.append([label, str(configs), str(budget)]
                     + [f"{scores[n]:.3f}" for n in strategies] + [best_kt or "", verdict])
         print(" | ".join(rows[-1]), flush=True)
     if gpu_dir is None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tuner.answers.best_config import best
+from tuner.campaign import confirmation
 from tuner.campaign.local import run_campaign
 from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
@@ -268,12 +269,14 @@ def test_every_grid_shape_has_its_own_tuned_best(gpu):
     """The seeds' 64 shapes were each tuned on the H100 and on the H200 (benchmarks/gemm/grid.py: at least 12
     configs each), so `tuner best` answers each from its own measurements, with cuBLAS of the same shape."""
     evaluations, baselines = load_evaluations("gemm"), load_baselines("gemm")
+    confirmations = confirmation.load("gemm", results_root())
     ok = evaluations[(evaluations.gpu == gpu) & (evaluations.dtype == "float32") & (evaluations.status == "ok")]
     dims = (256, 512, 1024, 2048)
     for m, n, k in itertools.product(dims, dims, dims):
         size = {"m": m, "n": n, "k": k}
         assert ok[ok.size_vars == json.dumps(size, sort_keys=True)].config.nunique() >= 12, size
-        doc = best("gemm", f"{m}x{n}x{k}", "float32", gpu=gpu, evaluations=evaluations, baselines=baselines)
+        doc = best("gemm", f"{m}x{n}x{k}", "float32", gpu=gpu, evaluations=evaluations, baselines=baselines,
+                   confirmations=confirmations)
         assert doc["fallback"] == "exact" and doc["size_vars"] == size
         assert GEMM.space.is_valid(doc["config"]) and doc["value"] > 0
         assert doc["baselines"]["cublas"]["ratio"]["GFLOP/s"] > 0

@@ -118,3 +118,23 @@ def test_a_sigkill_at_any_moment_leaves_whole_files_and_each_row_once(tmp_path):
         got = list(stored(tmp_path)["objective_value"])
         assert got == [float(j) for j in range(len(got))]  # a prefix, each row once
         assert len(got) >= len(printed) > 0  # every row it said was appended is on disk
+
+
+def test_a_part_rewritten_in_place_is_read_again_however_soon(tmp_path):
+    """Parts parsed once are kept per process (tuner.store.parts._PARSED), by their content: a part rewritten
+    at once, to the same size and within the file clock's tick, reads as it is now; one damaged in place
+    too, and again once mended."""
+    path = tmp_path / "evaluations" / "c.parquet"
+    path.parent.mkdir()
+    parts.write_parquet(pd.DataFrame([row(1)]), path)
+    assert list(stored(tmp_path)["objective_value"]) == [1.0]
+    first = path.read_bytes()
+    parts.write_parquet(pd.DataFrame([row(2)]), path)
+    assert len(path.read_bytes()) == len(first)  # same size: only the content tells the two apart
+    assert list(stored(tmp_path)["objective_value"]) == [2.0]
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])
+    with pytest.warns(UserWarning, match="not a readable Parquet file"):
+        assert stored(tmp_path).empty
+    path.write_bytes(good)
+    assert list(stored(tmp_path)["objective_value"]) == [2.0]

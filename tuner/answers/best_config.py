@@ -49,13 +49,16 @@ def _nearest_size(workload: Workload, size: dict, measured: dict) -> tuple[str, 
     return min(measured, key=lambda k: size_distance(measured[k], size)), ""
 
 
-def best_row(rows: pd.DataFrame, maximize: bool, root: Path | None = None) -> pd.Series:
+def best_row(
+    rows: pd.DataFrame, maximize: bool, root: Path | None = None, confirmations: pd.DataFrame | None = None
+) -> pd.Series:
     """Configs measured several times count by the median of their objective values; among near-ties that a
-    confirmation measured again (tuner/confirmation.py), its choice. The row returned is the chosen config's
-    measurement at that median (for an even count, the nearer of the two middle ones)."""
+    confirmation measured again (tuner/confirmation.py; `confirmations` as confirmation.load reads them, else read
+    here), its choice. The row returned is the chosen config's measurement at that median (for an even count, the
+    nearer of the two middle ones)."""
     per_config = store.config_medians(rows, maximize)
     config = per_config.index[0]
-    confirmed = confirmation.choice_for(rows, config, Path(root or store.results_root()))
+    confirmed = confirmation.choice_for(rows, config, Path(root or store.results_root()), confirmations)
     if confirmed and confirmed[0] in per_config.index:
         config = confirmed[0]
     # the config's measurement at its median (the latest of equals): its value, time, metrics and ratios to
@@ -148,12 +151,14 @@ def best(
     root: Path | None = None,
     evaluations: pd.DataFrame | None = None,
     baselines: pd.DataFrame | None = None,
+    confirmations: pd.DataFrame | None = None,
 ) -> dict:
     """The answer for one (GPU, size, dtype). Where a part or row of the store was left out (unreadable, or not
     as tuner.store.schema wants it), the answer says so: `degraded` names them and `fallback` gains "degraded"
-    (given `evaluations` or `baselines`, what their own load left out is the caller's to gather: schema.collect)."""
+    (given `evaluations`, `baselines` or `confirmations` (a caller asking for many sizes reads each once), what
+    their own load left out is the caller's to gather: schema.collect)."""
     with collect() as degraded:
-        answer = _best(workload_name, size_text, dtype, gpu, root, evaluations, baselines)
+        answer = _best(workload_name, size_text, dtype, gpu, root, evaluations, baselines, confirmations)
     return with_degraded(answer, degraded)
 
 
@@ -174,12 +179,13 @@ def _best(
     root: Path | None,
     evaluations: pd.DataFrame | None,
     baselines: pd.DataFrame | None,
+    confirmations: pd.DataFrame | None,
 ) -> dict:
     sel = select(workload_name, size_text, dtype, gpu, root, evaluations)
     workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
     df = sel.ok
 
-    row = best_row(df, space.maximize, root)
+    row = best_row(df, space.maximize, root, confirmations)
     if row["confirmed_among"]:
         notes.append(f"chosen among {row['confirmed_among']} near-ties measured again side by side after the campaign")
     config = json.loads(row["config"])
@@ -249,6 +255,7 @@ def _per_gpu_and_size(workload_name: str, dtype: str | None, root: Path | None) 
         raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
     dtypes = [workload.space.resolve_dtype(dtype)] if dtype else sorted(df["dtype"].unique())
     base = store.load_baselines(workload_name, root)
+    confirmed = confirmation.load(workload_name, Path(root or store.results_root()))
     out = []
     for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
         if dt not in dtypes:
@@ -262,6 +269,7 @@ def _per_gpu_and_size(workload_name: str, dtype: str | None, root: Path | None) 
                 root=root,
                 evaluations=df,
                 baselines=base,
+                confirmations=confirmed,
             )
         )
     if not out:

@@ -195,12 +195,16 @@ def load(workload: str, root: Path) -> pd.DataFrame:
     return store.read_parts(f"*/{workload}/{CONFIRM_DIR}/*.parquet", root)
 
 
-def choice_for(rows: pd.DataFrame, leader: str, root: Path) -> tuple[str, int] | None:
+def choice_for(
+    rows: pd.DataFrame, leader: str, root: Path, confirmations: pd.DataFrame | None = None
+) -> tuple[str, int] | None:
     """The config chosen by the latest confirmation of the GPU, size and dtype of `rows` (one campaign's or the
     store's rows of them), with its number of finalists, if `leader` (the config that counts as best by its
-    measurements) was among those finalists: a later campaign may have found a clearly better one since."""
+    measurements) was among those finalists: a later campaign may have found a clearly better one since.
+    `confirmations`: the workload's, as `load` reads them (given by a caller that asks for many sizes: the read
+    of every part is most of the cost of an answer), else read here."""
     workload = rows["workload"].iloc[0]
-    found = load(workload, root)
+    found = load(workload, root) if confirmations is None else confirmations
     if found.empty:
         return None
     # a confirmation from before the space gained a parameter names its configs without it: with its default

@@ -8,6 +8,7 @@ counts a row twice. Readers merge all parts, as their schema admits them (tuner.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 import time
@@ -114,16 +115,48 @@ def read_store(pattern: str, root: Path) -> StoreRead:
         chunk = _CHUNK.match(part.name)
         if chunk and int(chunk["n"]) <= merged.get(part.with_name(chunk["stem"] + ".parquet"), 0):
             continue  # merged into its part already (a kill came before the chunk was deleted)
-        try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
-            frame = pd.read_parquet(io.BytesIO(part.read_bytes()))
-        except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all; unreadable)
-            # one damaged file (copied in half from another host, say) must not take every query down with it
-            degraded.add_part(part, f"not a readable Parquet file: {(str(e).splitlines() or [type(e).__name__])[0]}")
-            continue
-        checked = check(frame, rules, part, degraded)
+        checked, left_out = _read_part(part, rules)
+        degraded.merge(left_out)
         if checked is not None and len(checked):
             frames.append(checked)
     return StoreRead(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), degraded)
+
+
+# Parts already parsed in this process, by path: (digest of the bytes, rows as checked, what was left out).
+# An answer reads every part of a workload (hundreds in a store), and a caller asking many questions (`tuner
+# export` over every size, `tuner report`, the Python API in a loop) would otherwise parse them all again for
+# each; parsing is most of a read's time, reading the bytes a small part. Keyed by content, not by mtime, whose
+# clock is coarser than two writes of a test or a fast campaign.
+_PARSED: dict[tuple[Path, int], tuple[bytes, pd.DataFrame | None, Degraded]] = {}
+
+
+def _read_part(part: Path, rules: dict[str, str] | None) -> tuple[pd.DataFrame | None, Degraded]:
+    """One part's rows as its schema admits them (None: left out whole), and what was left out of it."""
+    left_out = Degraded()
+    try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
+        data = part.read_bytes()
+    except OSError as e:
+        left_out.add_part(part, _unreadable(e))
+        return None, left_out
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    key = (part, id(rules))
+    known = _PARSED.get(key)
+    if known is not None and known[0] == digest:
+        return known[1], known[2]
+    try:
+        frame = pd.read_parquet(io.BytesIO(data))
+    except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all)
+        # one damaged file (copied in half from another host, say) must not take every query down with it
+        left_out.add_part(part, _unreadable(e))
+        checked = None
+    else:
+        checked = check(frame, rules, part, left_out)
+    _PARSED[key] = (digest, checked, left_out)
+    return checked, left_out
+
+
+def _unreadable(e: Exception) -> str:
+    return f"not a readable Parquet file: {(str(e).splitlines() or [type(e).__name__])[0]}"
 
 
 def _in_order(path: Path) -> tuple:

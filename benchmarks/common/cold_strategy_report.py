@@ -42,7 +42,7 @@ def recordings() -> Iterator[tuple[str, Recording, int, Path]]:
     """(label, recording, configs, gpu folder) of each space compared: the store's complete recordings, then the
     files set aside under results/records/*/*/recordings/."""
     for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
-        yield f"{workload} {size} {dtype}", load_recording(workload, size, dtype), configs, gpu_dir
+        yield f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs, gpu_dir
     for path in sorted(RECORDS.glob("*/*/recordings/*.cache.json*")):
         rec = load_file_recording(path)
         name = path.name.split(".cache.json")[0].replace("_", " ").replace("-", " timed ", 1)
@@ -56,8 +56,9 @@ def main() -> int:
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
     args = p.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
-    rows, candidate_scores, gpu_dir, started = [], [], None, time.time()
-    for label, rec, configs, gpu_dir in recordings():  # noqa: B007
+    rows, candidate_scores, out_dir, started = [], [], None, time.time()
+    for label, rec, configs, gpu_dir in recordings():
+        out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
         budget = min(100, max(10, configs // 10))
         doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget), budget)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
@@ -67,10 +68,10 @@ def main() -> int:
             "yes" if scores[CANDIDATE] >= scores[best_kt] else "**no**")
         if CANDIDATE in scores:
             candidate_scores.append(scores[CANDIDATE])
-        rows.append([label, str(configs), str(budget)]
+        rows.append([label, gpu_dir.name, str(configs), str(budget)]
                     + [f"{scores[n]:.3f}" for n in strategies] + [best_kt or "", verdict])
         print(" | ".join(rows[-1]), flush=True)
-    if gpu_dir is None:
+    if out_dir is None:
         print("no complete recording found")
         return 1
     mean = sum(candidate_scores) / len(candidate_scores) if candidate_scores else float("nan")
@@ -81,10 +82,10 @@ def main() -> int:
         f"100). `{CANDIDATE}` mean over the spaces: {mean:.3f}. Made by `{command.strip()}` "
         f"({time.time() - started:.0f} s on 2 shared cores).",
         "",
-        header("space", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt"),
+        header("space", "gpu", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt"),
     ]
     text += [row(*cells) for cells in rows]
-    out = Path(args.out) if args.out else records_dir(COMMON, gpu_dir.name, "strategies") / "cold_summary.md"
+    out = Path(args.out) if args.out else records_dir(COMMON, out_dir.name, "strategies") / "cold_summary.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(text) + "\n")
     print(f"wrote {out}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -31,14 +32,16 @@ KT_PREFIX = "kt:"
 
 
 def complete_recordings(root: Path):
-    """(workload, size name, dtype, gpu dir in the store, configs) of every cache that holds every valid config."""
+    """(workload, size, dtype, gpu dir in the store, configs) of every cache that holds every valid config; the
+    size as `--size` takes it (a size given as variables is in the file's name with '_' for ',')."""
     for w in all_workloads():
         searchspace_of = kt.searchspaces(w.space)
+        joins = re.compile(rf"(?<=\d)_(?=({'|'.join(map(re.escape, w.space.size_vars))})=)")
         for cache in sorted(root.glob(f"*/{w.name}/*.cache.json")):
             size_name, _, dtype = cache.name.removesuffix(".cache.json").rpartition("_")
             valid = searchspace_of(dtype).size
             if len(read_cache(str(cache), open_cache=False)["cache"]) >= valid:
-                yield w.name, size_name, dtype, cache.parent.parent, valid
+                yield w.name, joins.sub(",", size_name), dtype, cache.parent.parent, valid
 
 
 def main() -> int:

@@ -30,16 +30,19 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10)
     args = p.parse_args()
     t0 = time.time()
-    lines, scores, gpu_dir = [], {n: [] for n in STRATEGIES}, None
+    lines, scores, out_dir = [], {n: [] for n in STRATEGIES}, None
     for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
+        out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
         budget = min(100, max(10, configs // 10))
-        doc = compare(workload, size, dtype, strategies=list(STRATEGIES), repeats=args.repeats, budget=budget, jobs=1)
+        doc = compare(workload, size, dtype, strategies=list(STRATEGIES), repeats=args.repeats, budget=budget,
+                      gpu=gpu_dir.name, jobs=1)
         got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}
         for n in STRATEGIES:
             scores[n].append(got[n])
-        lines.append(f"| {workload} {size} {dtype} | {configs} | {budget} | " + " | ".join(f"{got[n]:.3f}" for n in STRATEGIES) + " |")
+        lines.append(f"| {workload} {size} {dtype} | {gpu_dir.name} | {configs} | {budget} | "
+                     + " | ".join(f"{got[n]:.3f}" for n in STRATEGIES) + " |")
         print(lines[-1], flush=True)
-    if gpu_dir is None:
+    if out_dir is None:
         print("no complete recording in the store", file=sys.stderr)
         return 1
     means = " | ".join(f"{statistics.mean(scores[n]):.3f}" for n in STRATEGIES)
@@ -49,12 +52,12 @@ def main() -> int:
         f"`nice -n 10 python benchmarks/common/warm_strategy_report.py --repeats {args.repeats}` "
         f"({time.time() - t0:.0f} s on 2 shared cores).",
         "",
-        "| space | configs | budget | " + " | ".join(STRATEGIES) + " |",
-        "|---|---|---|" + "---|" * len(STRATEGIES),
+        "| space | gpu | configs | budget | " + " | ".join(STRATEGIES) + " |",
+        "|---|---|---|---|" + "---|" * len(STRATEGIES),
         *lines,
-        f"| mean | | | {means} |",
+        f"| mean | | | | {means} |",
     ]
-    out = records_dir(COMMON, gpu_dir.name, "strategies") / "warm_summary.md"
+    out = records_dir(COMMON, out_dir.name, "strategies") / "warm_summary.md"
     out.write_text("\n".join(text) + "\n")
     print(f"wrote {out}")
     return 0

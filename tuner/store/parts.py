@@ -122,8 +122,8 @@ def read_store(pattern: str, root: Path) -> StoreRead:
     return StoreRead(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), degraded)
 
 
-# Parts already parsed in this process, by path: (digest of the bytes, rows as checked, what was left out).
-# An answer reads every part of a workload (hundreds in a store), and a caller asking many questions (`tuner
+# Parts already parsed in this process, by path and schema: (digest of the bytes, rows as checked, what was left
+# out). An answer reads every part of a workload (hundreds in a store), and a caller asking many questions (`tuner
 # export` over every size, `tuner report`, the Python API in a loop) would otherwise parse them all again for
 # each; parsing is most of a read's time, reading the bytes a small part. Keyed by content, not by mtime, whose
 # clock is coarser than two writes of a test or a fast campaign.

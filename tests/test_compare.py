@@ -28,6 +28,7 @@ from tuner.answers.compare_scores import (
 )
 from tuner.cli import main
 from tuner.store import cache_path, results_root
+from tuner.store.kt_files import read_recording
 
 H100 = "NVIDIA H100 80GB HBM3"
 H200 = "NVIDIA H200"
@@ -237,7 +238,7 @@ SET_ASIDE = sorted((Path(__file__).parents[1] / "results" / "records").glob("*/*
 def test_default_strategy_scores_at_least_as_well_as_kernel_tuners_on_a_file_kept(path):
     """The same gate on each recording kept as a file: there the default runs cold (a file has no stored
     neighbours), at a budget of 10% of the configs it holds."""
-    budget = len(json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())["cache"]) // 10
+    budget = len(read_recording(path).configs) // 10
     doc = compare_file(path, strategies=["default"] + KT_STRATEGIES, repeats=10, budget=budget, jobs=1)
     scores = {name: e["methodology"]["score"] for name, e in doc["strategies"].items()}
     assert doc["warm_start"] == 0 and scores["default"] >= max(scores[k] for k in KT_STRATEGIES), scores

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
 from benchmarks.common.report import COMMON, RECORDS, header, records_dir, row  # noqa: E402
-from benchmarks.common.strategy_report import KT_PREFIX, complete_recordings  # noqa: E402
+from benchmarks.common.strategy_report import KT_PREFIX, budget_for, complete_recordings  # noqa: E402
 from tuner import store  # noqa: E402
 from tuner.answers.compare import (  # noqa: E402
     Recording,
@@ -59,7 +59,7 @@ def main() -> int:
     rows, candidate_scores, out_dir, started = [], [], None, time.time()
     for label, rec, configs, gpu_dir in recordings():
         out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
-        budget = min(100, max(10, configs // 10))
+        budget = budget_for(configs)
         doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget), budget)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]

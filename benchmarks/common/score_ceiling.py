@@ -36,6 +36,7 @@ from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures  # noqa: E40
 
 from benchmarks.common.cold_strategy_report import recordings  # noqa: E402
 from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
+from benchmarks.common.strategy_report import budget_for  # noqa: E402
 from tuner.answers.compare_scores import best_so_far, methodology_score  # noqa: E402
 from tuner.store.kt_files import read_recording  # noqa: E402
 
@@ -89,7 +90,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     for label, rec, configs, gpu_dir in recordings():
         out_dir = out_dir or gpu_dir  # beside the first GPU's records, as the cold summary
-        budget = min(100, max(10, configs // 10))
+        budget = budget_for(configs)
         f = read_recording(rec.cachefile, rec.objective, "maximize" if rec.maximize else "minimize")
         ran = [(c, v) for c, v in f.configs.items() if v is not None]
         levels = [[list(vals).index(c[j]) for j, vals in enumerate(f.tune_params.values())] for c, _ in ran]

@@ -31,6 +31,11 @@ from tuner.workloads import all_workloads  # noqa: E402
 KT_PREFIX = "kt:"
 
 
+def budget_for(configs: int) -> int:
+    """The comparisons' budget: 10% of a space's valid configs, at least 10, at most 100."""
+    return min(100, max(10, configs // 10))
+
+
 def complete_recordings(root: Path):
     """(workload, size, dtype, gpu dir in the store, configs) of every cache that holds every valid config; the
     size as `--size` takes it (a size given as variables is in the file's name with '_' for ',')."""
@@ -55,7 +60,7 @@ def main() -> int:
     strategies = [s for s in args.strategies.split(",") if s]
     lines, gpu_dir = [], None
     for workload, size, dtype, gpu_dir, configs in complete_recordings(root):
-        budget = min(100, max(10, configs // 10))
+        budget = budget_for(configs)
         doc = compare(workload, size, dtype, strategies=strategies, repeats=args.repeats, budget=budget, jobs=args.jobs)
         outdir = records_dir(workload, gpu_dir.name, "strategies")
         outdir.mkdir(parents=True, exist_ok=True)

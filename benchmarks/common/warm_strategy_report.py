@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 from benchmarks.common.report import COMMON, records_dir  # noqa: E402
-from benchmarks.common.strategy_report import complete_recordings  # noqa: E402
+from benchmarks.common.strategy_report import budget_for, complete_recordings  # noqa: E402
 from tuner import store  # noqa: E402
 from tuner.answers.compare import compare  # noqa: E402
 from tuner.search.strategies import DEFAULT_STRATEGY  # noqa: E402
@@ -33,7 +33,7 @@ def main() -> int:
     lines, scores, out_dir = [], {n: [] for n in STRATEGIES}, None
     for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
         out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
-        budget = min(100, max(10, configs // 10))
+        budget = budget_for(configs)
         doc = compare(workload, size, dtype, strategies=list(STRATEGIES), repeats=args.repeats, budget=budget,
                       gpu=gpu_dir.name, jobs=1)
         got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}

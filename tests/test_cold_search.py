@@ -128,6 +128,29 @@ def test_valid_membership_by_mixed_radix_keys():
     assert valid.contains(candidates).tolist() == [True, False, True, False, True, False]
 
 
+
+def test_common_values_hold_at_least_their_fair_share_of_the_valid_configs():
+    """A parameter's value is common where at least 1 / (the parameter's values) of the valid configs hold it;
+    a parameter of one value has none. The covering start's candidates hold a common value no config tried holds."""
+    levels = np.array([[0, 0, 0], [0, 1, 0], [0, 2, 0], [0, 3, 0], [1, 0, 0], [1, 1, 0], [2, 2, 0], [0, 0, 0]])
+    valid = _Valid(("a", "b", "c"), np.unique(levels, axis=0), np.array([3, 4, 1]))  # 7 configs
+    assert [c.tolist() for c in valid.common] == [[0], [0, 1, 2], []]  # a: 4 of 7 >= 7/3; b: 2 of 7 >= 7/4
+    assert valid.with_untried_common(np.array([[0, 0, 0], [1, 1, 0]])).tolist() == [[0, 2, 0], [2, 2, 0]]
+    assert len(valid.with_untried_common(np.array([[0, 0, 0], [1, 1, 0], [2, 2, 0]]))) == 0
+
+
+def test_past_the_start_a_common_value_never_tried_is_tried_next():
+    """The covering start: every value of a and b was tried, all with c = x; c = y holds half the valid configs,
+    so the next suggestion holds it, whatever the forest makes of the configs tried."""
+    valid = [{"a": a, "b": b, "c": c} for a in range(5) for b in range(4) for c in "xy"]
+    tried = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 0)]
+    for seed in range(3):
+        sampler = AutoSampler(seed=seed, n_startup=2)
+        sampler.restrict_to(valid)
+        study = _study([({"a": a, "b": b, "c": "x"}, float(a + b)) for a, b in tried])
+        got = sampler.sample_relative(study, study.trials[-1], DISTS)
+        assert got["c"] == "y"
+
 @pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
 def test_a_cold_search_suggests_only_valid_configs():
     """Through the strategy (the loop, the view): no suggestion breaks a restriction, so the loop never

@@ -7,6 +7,13 @@ neighbours, no settings fitted to it), through Optuna's public sampler interface
   the parameter grid is invalid). Without them it searches the parameter box as before.
 - A space-filling start: each of the first suggestions is, of a few random unseen valid configs, the one
   farthest from every config tried so far (maximin), so the start spreads out where the valid configs are.
+- A covering start: until every common value of every parameter (one that holds at least its fair share,
+  1 / the values the parameter takes, of the valid configs) has been tried, each suggestion is the unseen
+  valid config with an untried common value that the forest predicts best. A model fit to a start that missed
+  a region judges the region by the others (spmv: the start lands in the variant that holds 55% of the
+  configs, and the forest rates the variant holding every config within 5% of the optimum by it), and the
+  local steps never leave the start's hill. Values rarer than their share are left to the model: covering
+  GEMM's rare tile shapes cost its small budget more than it found.
 - Then a model: a random forest (bootstrapped trees, SMAC's surrogate) over the parameters' value indices,
   which handles ordinal and categorical parameters and the sharp edges of GPU spaces alike. Each suggestion
   is a Thompson sample: one tree drawn at random, and the config it predicts best of every unseen valid
@@ -68,6 +75,20 @@ class _Valid:
         self.names, self.levels = names, levels
         self._radix = np.concatenate([[1], np.cumprod(sizes[:-1])]).astype(np.int64)
         self._keys = np.sort(levels.astype(np.int64) @ self._radix)
+        # each parameter's common values: those held by at least 1 / (its values) of the valid configs
+        self.common: list[np.ndarray] = []
+        for j in range(levels.shape[1]):
+            values, counts = np.unique(levels[:, j], return_counts=True)
+            self.common.append(values[counts >= len(levels) / len(values)] if len(values) > 1 else values[:0])
+
+    def with_untried_common(self, tried: np.ndarray) -> np.ndarray:
+        """The valid configs that hold a common value no config of `tried` holds."""
+        holds = np.zeros(len(self.levels), dtype=bool)
+        for j, common in enumerate(self.common):
+            untried = np.setdiff1d(common, tried[:, j])
+            if len(untried):
+                holds |= np.isin(self.levels[:, j], untried)
+        return self.levels[holds]
 
     def contains(self, candidates: np.ndarray) -> np.ndarray:
         keys = candidates.astype(np.int64) @ self._radix
@@ -209,6 +230,13 @@ class AutoSampler(BaseSampler):
             candidates = np.unique(np.vstack([some, unseen(local[valid.contains(local)], history.seen)]), axis=0)
         if len(candidates) == 0:
             return random_points(self._rng, sizes, 1)[0]
+        # the covering start (module docstring): cold, 0.532 to 0.635 over 16 spaces; spmv -0.840 to 0.740
+        if valid is not None:
+            covering = unseen(valid.with_untried_common(np.vstack([history.levels, history.pending])), history.seen)
+            if len(covering) > 8 * self.n_random:  # a random part of them on a large space
+                covering = covering[self._rng.choice(len(covering), 8 * self.n_random, replace=False)]
+            if len(covering):
+                return covering[int(np.argmin(forest.predict(covering / scale)))]
         # a greedy step, with a chance rising from 0 as the run goes on: 1/2 at twice the start's configs, 9/10
         # at ten times; tried alone, it or a step whenever the last 3 evaluations had not improved lifted the
         # mean score from 0.49 to 0.54-0.55 (docs/strategies.md). And always right after a config that improved

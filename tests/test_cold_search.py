@@ -128,7 +128,6 @@ def test_valid_membership_by_mixed_radix_keys():
     assert valid.contains(candidates).tolist() == [True, False, True, False, True, False]
 
 
-
 def test_common_values_hold_at_least_their_fair_share_of_the_valid_configs():
     """A parameter's value is common where at least 1 / (the parameter's values) of the valid configs hold it;
     a parameter of one value has none. The covering start's candidates hold a common value no config tried holds."""
@@ -150,6 +149,7 @@ def test_past_the_start_a_common_value_never_tried_is_tried_next():
         study = _study([({"a": a, "b": b, "c": "x"}, float(a + b)) for a, b in tried])
         got = sampler.sample_relative(study, study.trials[-1], DISTS)
         assert got["c"] == "y"
+
 
 @pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
 def test_a_cold_search_suggests_only_valid_configs():

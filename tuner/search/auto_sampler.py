@@ -97,9 +97,10 @@ class _Valid:
 
 
 class AutoSampler(BaseSampler):
-    """Space-filling start, then Thompson sampling from a random forest over the valid configs (or, with no
-    valid configs given, over local, crossover and random candidates of the parameter box), interleaved with
-    greedy steps to the incumbent's best-predicted neighbour, more of them as the configs tried accumulate.
+    """Space-filling start, a covering start (each common value of each parameter tried once), then Thompson
+    sampling from a random forest over the valid configs (or, with no valid configs given, over local, crossover
+    and random candidates of the parameter box), interleaved with greedy steps to the incumbent's best-predicted
+    neighbour, more of them as the configs tried accumulate.
 
     `n_startup`: configs with a cost before the model takes over; `n_pool`: the start's random candidates
     per suggestion, of which the one farthest from those tried is taken; `max_train`: the model is fit on at

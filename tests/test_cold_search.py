@@ -151,6 +151,43 @@ def test_past_the_start_a_common_value_never_tried_is_tried_next():
         assert got["c"] == "y"
 
 
+
+def test_after_a_warm_start_there_is_no_covering_start(monkeypatch):
+    """Trials the warm start queued carry trial_kinds.WARM_START; once the study holds one, the sampler goes
+    straight to its model and steps (the covering start is never consulted)."""
+    valid = [{"a": a, "b": b, "c": c} for a in range(5) for b in range(4) for c in "xy"]
+    rows = [({"a": a, "b": b, "c": "x"}, float(a + b)) for a, b in [(0, 0), (1, 1), (2, 2), (3, 3), (4, 0)]]
+
+    def refused(self, tried):
+        raise AssertionError("covering consulted after a warm start")
+
+    sampler = AutoSampler(seed=0, n_startup=2)
+    sampler.restrict_to(valid)
+    study = _study(rows)
+    study.enqueue_trial({"a": 1, "b": 2, "c": "x"}, user_attrs={trial_kinds.WARM_START: True})
+    trial = study.ask(DISTS)  # the queued one
+    assert trial.user_attrs[trial_kinds.WARM_START]
+    study.tell(trial, 3.0)
+    monkeypatch.setattr(_Valid, "with_untried_common", refused)
+    got = sampler.sample_relative(study, study.trials[-1], DISTS)
+    assert {"a", "b", "c"} <= set(got)
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+def test_the_warm_start_marks_its_trials():
+    from tuner.measure.replay import replay
+    from tuner.store.recordings import find_recording
+    from tuner.workloads import get_workload
+
+    space = get_workload("reduction").space
+    storage = optuna.storages.InMemoryStorage()
+    warm = {"variant": 7, "block_size_x": 256, "items_per_thread": 8, "vector": 4, "shuffle": 1, "finish": 1}
+    strategy = make_strategy("auto", seed=0, storage=storage, study_name="warm", warm_start=[warm])
+    cache = find_recording(results_root(), "reduction", "large", "float32")
+    replay(space, dict(space.sizes["large"]), "float32", cache, strategy, max_evals=6, seed=0)
+    trials = optuna.load_study(study_name="warm", storage=storage).trials
+    assert [bool(t.user_attrs.get(trial_kinds.WARM_START)) for t in trials[:2]] == [True, False]
+
 @pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
 def test_a_cold_search_suggests_only_valid_configs():
     """Through the strategy (the loop, the view): no suggestion breaks a restriction, so the loop never

@@ -112,9 +112,11 @@ class SearchLoop:
         self.values[config] = cost
         self.repair.mark(config)
 
-    def enqueue(self, config: tuple, *, skip_if_exists: bool = False) -> None:
-        """Queue `config` as a trial: Optuna serves queued trials before it samples."""
-        self.study.enqueue_trial(self.codec.encode(config), skip_if_exists=skip_if_exists)
+    def enqueue(self, config: tuple, *, skip_if_exists: bool = False, warm_start: bool = False) -> None:
+        """Queue `config` as a trial: Optuna serves queued trials before it samples. A warm start's trial is marked
+        so (trial_kinds.WARM_START): the `auto` sampler skips its covering start after one."""
+        attrs = {trial_kinds.WARM_START: True} if warm_start else None
+        self.study.enqueue_trial(self.codec.encode(config), user_attrs=attrs, skip_if_exists=skip_if_exists)
 
     def penalty(self) -> float:
         return penalty_for(self.values.values())

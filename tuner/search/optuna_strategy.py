@@ -89,7 +89,7 @@ class OptunaStrategy:
         for warm in self.warm_start:  # tried first, in order (Optuna serves enqueued trials before sampling)
             config = tuple(warm.get(n) for n in codec.names)
             if config not in earlier and None not in config and searchspace.is_param_config_valid(config):
-                loop.enqueue(config, skip_if_exists=True)
+                loop.enqueue(config, skip_if_exists=True, warm_start=True)
         stop = Patience(self.patience)
 
         try:

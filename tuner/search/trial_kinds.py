@@ -27,6 +27,7 @@ HOLDS_NOTHING = ("taken", "surplus")  # FAIL trials their worker told so: no con
 ATTR = "tuner"
 FORMAT_ATTR = "tuner_format"  # a study attribute: 2 = real parameter values, the objective in its direction
 FORMAT = 2
+WARM_START = "tuner_warm_start"  # a user attribute of the trials the warm start queued (tuner.search.warmstart)
 
 
 def record(kind: str, **fields) -> dict:

@@ -1,6 +1,7 @@
-"""How a trial is recorded: its state, its value, and one user attribute, `{"tuner": {"kind": ..., ...}}`, in
-single-process and distributed campaigns alike, so that Optuna's own tools (optuna-dashboard) read a study
-as it is: the parameters' real values, the objective in its unit and direction.
+"""How a trial is recorded: its state, its value, and one user attribute, `{"tuner": {"kind": ..., ...}}` (and
+`tuner_warm_start` on a trial the warm start queued: WARM_START), in single-process and distributed campaigns
+alike, so that Optuna's own tools (optuna-dashboard) read a study as it is: the parameters' real values, the
+objective in its unit and direction.
 
 - COMPLETE: a config measured (kind `measured`) or served from the store (`served`) that ran and verified;
   its value is the objective (GB/s under `maximize`, ms under `minimize`).

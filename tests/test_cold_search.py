@@ -10,8 +10,9 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from tuner.search import trial_kinds
-from tuner.search.auto_sampler import AutoSampler, _read_history, _Valid
+from tuner.search.auto_sampler import AutoSampler, _read_history
 from tuner.search.codec import Codec, penalty_for
+from tuner.search.level_moves import ValidLevels
 from tuner.search.sampler_view import ViewSampler
 from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
 from tuner.search.strategies import make_strategy
@@ -123,7 +124,7 @@ def test_the_view_hands_the_valid_configs_over_as_the_sampler_sees_them():
 
 def test_valid_membership_by_mixed_radix_keys():
     levels = np.array([[0, 1, 2], [3, 0, 1], [4, 3, 0]])
-    valid = _Valid(("a", "b", "c"), levels, np.array([5, 4, 3]))
+    valid = ValidLevels(("a", "b", "c"), levels, np.array([5, 4, 3]))
     candidates = np.array([[0, 1, 2], [0, 2, 1], [4, 3, 0], [4, 3, 2], [3, 0, 1], [0, 0, 0]])
     assert valid.contains(candidates).tolist() == [True, False, True, False, True, False]
 
@@ -132,7 +133,7 @@ def test_common_values_hold_at_least_their_fair_share_of_the_valid_configs():
     """A parameter's value is common where at least 1 / (the parameter's values) of the valid configs hold it;
     a parameter of one value has none. The covering start's candidates hold a common value no config tried holds."""
     levels = np.array([[0, 0, 0], [0, 1, 0], [0, 2, 0], [0, 3, 0], [1, 0, 0], [1, 1, 0], [2, 2, 0], [0, 0, 0]])
-    valid = _Valid(("a", "b", "c"), np.unique(levels, axis=0), np.array([3, 4, 1]))  # 7 configs
+    valid = ValidLevels(("a", "b", "c"), np.unique(levels, axis=0), np.array([3, 4, 1]))  # 7 configs
     assert [c.tolist() for c in valid.common] == [[0], [0, 1, 2], []]  # a: 4 of 7 >= 7/3; b: 2 of 7 >= 7/4
     assert valid.with_untried_common(np.array([[0, 0, 0], [1, 1, 0]])).tolist() == [[0, 2, 0], [2, 2, 0]]
     assert len(valid.with_untried_common(np.array([[0, 0, 0], [1, 1, 0], [2, 2, 0]]))) == 0
@@ -151,7 +152,6 @@ def test_past_the_start_a_common_value_never_tried_is_tried_next():
         assert got["c"] == "y"
 
 
-
 def test_after_a_warm_start_there_is_no_covering_start(monkeypatch):
     """Trials the warm start queued carry trial_kinds.WARM_START; once the study holds one, the sampler goes
     straight to its model and steps (the covering start is never consulted)."""
@@ -168,7 +168,7 @@ def test_after_a_warm_start_there_is_no_covering_start(monkeypatch):
     trial = study.ask(DISTS)  # the queued one
     assert trial.user_attrs[trial_kinds.WARM_START]
     study.tell(trial, 3.0)
-    monkeypatch.setattr(_Valid, "with_untried_common", refused)
+    monkeypatch.setattr(ValidLevels, "with_untried_common", refused)
     got = sampler.sample_relative(study, study.trials[-1], DISTS)
     assert {"a", "b", "c"} <= set(got)
 
@@ -187,6 +187,7 @@ def test_the_warm_start_marks_its_trials():
     replay(space, dict(space.sizes["large"]), "float32", cache, strategy, max_evals=6, seed=0)
     trials = optuna.load_study(study_name="warm", storage=storage).trials
     assert [bool(t.user_attrs.get(trial_kinds.WARM_START)) for t in trials[:2]] == [True, False]
+
 
 @pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
 def test_a_cold_search_suggests_only_valid_configs():
@@ -229,7 +230,7 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     study = _study(rows)
     dists = list(DISTS.values())
     sizes = np.array([5, 4, 2])
-    valid = _Valid(tuple(NAMES), np.array([[v["a"], v["b"], "xy".index(v["c"])] for v in valid_configs]), sizes)
+    valid = ValidLevels(tuple(NAMES), np.array([[v["a"], v["b"], "xy".index(v["c"])] for v in valid_configs]), sizes)
     history = _read_history(study, NAMES, dists)
     scale = np.maximum(sizes - 1, 1)
     forest = RandomForestRegressor(n_estimators=4, random_state=0).fit(history.levels / scale, history.costs)
@@ -274,9 +275,9 @@ def test_an_improving_move_of_ordinal_parameters_is_made_once_more():
     dists = list(DISTS.values())
     sizes = np.array([5, 4, 2])
     start = [({"a": 0, "b": 3, "c": "y"}, 9.0), ({"a": 4, "b": 0, "c": "x"}, 8.0), ({"a": 1, "b": 1, "c": "x"}, 3.0)]
-    all_valid = _Valid(tuple(NAMES), np.array([[a, b, c] for a in range(5) for b in range(4) for c in (0, 1)]), sizes)
+    all_valid = ValidLevels(tuple(NAMES), np.array([[a, b, c] for a in range(5) for b in range(4) for c in (0, 1)]), sizes)
 
-    def step_on(rows: list, valid: _Valid = all_valid):
+    def step_on(rows: list, valid: ValidLevels = all_valid):
         return sampler._step_on(_read_history(_study(start + rows), NAMES, dists), sizes, CATEGORICAL, valid)
 
     assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.0)]).tolist() == [3, 1, 0]
@@ -285,7 +286,7 @@ def test_an_improving_move_of_ordinal_parameters_is_made_once_more():
     assert step_on([({"a": 1, "b": 1, "c": "y"}, 2.0)]) is None  # a categorical move
     assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.5), ({"a": 3, "b": 1, "c": "x"}, 2.0)]).tolist() == [4, 1, 0]
     assert step_on([({"a": 3, "b": 1, "c": "x"}, 2.5), ({"a": 2, "b": 1, "c": "x"}, 2.0)]) is None  # a = 1 tried
-    no_a3 = _Valid(tuple(NAMES), all_valid.levels[all_valid.levels[:, 0] != 3], sizes)
+    no_a3 = ValidLevels(tuple(NAMES), all_valid.levels[all_valid.levels[:, 0] != 3], sizes)
     assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.0)], no_a3) is None  # invalid
     assert step_on([({"a": 4, "b": 1, "c": "x"}, 2.0)]) is None  # a = 7: out of range
 

@@ -55,7 +55,7 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from tuner.search import trial_kinds
 from tuner.search.codec import penalty_for
-from tuner.search.level_moves import local_candidates, one_away, random_points, two_away, unseen
+from tuner.search.level_moves import ValidLevels, local_candidates, one_away, random_points, two_away, unseen
 
 
 @dataclass
@@ -67,35 +67,6 @@ class _History:
     costs: np.ndarray  # (n,)
     pending: np.ndarray  # (p, d) int: running trials with their params set
     seen: set  # every config above, as tuples
-
-
-class _Valid:
-    """The space's valid configs as level indices, and a membership test for candidates: each config as one
-    mixed-radix integer, in a sorted array (a set of tuples would cost ~100 bytes a config on a large space)."""
-
-    def __init__(self, names: tuple, levels: np.ndarray, sizes: np.ndarray):
-        self.names, self.levels = names, levels
-        self._radix = np.concatenate([[1], np.cumprod(sizes[:-1])]).astype(np.int64)
-        self._keys = np.sort(levels.astype(np.int64) @ self._radix)
-        # each parameter's common values: those held by at least 1 / (its values) of the valid configs
-        self.common: list[np.ndarray] = []
-        for j in range(levels.shape[1]):
-            values, counts = np.unique(levels[:, j], return_counts=True)
-            self.common.append(values[counts >= len(levels) / len(values)] if len(values) > 1 else values[:0])
-
-    def with_untried_common(self, tried: np.ndarray) -> np.ndarray:
-        """The valid configs that hold a common value no config of `tried` holds."""
-        holds = np.zeros(len(self.levels), dtype=bool)
-        for j, common in enumerate(self.common):
-            untried = np.setdiff1d(common, tried[:, j])
-            if len(untried):
-                holds |= np.isin(self.levels[:, j], untried)
-        return self.levels[holds]
-
-    def contains(self, candidates: np.ndarray) -> np.ndarray:
-        keys = candidates.astype(np.int64) @ self._radix
-        at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
-        return self._keys[at] == keys
 
 
 class AutoSampler(BaseSampler):
@@ -124,7 +95,7 @@ class AutoSampler(BaseSampler):
         self.n_startup, self.n_pool, self.n_trees = n_startup, n_pool, n_trees
         self.max_train, self.n_random = max_train, n_random
         self._valid: list[dict] = []
-        self._valid_levels: _Valid | None = None  # `_valid` as levels of the names last asked for
+        self._valid_levels: ValidLevels | None = None  # `_valid` as levels of the names last asked for
         self._drawn: dict[int, dict] = {}  # trial number -> the valid config its independent params come from
 
     def restrict_to(self, configs: Sequence[dict]) -> None:
@@ -178,22 +149,24 @@ class AutoSampler(BaseSampler):
 
     # ---- the two phases --------------------------------------------------------------------------------
 
-    def _levels_of_valid(self, names: list[str], dists: list[BaseDistribution], sizes: np.ndarray) -> _Valid | None:
+    def _levels_of_valid(
+        self, names: list[str], dists: list[BaseDistribution], sizes: np.ndarray
+    ) -> ValidLevels | None:
         if not self._valid:
             return None
         if self._valid_levels is None or self._valid_levels.names != tuple(names):
             levels = [[_level(d, c[n]) for n, d in zip(names, dists, strict=True)] for c in self._valid]
-            self._valid_levels = _Valid(tuple(names), np.unique(np.array(levels, dtype=int), axis=0), sizes)
+            self._valid_levels = ValidLevels(tuple(names), np.unique(np.array(levels, dtype=int), axis=0), sizes)
         return self._valid_levels
 
-    def _some_valid(self, valid: _Valid, seen: set, n: int) -> np.ndarray:
+    def _some_valid(self, valid: ValidLevels, seen: set, n: int) -> np.ndarray:
         """Unseen valid configs: all of them, or a random `n` of them on a large space."""
         levels = valid.levels
         if len(levels) > n:
             levels = levels[self._rng.choice(len(levels), n, replace=False)]
         return unseen(levels, seen)
 
-    def _space_filling(self, history: _History, sizes: np.ndarray, valid: _Valid | None) -> np.ndarray:
+    def _space_filling(self, history: _History, sizes: np.ndarray, valid: ValidLevels | None) -> np.ndarray:
         """Of a few random unseen configs, the one farthest from every config tried (maximin). Drawn from the
         valid configs, the start stays where they are dense: a maximin over the whole box would spend the
         start on the box's corners and rare regions (e.g. a parameter value few valid configs have)."""
@@ -213,7 +186,12 @@ class AutoSampler(BaseSampler):
         return candidates[int(np.argmax(dist))]
 
     def _model_choice(
-        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: _Valid | None, cover: bool = True
+        self,
+        history: _History,
+        sizes: np.ndarray,
+        categorical: list[bool],
+        valid: ValidLevels | None,
+        cover: bool = True,
     ) -> np.ndarray:
         ok = ~np.isnan(history.costs)
         target = _model_target(history.costs[ok])
@@ -270,7 +248,7 @@ class AutoSampler(BaseSampler):
         history: _History,
         sizes: np.ndarray,
         categorical: list[bool],
-        valid: _Valid | None,
+        valid: ValidLevels | None,
         forest: RandomForestRegressor,
         scale: np.ndarray,
     ) -> np.ndarray | None:
@@ -293,7 +271,7 @@ class AutoSampler(BaseSampler):
         return step if step is not None else best_predicted(two_away(best, sizes, self._rng))
 
     def _step_on(
-        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: _Valid | None
+        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: ValidLevels | None
     ) -> np.ndarray | None:
         """A pattern search's move: when the last config improved on every one before it and differs from the
         best of those in one or two ordinal parameters, the same change applied to it once more (block size 128

@@ -1,13 +1,43 @@
 """Configs around other configs, as the `auto` sampler (tuner.search.auto_sampler) sees them: rows of value
-indices ("levels", one column per parameter, 0 .. size - 1). The neighbours a greedy step ranks (one or two
-parameters changed), the local moves, crossovers and random points the model ranks, and the filter of those
-already tried. Every random choice is drawn from the sampler's own generator, so a seeded run repeats."""
+indices ("levels", one column per parameter, 0 .. size - 1). The space's valid configs, the neighbours a greedy
+step ranks (one or two parameters changed), the local moves, crossovers and random points the model ranks, and
+the filter of those already tried. Every random choice is drawn from the sampler's own generator, so a seeded run repeats."""
 
 from __future__ import annotations
 
 import numpy as np
 
 MAX_TWO_AWAY = 4096  # the greedy step's candidates two parameters away from the incumbent, at most
+
+
+class ValidLevels:
+    """The space's valid configs as level indices (the `auto` sampler draws from them alone), each parameter's
+    common values (the covering start's), and a membership test for candidates: each config as one mixed-radix
+    integer, in a sorted array (a set of tuples would cost ~100 bytes a config on a large space)."""
+
+    def __init__(self, names: tuple, levels: np.ndarray, sizes: np.ndarray):
+        self.names, self.levels = names, levels
+        self._radix = np.concatenate([[1], np.cumprod(sizes[:-1])]).astype(np.int64)
+        self._keys = np.sort(levels.astype(np.int64) @ self._radix)
+        # each parameter's common values: those held by at least 1 / (its values) of the valid configs
+        self.common: list[np.ndarray] = []
+        for j in range(levels.shape[1]):
+            values, counts = np.unique(levels[:, j], return_counts=True)
+            self.common.append(values[counts >= len(levels) / len(values)] if len(values) > 1 else values[:0])
+
+    def with_untried_common(self, tried: np.ndarray) -> np.ndarray:
+        """The valid configs that hold a common value no config of `tried` holds."""
+        holds = np.zeros(len(self.levels), dtype=bool)
+        for j, common in enumerate(self.common):
+            untried = np.setdiff1d(common, tried[:, j])
+            if len(untried):
+                holds |= np.isin(self.levels[:, j], untried)
+        return self.levels[holds]
+
+    def contains(self, candidates: np.ndarray) -> np.ndarray:
+        keys = candidates.astype(np.int64) @ self._radix
+        at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        return self._keys[at] == keys
 
 
 def with_values(config: np.ndarray, j: int, values: list[int] | np.ndarray) -> np.ndarray:

@@ -1,7 +1,15 @@
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config):
+    # What the tests derive (recordings from the store's rows, host libraries) goes to one folder of the checkout,
+    # shared by the test processes and kept between runs, not to the user's cache. A test may point it elsewhere.
+    os.environ.setdefault("TUNER_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "gpu-tuner"))
 
 
 def _has_gpu() -> bool:

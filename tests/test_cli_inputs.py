@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tuner import locations
+from tests.recorded import recording
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -105,8 +105,8 @@ def test_kernel_tuners_del_after_a_failed_set_up_is_not_shown(capsys):
 
 
 def damaged(results, workload, size, dtype, how):
-    src = locations.BUILTIN_RESULTS / H100 / workload / f"{size}_{dtype}.cache.json"
-    target = results / H100 / workload / src.name
+    src = recording(H100, workload, size, dtype)
+    target = results / H100 / workload / f"{size}_{dtype}.cache.json"
     target.parent.mkdir(parents=True)
     text = src.read_text()
     if how == "truncated":

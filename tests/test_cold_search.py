@@ -9,6 +9,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
+from tests.recorded import is_recorded
 from tuner.search import trial_kinds
 from tuner.search.auto_sampler import AutoSampler, _read_history
 from tuner.search.codec import Codec, penalty_for
@@ -21,7 +22,7 @@ from tuner.store import results_root
 DISTS = {"a": IntDistribution(0, 4), "b": IntDistribution(0, 3), "c": CategoricalDistribution(["x", "y"])}
 NAMES = list(DISTS)
 CATEGORICAL = [isinstance(d, CategoricalDistribution) for d in DISTS.values()]
-RECORDED = results_root() / "nvidia-h100-80gb-hbm3" / "reduction" / "large_float32.cache.json"
+RECORDED = is_recorded("nvidia-h100-80gb-hbm3", "reduction", "large", "float32")
 
 
 def _study(rows: list[tuple[dict, float | None]]) -> optuna.Study:
@@ -173,7 +174,7 @@ def test_after_a_warm_start_there_is_no_covering_start(monkeypatch):
     assert {"a", "b", "c"} <= set(got)
 
 
-@pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+@pytest.mark.skipif(not RECORDED, reason="no recording")
 def test_the_warm_start_marks_its_trials():
     from tuner.measure.replay import replay
     from tuner.store.recordings import find_recording
@@ -189,7 +190,7 @@ def test_the_warm_start_marks_its_trials():
     assert [bool(t.user_attrs.get(trial_kinds.WARM_START)) for t in trials[:2]] == [True, False]
 
 
-@pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+@pytest.mark.skipif(not RECORDED, reason="no recording")
 def test_a_cold_search_suggests_only_valid_configs():
     """Through the strategy (the loop, the view): no suggestion breaks a restriction, so the loop never
     replaces one by its nearest valid config (84% of the reduction space's parameter grid is invalid)."""
@@ -207,7 +208,7 @@ def test_a_cold_search_suggests_only_valid_configs():
     assert "invalid" not in kinds and "repeat" not in kinds
 
 
-@pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+@pytest.mark.skipif(not RECORDED, reason="no recording")
 def test_a_cold_replay_measures_distinct_configs_and_finds_good_ones():
     from tuner.answers.compare import load_recording, strategy_trace
 

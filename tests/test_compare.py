@@ -10,6 +10,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from tests.recorded import is_recorded
 from tuner.answers.compare import (
     _unique_trace,
     compare,
@@ -27,13 +28,13 @@ from tuner.answers.compare_scores import (
     methodology_score,
 )
 from tuner.cli import main
-from tuner.store import cache_path, results_root
+from tuner.store import results_root
 from tuner.store.kt_files import read_recording
 
 H100 = "NVIDIA H100 80GB HBM3"
 H200 = "NVIDIA H200"
 RECORDED = [(size, dtype) for size in ("seed", "16M", "64M", "large") for dtype in ("float32", "int32")
-            if cache_path(results_root(), H100, "reduction", size, dtype).is_file()]
+            if is_recorded(H100, "reduction", size, dtype)]
 needs_recording = pytest.mark.skipif(not RECORDED, reason="no recorded reduction campaign in results/")
 KT_STRATEGIES = ["kt:genetic_algorithm", "kt:dual_annealing", "kt:greedy_ils", "kt:random_sample"]
 
@@ -205,7 +206,7 @@ def test_cli_errors_are_one_line(results, capsys):
 # below as the file benchmarks/common/export_recording.py keeps)
 GATED = [("reduction", size, dtype) for size, dtype in RECORDED]
 # Floyd-Warshall's reduced space (56 configs at 5k), warm-started from the full workload's other sizes
-if cache_path(results_root(), H100, "floyd-warshall-small", "5k", "int32").is_file():
+if is_recorded(H100, "floyd-warshall-small", "5k", "int32"):
     GATED.append(("floyd-warshall-small", "5k", "int32"))
 # brute-forced on the H200 at sizes no other GPU has (benchmarks/common/complete_recordings.sh); GEMM 1536^3 and
 # spmv (2384 and 7880 configs, 100 evaluations a run) are left to the cold and warm reports: minutes each here
@@ -213,7 +214,7 @@ H200_GATED = [("floyd-warshall-small", "2k", "int32"), ("reduction", "n=33554432
               ("reduction", "n=33554432", "int32"), ("locvolcalib", "finpar-small", "float32"),
               # recorded after the covering start was chosen (docs/strategies.md)
               ("floyd-warshall-small", "n=3000,m=18000,gpus=1", "int32"), ("reduction", "n=8388608", "float32")]
-GATED += [(w, s, d) for w, s, d in H200_GATED if cache_path(results_root(), H200, w, s, d).is_file()]
+GATED += [(w, s, d) for w, s, d in H200_GATED if is_recorded(H200, w, s, d)]
 
 
 @needs_recording
@@ -250,7 +251,7 @@ def test_default_strategy_scores_at_least_as_well_as_kernel_tuners_on_a_file_kep
 
 COMPLETE = [("reduction", size, dtype) for size, dtype in RECORDED] + [
     (w, s, d) for w, s, d in (("gemm", "2048x2048x2048", "float32"), ("floyd-warshall-small", "5k", "int32"))
-    if cache_path(results_root(), H100, w, s, d).is_file()
+    if is_recorded(H100, w, s, d)
 ]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.recorded import is_recorded, recording
 from tuner.campaign import confirmation
 from tuner.campaign.distributed import default_name, default_storage
 from tuner.cli import main
@@ -18,7 +19,7 @@ from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"
 GEMM = ("gemm", "2048x2048x2048", "float32")
-RECORDING = cache_path(results_root(), H100, *GEMM)
+RECORDED = is_recorded(H100, *GEMM)
 
 
 def key(i):
@@ -99,7 +100,7 @@ def test_a_finalist_that_fails_again_leaves_the_campaign_unconfirmed():
     assert "wrong_answer" in said[0]
 
 
-@pytest.mark.skipif(not RECORDING.is_file(), reason="no recorded GEMM 2048^3 campaign in results/")
+@pytest.mark.skipif(not RECORDED, reason="no recorded GEMM 2048^3 campaign in results/")
 def test_a_worker_that_cannot_start_again_leaves_the_campaign_unconfirmed():
     from tuner.errors import TunerError
 
@@ -119,7 +120,7 @@ def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys
         root = tmp_path / f"w{workers}"
         target = cache_path(root, H100, *GEMM)
         target.parent.mkdir(parents=True)
-        shutil.copy(RECORDING, target)
+        shutil.copy(recording(H100, *GEMM), target)
         monkeypatch.setenv("TUNER_RESULTS", str(root))
         rc = main(["tune", "gemm", "--size", GEMM[1], "--dtype", GEMM[2], "--strategy", "brute_force", "--simulate",
                    "--workers", str(workers), "--quiet", "--json"])

@@ -18,6 +18,7 @@ import optuna
 import pytest
 
 from tests.fake_worker import fake_worker_main
+from tests.recorded import is_recorded, recording
 from tuner import locations
 from tuner.campaign.distributed import (
     campaign_result,
@@ -32,20 +33,20 @@ from tuner.campaign.local import run_campaign
 from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.store import cache_path, canonical_config, read_parts, results_root
+from tuner.store import cache_path, canonical_config, read_parts
 from tuner.workloads import get_workload
 
 PROJECT = Path(__file__).resolve().parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
-RECORDING = cache_path(results_root(), H100, "reduction", "seed", "float32")
-pytestmark = pytest.mark.skipif(not RECORDING.is_file(), reason="no recorded reduction campaign in results/")
+SEED = (H100, "reduction", "seed", "float32")
+pytestmark = pytest.mark.skipif(not is_recorded(*SEED), reason="no recorded reduction campaign in results/")
 SPACE_SIZE = 576
 
 
 def with_recording(root: Path) -> Path:
     target = cache_path(root, H100, "reduction", "seed", "float32")
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(RECORDING, target)
+    shutil.copy(recording(*SEED), target)
     return root
 
 
@@ -284,7 +285,7 @@ def test_kernel_tuner_cache_parts_merge(tmp_path):
     """Workers append to their own Kernel Tuner cache; the parts merge into one file Kernel Tuner reads."""
     from kernel_tuner.util import read_cache
 
-    doc = read_cache(str(RECORDING), open_cache=False)
+    doc = read_cache(str(recording(*SEED)), open_cache=False)
     keys = list(doc["cache"])
     header = {k: v for k, v in doc.items() if k != "cache"}
     parts = []

@@ -203,9 +203,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _recorded(size):
-    from tuner.store import cache_path, results_root
+    from tests.recorded import is_recorded
 
-    return cache_path(results_root(), H100, "floyd-warshall", size, "int32").is_file()
+    return is_recorded(H100, "floyd-warshall", size, "int32")
 
 
 @pytest.mark.skipif(not _recorded("11k"), reason="no recorded floyd-warshall campaign in results/")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.recorded import is_recorded, recording
 from tuner.answers.best_config import best
 from tuner.campaign import confirmation
 from tuner.campaign.local import run_campaign
@@ -18,7 +19,7 @@ from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.replay import recording_searchspace
-from tuner.store import cache_path, load_baselines, load_evaluations, results_root
+from tuner.store import load_baselines, load_evaluations, results_root
 from tuner.workloads import get_workload
 from tuner.workloads.gemm import SEED_VERSIONS, SPLIT_TILE, float32_tolerance, k_slices, split_k_product
 
@@ -26,7 +27,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 H200 = "NVIDIA H200"
 BRUTE = "2048x2048x2048"
 GEMM = get_workload("gemm")
-RECORDED = cache_path(results_root(), H100, "gemm", BRUTE, "float32").is_file()
+RECORDED = is_recorded(H100, "gemm", BRUTE, "float32")
 
 
 def test_space_holds_the_seeds_versions_and_only_sound_variant_4_configs():
@@ -235,7 +236,7 @@ def test_brute_force_replay_finds_the_stored_best():
     space = GEMM.space
     assert out.simulated and out.gpu == H100
     stored = best("gemm", BRUTE, "float32", gpu=H100)
-    held = recording_searchspace(space, cache_path(results_root(), H100, "gemm", BRUTE, "float32")).size
+    held = recording_searchspace(space, recording(H100, "gemm", BRUTE, "float32")).size
     assert out.evaluated == held  # recorded before split-K: the configs it holds, split_k 1
     if any("near-ties" in note for note in stored["notes"]):
         # a confirmation chose among the near-ties since: the replay's top row is the leader it measured again

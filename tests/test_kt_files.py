@@ -1,5 +1,5 @@
-"""Kernel Tuner's own files (tuner.store.kt_files): the store's caches are what Kernel Tuner writes and a plain
-Kernel Tuner replay of them picks what `tuner best` picks; `tuner export --format t4 | kt-cache`; any such file
+"""Kernel Tuner's own files (tuner.store.kt_files): the recordings derived from the store's rows are what
+Kernel Tuner writes and a plain Kernel Tuner replay of them picks what `tuner best` picks; `tuner export --format t4 | kt-cache`; any such file
 read back as a recorded space."""
 
 import gzip
@@ -19,13 +19,14 @@ from tuner.answers.best_config import best
 from tuner.campaign import confirmation
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.store import cache_path, load_evaluations, recorded_gpu
+from tuner.store import load_evaluations
 from tuner.store.kt_files import cache_text, read_recording, store_cache_doc, t4_results
-from tuner.workloads import get_workload
+from tuner.store.recordings import find_recording, replay_file, sources
+from tuner.workloads import all_workloads, get_workload
 
 ROOT = locations.BUILTIN_RESULTS
 H100 = "NVIDIA H100 80GB HBM3"
-CACHES = sorted(ROOT.glob("*/*/*.cache.json"))
+RECORDED = [(w.name, s) for w in all_workloads() if w.origin == "built-in" for s in sources(ROOT, w.name)]
 # every complete brute force in the store
 COMPLETE = [("reduction", s, d) for s in ("seed", "16M", "64M", "large") for d in ("float32", "int32")]
 COMPLETE += [("gemm", "2048x2048x2048", "float32"), ("floyd-warshall-small", "5k", "int32")]
@@ -37,41 +38,40 @@ def _rows(workload):
     return load_evaluations(workload, ROOT)
 
 
-def _which(path):
-    """(workload, size, dtype, gpu) of a cache in the store, by the stored rows' sizes."""
-    workload, gpu = path.parent.name, recorded_gpu(path)
-    rows = _rows(workload)
-    for size, dtype in set(zip(rows["size"], rows["dtype"])):
-        if cache_path(ROOT, gpu, workload, size, dtype) == path:
-            return workload, size, dtype, gpu
-    raise AssertionError(f"{path}: no stored rows")
+def _id(recorded):
+    workload, s = recorded
+    return f"{s.gpu}/{workload}/{s.size}_{s.dtype}"
 
 
-@pytest.mark.parametrize("path", CACHES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
-def test_store_caches_are_as_kernel_tuner_writes_them(path):
+@pytest.mark.parametrize("recorded", RECORDED, ids=_id)
+def test_recordings_are_as_kernel_tuner_writes_them(recorded):
+    workload, source = recorded
+    assert source.file is None  # every recording in the store comes from its rows
+    path = replay_file(ROOT, workload, source)
     doc = json.loads(path.read_text())  # closed: plain JSON
-    assert list(doc) == KT_HEADER and doc["device_name"] == recorded_gpu(path)  # the GPU, also for host code
+    assert list(doc) == KT_HEADER and doc["device_name"] == source.gpu_name  # the GPU, also for host code
     assert isinstance(doc["problem_size"], list) and all(isinstance(v, int) for v in doc["problem_size"])
-    space = get_workload(path.parent.name).space
+    space = get_workload(workload).space
     for key, entry in doc["cache"].items():
         assert key == ",".join(str(entry[k]) for k in doc["tune_params_keys"])
         assert {"compile_time", "verification_time", "benchmark_time", "timestamp"} <= set(entry)
         if "__error__" not in entry:
             assert entry["time"] == statistics.median(entry["times"])  # the time the store ranks by
             assert set(space.metrics) <= set(entry)
-    # the file is the maintenance script's output from the store's rows (benchmarks/common/kt_caches.py)
-    workload, size, dtype, gpu = _which(path)
-    assert cache_text(store_cache_doc(workload, size, dtype, gpu, ROOT)) == path.read_text()
+    assert replay_file(ROOT, workload, source) == path  # derived once: the same rows and space, the same file
 
 
-@pytest.mark.parametrize("path", CACHES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
-def test_the_caches_best_is_tuner_best_or_its_confirmed_near_tie(path):
+@pytest.mark.parametrize("recorded", RECORDED, ids=_id)
+def test_the_recordings_best_is_tuner_best_or_its_confirmed_near_tie(recorded):
     """By the file's own objective the best entry is `tuner best`'s config, except where a confirmation measured
     near-ties again side by side and chose another of them (`tuner best` says so): then it is one of those."""
-    workload, size, dtype, gpu = _which(path)
+    workload, source = recorded
+    size, dtype, gpu = source.size, source.dtype, source.gpu_name
     space = get_workload(workload).space
-    doc = read_cache(str(path), open_cache=False)
+    doc = read_cache(str(replay_file(ROOT, workload, source)), open_cache=False)
     ok = [e for e in doc["cache"].values() if "__error__" not in e]
+    if not ok:
+        return  # nothing ran: `tuner best` has no answer either
     pick = (max if space.maximize else min)(ok, key=lambda e: e[doc["objective"][0]])
     pick = {k: pick[k] for k in doc["tune_params_keys"]}
     answer = best(workload, size, dtype, gpu=gpu, root=ROOT, evaluations=_rows(workload))
@@ -82,12 +82,26 @@ def test_the_caches_best_is_tuner_best_or_its_confirmed_near_tie(path):
         assert pick in [{k: space.complete(json.loads(c))[k] for k in pick} for c in finalists]
 
 
+def test_a_recording_is_derived_again_when_its_rows_change(tmp_path, monkeypatch):
+    """The derived cache is keyed by the rows it was made from: a part added to the store makes a new one."""
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "store"
+    shutil.copytree(ROOT / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small", root / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small")
+    (source,) = sources(root, "floyd-warshall-small")
+    first = replay_file(root, "floyd-warshall-small", source)
+    assert first.is_relative_to(tmp_path / "cache") and replay_file(root, "floyd-warshall-small", source) == first
+    parts = sorted((root / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small" / "evaluations").glob("*.parquet"))
+    shutil.copyfile(parts[0], parts[0].with_name("copy.parquet"))
+    again = replay_file(root, "floyd-warshall-small", source)
+    assert again != first and again.is_file()
+
+
 @pytest.mark.parametrize("workload, size, dtype", COMPLETE)
 def test_a_plain_kernel_tuner_replay_picks_what_tuner_best_picks(tmp_path, workload, size, dtype):
     """kernel_tuner.tune_kernel in simulation mode, brute force over a committed complete cache, with nothing of
     this package (its restriction: the configs the file holds): its best is `tuner best`'s (except where a
     confirmation chose among near-ties: reduction 2^22 float32, checked above)."""
-    path = cache_path(ROOT, H100, workload, size, dtype)
+    path = find_recording(ROOT, workload, size, dtype, H100)
     copy = tmp_path / path.name
     shutil.copyfile(path, copy)
     head = json.loads(path.read_text())
@@ -143,7 +157,7 @@ def test_t4_export_validates_against_kernel_tuners_schema(tmp_path):
 def test_kt_cache_export_is_the_stores_cache(tmp_path, capsys):
     assert main(["export", "floyd-warshall-small", "--format", "kt-cache", "--gpu", H100]) == 0
     text = capsys.readouterr().out
-    assert text == cache_path(ROOT, H100, "floyd-warshall-small", "5k", "int32").read_text() + "\n"
+    assert text == find_recording(ROOT, "floyd-warshall-small", "5k", "int32", H100).read_text() + "\n"
     assert main(["export", "reduction", "--format", "t4", "--size", "n=1000"]) == 2  # never recorded
     assert "export a recorded size" in capsys.readouterr().err
 

@@ -5,15 +5,16 @@ import json
 
 import pytest
 
+from tests.recorded import is_recorded
 from tuner.answers.best_config import best, run_config
 from tuner.campaign.local import run_campaign
 from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
-from tuner.store import cache_path, load_evaluations, results_root
+from tuner.store import load_evaluations
 from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"
-pytestmark = pytest.mark.skipif(not cache_path(results_root(), H100, "locvolcalib", "course-large", "float64").is_file(),
+pytestmark = pytest.mark.skipif(not is_recorded(H100, "locvolcalib", "course-large", "float64"),
                                 reason="no recorded locvolcalib campaign in results/")
 
 

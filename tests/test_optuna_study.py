@@ -12,14 +12,15 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.recorded import is_recorded, recording
 from tuner.cli import main
-from tuner.store import cache_path, results_root
+from tuner.store import cache_path
 from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"
 SPACE = get_workload("reduction").space
-RECORDED = cache_path(results_root(), H100, "reduction", "large", "float32")
-needs_recording = pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+LARGE = (H100, "reduction", "large", "float32")
+needs_recording = pytest.mark.skipif(not is_recorded(*LARGE), reason="no recording")
 BROKEN = {7: "CompilationFailedConfig", 6: "RuntimeFailedConfig"}  # variant -> how its configs fail
 
 
@@ -28,7 +29,7 @@ def study_db(results, tmp_path):
     """A replayed TPE campaign whose recording has the configs of two variants failing, in a SQLite study."""
     target = cache_path(results, H100, "reduction", "large", "float32")
     target.parent.mkdir(parents=True)
-    shutil.copy(RECORDED, target)
+    shutil.copy(recording(*LARGE), target)
     doc = json.loads(target.read_text())
     for key, entry in doc["cache"].items():
         if entry["variant"] in BROKEN:

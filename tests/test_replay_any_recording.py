@@ -11,6 +11,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.store import results_root
+from tuner.store.recordings import Source, replay_file, sources
 from tuner.workloads import all_workloads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,8 +19,9 @@ WORKLOADS = sorted(w.name for w in all_workloads())
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
 
 
-def _recorded(workload: str, size: str, dtype: str = "*") -> list[Path]:
-    return sorted(results_root().glob(f"*/{workload}/{size}_{dtype}.cache.json"))
+def _recorded(workload: str, size: str, dtype: str | None = None) -> list[Source]:
+    """The store's recordings of this size (and dtype), one a GPU."""
+    return [s for s in sources(results_root(), workload) if s.size == size and dtype in (None, s.dtype)]
 
 
 def _results_changed() -> str | None:
@@ -49,7 +51,8 @@ def test_default_size_replays_and_leaves_results_unchanged(workload):
 @pytest.mark.skipif(not _recorded("locvolcalib", "course-large", "float32"), reason="no locvolcalib recording")
 def test_replay_that_aligns_a_recording_leaves_it_unchanged():
     """The recording predates parameters with defaults: the replay aligns a copy, not the file."""
-    (path,) = _recorded("locvolcalib", "course-large", "float32")
+    (source,) = _recorded("locvolcalib", "course-large", "float32")
+    path = replay_file(results_root(), "locvolcalib", source)
     text = path.read_bytes()
     args = ["tune", "locvolcalib", "--size", "course-large", "--dtype", "float32", "--simulate", "--budget", "10"]
     assert main([*args, "--quiet"]) == 0

@@ -5,11 +5,11 @@ split-K), because its budget counts only new configs."""
 import pytest
 from kernel_tuner.util import StopCriterionReached
 
+from tests.recorded import is_recorded
 from tuner.measure.replay import STALL, StallGuard
-from tuner.store import cache_path, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"
-GEMM = cache_path(results_root(), H100, "gemm", "2048x2048x2048", "float32")
+GEMM = (H100, "gemm", "2048x2048x2048", "float32")
 
 
 class Runner:
@@ -36,7 +36,7 @@ def test_a_runner_asked_only_for_seen_configs_stops_the_strategy_and_new_ones_re
         guard.run([[1, 2]], None)
 
 
-@pytest.mark.skipif(not GEMM.is_file(), reason="no GEMM 2048^3 recording")
+@pytest.mark.skipif(not is_recorded(*GEMM), reason="no GEMM 2048^3 recording")
 def test_greedy_ils_on_a_partial_recording_ends():
     from tuner.answers.compare import load_recording, strategy_trace
 

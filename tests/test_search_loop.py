@@ -17,6 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tests.recorded import is_recorded, recording
 from tuner.measure import kt
 from tuner.measure.replay import replay
 from tuner.search.codec import Codec
@@ -28,8 +29,7 @@ from tuner.workloads import get_workload
 
 SPACE = get_workload("reduction").space
 STORE = results_root()  # the project's (a test's `results` fixture points the store elsewhere)
-RECORDED = STORE / "nvidia-h100-80gb-hbm3" / "reduction" / "large_float32.cache.json"
-needs_recording = pytest.mark.skipif(not RECORDED.exists(), reason="no recording")
+needs_recording = pytest.mark.skipif(not is_recorded("nvidia-h100-80gb-hbm3", "reduction", "large", "float32"), reason="no recording")
 WARM = [
     {"variant": 7, "block_size_x": 256, "items_per_thread": 16, "vector": 4, "shuffle": 1, "finish": 1},
     {"variant": 7, "block_size_x": 512, "items_per_thread": 8, "vector": 2, "shuffle": 1, "finish": 1},
@@ -453,7 +453,7 @@ def test_a_distributed_worker_records_its_trials_the_same_way(results):
     h100 = "NVIDIA H100 80GB HBM3"
     target = cache_path(results, h100, "reduction", "seed", "float32")
     target.parent.mkdir(parents=True)
-    shutil.copy(cache_path(STORE, h100, "reduction", "seed", "float32"), target)
+    shutil.copy(recording(h100, "reduction", "seed", "float32"), target)
     req = CampaignRequest(
         workload="reduction", size="seed", dtype="float32", strategy="tpe", max_evals=15, simulate=True, results=results
     )

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from tests.recorded import is_recorded
 from tuner.campaign.local import campaign_strategy
 from tuner.campaign.request import CampaignRequest
 from tuner.errors import TunerError
@@ -96,8 +97,7 @@ def test_a_reduced_space_warm_starts_from_the_full_workloads_recordings(monkeypa
     assert warm_evaluations("floyd-warshall") is full  # a workload that shares nothing reads only its own
 
 
-RECORDED = results_root() / "nvidia-h100-80gb-hbm3" / "reduction"
-needs_recording = pytest.mark.skipif(not (RECORDED / "large_float32.cache.json").exists(), reason="no recording")
+needs_recording = pytest.mark.skipif(not is_recorded("nvidia-h100-80gb-hbm3", "reduction", "large", "float32"), reason="no recording")
 
 
 def _replay(strategy, size="large", budget=40):

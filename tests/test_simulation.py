@@ -4,22 +4,21 @@ import json
 
 import pytest
 
+from tests.recorded import is_recorded
 from tuner.answers.best_config import best
 from tuner.campaign.local import run_campaign
 from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
 from tuner.store import (
-    cache_path,
     canonical_config,
     config_medians,
     load_evaluations,
-    results_root,
 )
 from tuner.workloads import get_workload
 
 H100 = "NVIDIA H100 80GB HBM3"
 RECORDED = [(size, dtype) for size in ("seed", "16M", "64M", "large") for dtype in ("float32", "int32")
-            if cache_path(results_root(), H100, "reduction", size, dtype).is_file()]
+            if is_recorded(H100, "reduction", size, dtype)]
 pytestmark = pytest.mark.skipif(not RECORDED, reason="no recorded reduction campaign in results/")
 
 

@@ -33,6 +33,14 @@ BUILTIN_RESULTS = BUILTIN_ROOT / ("results" if INSTALLED else "results/store")
 CHECKOUT_ROOT: Path | None = None if INSTALLED else _CHECKOUT
 
 
+def user_cache(kind: str) -> Path:
+    """The folder of this user's derived files of one kind (compiled host libraries, caches derived from the
+    store's rows): $TUNER_CACHE, else $XDG_CACHE_HOME/gpu-tuner, else ~/.cache/gpu-tuner. Anything there can be
+    deleted at any time; it is made again when needed."""
+    root = os.environ.get("TUNER_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-tuner"
+    return Path(root) / kind
+
+
 def builtin_space(name: str) -> Path:
     """The space file of the built-in workload `name`."""
     return BUILTIN_SPACES / f"{name}.yaml"

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
-from kernel_tuner.util import read_cache  # noqa: E402
-
 from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
 from tuner import store  # noqa: E402
 from tuner.answers.compare import DEFAULT_STRATEGIES, compare  # noqa: E402
 from tuner.answers.compare_report import markdown, plot  # noqa: E402
 from tuner.measure import kt  # noqa: E402
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY  # noqa: E402
+from tuner.store.recordings import recordings  # noqa: E402
 from tuner.workloads import all_workloads  # noqa: E402
 
 KT_PREFIX = "kt:"
@@ -37,16 +35,11 @@ def budget_for(configs: int) -> int:
 
 
 def complete_recordings(root: Path):
-    """(workload, size, dtype, gpu dir in the store, configs) of every cache that holds every valid config; the
-    size as `--size` takes it (a size given as variables is in the file's name with '_' for ',')."""
+    """(workload, size, dtype, gpu dir in the store, configs) of every recording that holds every valid config."""
     for w in all_workloads():
-        searchspace_of = kt.searchspaces(w.space)
-        joins = re.compile(rf"(?<=\d)_(?=({'|'.join(map(re.escape, w.space.size_vars))})=)")
-        for cache in sorted(root.glob(f"*/{w.name}/*.cache.json")):
-            size_name, _, dtype = cache.name.removesuffix(".cache.json").rpartition("_")
-            valid = searchspace_of(dtype).size
-            if len(read_cache(str(cache), open_cache=False)["cache"]) >= valid:
-                yield w.name, joins.sub(",", size_name), dtype, cache.parent.parent, valid
+        for rec in recordings(root, w.name, w.space, kt.searchspaces(w.space)):
+            if rec.complete:
+                yield w.name, rec.size, rec.dtype, Path(root) / rec.gpu, rec.space_size
 
 
 def main() -> int:

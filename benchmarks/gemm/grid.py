@@ -24,8 +24,8 @@ that way (2026-11-28), and so was one packed only at the end of a command that r
     kill %1; pack
 
 (that GPU's folder alone: its shapes seed each other; copy the H100's too for a GPU with no shape tuned yet),
-then unpack store.tgz over results/store/ (leave out optuna.sqlite3-wal and -shm) and rewrite the Kernel
-Tuner caches (benchmarks/common/kt_caches.py).
+then unpack store.tgz over results/store/ (leave out optuna.sqlite3-wal and -shm and the Kernel Tuner caches:
+replays derive theirs from the rows, tuner.store.recordings).
 """
 
 from __future__ import annotations

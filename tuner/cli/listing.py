@@ -58,7 +58,7 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
         "dtypes": list(s.dtypes),
         "objective": {"metric": s.objective, "maximize": s.maximize},
         # what `tuner tune --simulate` can replay: per GPU, size and dtype, the space's configs recorded
-        "recordings": [{**r.as_dict(), "path": shown_path(r.path)} for r in recorded],
+        "recordings": [{**r.as_dict(), "path": shown_path(r.path) if r.path else None} for r in recorded],
     }
 
 

@@ -85,7 +85,7 @@ def recorded_line(sel: Selection) -> Items:
     gpu, size = gpu_slug(str(sel.rows.iloc[0]["gpu"])), str(sel.rows.iloc[0]["size"])
     recorded = recordings(Path(sel.root or results_root()), sel.workload.name, space, kt.searchspaces(space))
     mine = [r for r in recorded if r.gpu == gpu and r.dtype == sel.dtype]
-    this = next((r for r in mine if r.size == safe_name(size)), None)
+    this = next((r for r in mine if safe_name(r.size) == safe_name(size)), None)
     said = [
         f"recorded for replay: {this.coverage} configs of the space" if this else "no recording of this size to replay"
     ]

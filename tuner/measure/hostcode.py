@@ -20,13 +20,13 @@ from typing import Any
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
+from tuner.locations import user_cache
 from tuner.measure.compile_pool import CompileJob
 from tuner.space import Space
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TUNER_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpu-tuner"
-    return Path(root) / "host"
+    return user_cache("host")
 
 
 BUILD_TIMEOUT_S = 900  # an nvcc build of a host pipeline takes a minute at most; past this it hangs

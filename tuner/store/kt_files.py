@@ -77,17 +77,18 @@ def cache_entry(row: dict, keys: list[str], metrics: dict) -> dict:
 def _entry_rows(rows: pd.DataFrame, maximize: bool) -> list[dict]:
     """One row per config: a config that ran, its measurement at its median (the latest of equals, as `tuner
     best` takes it); one that never ran, its latest failure. In the order first measured."""
-    ok = rows[rows["status"] == "ok"]
-    medians = config_medians(ok, maximize) if len(ok) else pd.Series(dtype=float)
-    chosen = []
-    for config, mine in rows.sort_values("timestamp", kind="stable").groupby("config", sort=False):
-        good = mine[mine["status"] == "ok"]
-        if len(good):
-            distance = (good["objective_value"] - medians[config]).abs()
-            chosen.append(good.loc[distance[distance == distance.min()].index[-1]].to_dict())
-        else:
-            chosen.append(mine.iloc[-1].to_dict())
-    return chosen
+    ordered = rows.sort_values("timestamp", kind="stable").reset_index(drop=True)
+    ok = ordered["status"] == "ok"
+    medians = config_medians(ordered[ok], maximize) if ok.any() else pd.Series(dtype=float)
+    distance = pd.Series(math.inf, index=ordered.index)
+    distance[ok] = (ordered.loc[ok, "objective_value"] - ordered.loc[ok, "config"].map(medians)).abs().fillna(math.inf)
+    by_config = ordered["config"]
+    ran = ok.groupby(by_config).transform("any")
+    nearest = distance.groupby(by_config).transform("min")
+    candidates = ordered[(ok & (distance == nearest)) | ~ran]
+    chosen = candidates.groupby("config", sort=False).tail(1)  # the latest of each config's candidates
+    first_seen = {c: i for i, c in enumerate(by_config.drop_duplicates())}
+    return chosen.iloc[chosen["config"].map(first_seen).argsort(kind="stable")].to_dict("records")
 
 
 def problem_size(size_vars: dict) -> list | str:
@@ -287,26 +288,3 @@ def read_recording(path: Path, objective: str | None = None, direction: str | No
     if len(set(rec.values)) < 2:
         raise TunerError(f"{path}: fewer than two configurations have a value for '{objective}'; nothing to compare")
     return rec
-
-
-def rewrite_store_caches(root: Path) -> list[Path]:
-    """Rewrite every Kernel Tuner cache beside the store's parts under `root` from the store's own rows
-    (store_cache_doc), for each (GPU, workload, size, dtype) whose cache is there; returns those written."""
-    from tuner.store.paths import cache_path
-
-    written = []
-    for folder in sorted(p for p in Path(root).glob("*/*") if (p / "evaluations").is_dir()):
-        workload = folder.name
-        try:
-            get_workload(workload)
-        except TunerError:
-            continue  # a workload this install does not have: its files are left as they are
-        rows = read_parts(f"{folder.parent.name}/{workload}/evaluations/*.parquet", Path(root))
-        if rows.empty:
-            continue
-        for gpu, size, dtype in sorted(set(zip(rows["gpu"], rows["size"], rows["dtype"]))):
-            path = cache_path(Path(root), str(gpu), workload, str(size), str(dtype))
-            if path.is_file():
-                write_cache(path, store_cache_doc(workload, str(size), str(dtype), str(gpu), rows=rows))
-                written.append(path)
-    return written

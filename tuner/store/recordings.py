@@ -1,17 +1,22 @@
-"""Recordings: the Kernel Tuner cache beside each (GPU, workload, size, dtype) of the store, which Kernel
-Tuner's simulation mode replays."""
+"""Recordings: what Kernel Tuner's simulation mode replays for each (GPU, workload, size, dtype) the store
+holds. A recording is the store's own rows as a Kernel Tuner cache (tuner.store.kt_files.store_cache_doc, what
+`tuner export --format kt-cache` writes), derived when first needed into this user's cache folder and kept
+there under a key of the rows and the space it was made from, so the store keeps one copy of each measurement.
+A Kernel Tuner cache file in the store that no rows record (one copied in by hand) is replayed as it is."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
+from tuner.locations import user_cache
 from tuner.store.gpu_choice import choose_gpu
-from tuner.store.parts import recorded_gpu
-from tuner.store.paths import cache_path, gpu_slug, read_roots
+from tuner.store.parts import read_parts, recorded_gpu
+from tuner.store.paths import gpu_slug, read_roots, safe_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -19,6 +24,59 @@ if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace
 
     from tuner.space import Space
+
+DERIVED_FORMAT = 1  # part of every derived cache's key: raise it where store_cache_doc's output changes
+
+
+@dataclass(frozen=True)
+class Source:
+    """One recorded (GPU, size, dtype) of a workload: from the store's rows (`gpu_name` the rows' GPU), or a
+    Kernel Tuner cache `file` in the store that no rows record."""
+
+    gpu: str  # the GPU's folder in the store, which --gpu takes
+    size: str  # the size's name (a file's: as its name gives it, ',' written '_')
+    dtype: str
+    gpu_name: str | None = None
+    file: Path | None = None
+
+
+def sources(root: Path, workload: str) -> list[Source]:
+    """Every recorded (GPU, size, dtype) of `workload` in the store and the recordings a package ships."""
+    rows = read_parts(f"*/{workload}/evaluations/*.parquet", Path(root))
+    found = {}
+    if not rows.empty:
+        for gpu, size, dtype in sorted(set(zip(rows["gpu"], rows["size"], rows["dtype"]))):
+            found[(gpu_slug(str(gpu)), safe_name(str(size)), str(dtype))] = Source(
+                gpu_slug(str(gpu)), str(size), str(dtype), gpu_name=str(gpu)
+            )
+    for r in read_roots(root):  # the project's own file before one a package ships
+        for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
+            size, _, dtype = c.name.removesuffix(".cache.json").rpartition("_")
+            found.setdefault((c.parent.parent.name, size, dtype), Source(c.parent.parent.name, size, dtype, file=c))
+    return [found[k] for k in sorted(found)]
+
+
+def replay_file(root: Path, workload: str, source: Source) -> Path:
+    """The Kernel Tuner cache to replay for `source`: its file, or the one derived from its rows (written now
+    where this version of the rows and space has none yet)."""
+    if source.file is not None:
+        return source.file
+    from tuner.store.kt_files import store_cache_doc, write_cache
+    from tuner.workloads import get_workload
+
+    pattern = f"{source.gpu}/{workload}/evaluations/*.parquet"
+    key = hashlib.blake2b(f"{DERIVED_FORMAT}\n{source.gpu_name}\n{source.size}\n{source.dtype}\n".encode())
+    space_file = get_workload(workload).space.path
+    key.update(space_file.read_bytes() if space_file.is_file() else str(space_file).encode())
+    for part in sorted(p for r in read_roots(root) for p in Path(r).glob(pattern)):
+        key.update(part.name.encode() + part.read_bytes())
+    name = f"{safe_name(source.size)}_{source.dtype}.{key.hexdigest()[:16]}.cache.json"
+    path = user_cache("recordings") / source.gpu / workload / name
+    if not path.is_file():  # written whole (write_atomically): a concurrent reader sees all of it or none
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = read_parts(pattern, Path(root))
+        write_cache(path, store_cache_doc(workload, source.size, source.dtype, str(source.gpu_name), rows=rows))
+    return path
 
 
 def find_recording(
@@ -43,11 +101,8 @@ def choose_recording(
     chosen as `tuner best` chooses (tuner.store.gpu_choice: `here`, this machine's GPU, where it has one, else
     the GPU with the most successful measurements at `size`, else overall). Returns it and, where it was
     chosen among several, a line saying which and why."""
-    name = cache_path(root, "x", workload, size_name, dtype).name
-    by_gpu: dict[str, Path] = {}  # the project's own recording of a GPU before one a package ships
-    for r in read_roots(root):
-        for c in sorted(Path(r).glob(f"*/{workload}/{name}")):
-            by_gpu.setdefault(c.parent.parent.name, c)
+    wanted = (safe_name(size_name), dtype)
+    by_gpu = {s.gpu: s for s in sources(root, workload) if (safe_name(s.size), s.dtype) == wanted}
     if gpu:
         by_gpu = {k: c for k, c in by_gpu.items() if k == gpu_slug(gpu)}
     if not by_gpu:
@@ -56,8 +111,8 @@ def choose_recording(
             f"{' on ' + gpu if gpu else ''}: run `tuner tune` on a GPU first"
         )
     if len(by_gpu) == 1:
-        return next(iter(by_gpu.values())), None
-    names = {recorded_gpu(c) or folder: c for folder, c in by_gpu.items()}
+        return replay_file(root, workload, next(iter(by_gpu.values()))), None
+    names = {s.gpu_name or (s.file and recorded_gpu(s.file)) or folder: s for folder, s in by_gpu.items()}
     chosen, is_here = _choose(workload, dtype, names, root, here, size)
     others = ", ".join(sorted(n for n in names if n != chosen))
     if is_here:
@@ -66,11 +121,12 @@ def choose_recording(
         why = f"nothing recorded on {here}; the GPU with the most measurements"
     else:
         why = "no GPU found here; the GPU with the most measurements"
-    return names[chosen], f"replaying the recording from {chosen} ({why}; also recorded: {others}; choose with --gpu)"
+    note = f"replaying the recording from {chosen} ({why}; also recorded: {others}; choose with --gpu)"
+    return replay_file(root, workload, names[chosen]), note
 
 
 def _choose(
-    workload: str, dtype: str, names: dict[str, Path], root: Path, here: str | None, size: dict | None
+    workload: str, dtype: str, names: dict[str, Source], root: Path, here: str | None, size: dict | None
 ) -> tuple[str, bool]:
     """choose_gpu over the store's successful rows of the GPUs with a recording; where the store has none of
     them, the recording holding the most configs."""
@@ -83,7 +139,7 @@ def _choose(
         return choose_gpu(df, here, size)
     if here in names:
         return str(here), True
-    held = {n: len(json.loads(_closed(c.read_text()))["cache"]) for n, c in names.items()}
+    held = {n: len(json.loads(_closed(replay_file(root, workload, s).read_text()))["cache"]) for n, s in names.items()}
     return max(sorted(held), key=held.__getitem__), False
 
 
@@ -101,11 +157,11 @@ class Recording:
     (failed ones included: a replay knows they fail), None where the file cannot be read (`error` says why)."""
 
     gpu: str  # the GPU's folder in the store, which --gpu takes
-    size: str  # the size as the file names it
+    size: str  # the size's name (Source.size)
     dtype: str
     held: int | None
     space_size: int
-    path: Path
+    path: Path | None  # the file replayed; None where it could not be made
     error: str | None = None
 
     @property
@@ -125,7 +181,7 @@ class Recording:
             "recorded_configs": self.held,
             "space_configs": self.space_size,
             "complete": self.complete,
-            "path": str(self.path),
+            "path": str(self.path) if self.path else None,
             **({"error": self.error} if self.error else {}),
         }
 
@@ -137,17 +193,14 @@ def recordings(
     number of the space's configs each holds: what `tuner tune --simulate` can replay. A config counts
     where the space still has it for the recording's dtype (`searchspace_of(dtype)`: tuner.measure.kt's
     searchspaces); a parameter added since with a default takes it, as a replay does."""
-    found: dict[tuple[str, str], Path] = {}  # the project's own before one a package ships (choose_recording)
-    for r in read_roots(root):
-        for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
-            found.setdefault((c.parent.parent.name, c.name), c)
     defaults = space.defaults or {}
     out = []
-    for (gpu, file), path in sorted(found.items()):
-        size, _, dtype = file.removesuffix(".cache.json").rpartition("_")
-        searchspace = searchspace_of(dtype)
+    for source in sources(root, workload):
+        searchspace = searchspace_of(source.dtype)
         names = list(searchspace.tune_params)
+        path = source.file
         try:
+            path = replay_file(root, workload, source)
             cache = json.loads(_closed(path.read_text()))["cache"]
             held = sum(
                 searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))
@@ -155,7 +208,7 @@ def recordings(
                 if isinstance(e, dict)
             )
             error = None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            held, error = None, f"{path}: cannot be read ({type(e).__name__}: {e})"
-        out.append(Recording(gpu, size, dtype, held, searchspace.size, path, error))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, TunerError) as e:
+            held, error = None, f"{path or source.gpu}: cannot be read ({type(e).__name__}: {e})"
+        out.append(Recording(source.gpu, source.size, source.dtype, held, searchspace.size, path, error))
     return out

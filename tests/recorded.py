@@ -1,0 +1,28 @@
+"""The committed store's recordings, as the tests replay them: the Kernel Tuner cache tuner.store.recordings
+derives from the rows of one (GPU, workload, size, dtype)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from tuner.store import results_root, safe_name
+from tuner.store.recordings import find_recording, sources
+
+
+@cache
+def _recorded(workload: str) -> frozenset[tuple[str, str, str]]:
+    return frozenset((s.gpu, safe_name(s.size), s.dtype) for s in sources(results_root(), workload))
+
+
+def is_recorded(gpu: str, workload: str, size: str, dtype: str) -> bool:
+    """Whether the committed store holds a recording of this (GPU folder or name, size, dtype); nothing is
+    derived."""
+    from tuner.store import gpu_slug
+
+    return (gpu_slug(gpu), safe_name(size), dtype) in _recorded(workload)
+
+
+def recording(gpu: str, workload: str, size: str, dtype: str) -> Path:
+    """The committed store's recording of this (GPU, size, dtype) as a Kernel Tuner cache (derived once)."""
+    return find_recording(results_root(), workload, size, dtype, gpu)

@@ -1,4 +1,4 @@
-"""The committed store's recordings, as the tests replay them: the Kernel Tuner cache tuner.store.recordings
+"""The committed store's recordings (results/store, whatever store a test points TUNER_RESULTS at), as the tests replay them: the Kernel Tuner cache tuner.store.recordings
 derives from the rows of one (GPU, workload, size, dtype)."""
 
 from __future__ import annotations
@@ -6,13 +6,14 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from tuner.store import results_root, safe_name
+from tuner.locations import BUILTIN_RESULTS
+from tuner.store import safe_name
 from tuner.store.recordings import find_recording, sources
 
 
 @cache
 def _recorded(workload: str) -> frozenset[tuple[str, str, str]]:
-    return frozenset((s.gpu, safe_name(s.size), s.dtype) for s in sources(results_root(), workload))
+    return frozenset((s.gpu, safe_name(s.size), s.dtype) for s in sources(BUILTIN_RESULTS, workload))
 
 
 def is_recorded(gpu: str, workload: str, size: str, dtype: str) -> bool:
@@ -25,4 +26,4 @@ def is_recorded(gpu: str, workload: str, size: str, dtype: str) -> bool:
 
 def recording(gpu: str, workload: str, size: str, dtype: str) -> Path:
     """The committed store's recording of this (GPU, size, dtype) as a Kernel Tuner cache (derived once)."""
-    return find_recording(results_root(), workload, size, dtype, gpu)
+    return find_recording(BUILTIN_RESULTS, workload, size, dtype, gpu)

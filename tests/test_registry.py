@@ -1,6 +1,7 @@
 """Where workloads and results are found: the project's settings, discovery in order (built-ins, the user's
 folder, installed packages), a name defined twice, and the recordings an installed package ships."""
 
+import json
 import shutil
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -123,7 +124,7 @@ def test_an_installed_package_answers_from_the_recordings_it_ships(project, monk
     """In a wheel, the built-ins' recordings are package data: read beside the (empty) project store."""
     from tuner.answers.best_config import best
     from tuner.store import load_evaluations
-    from tuner.store.recordings import find_recording
+    from tuner.store.recordings import find_recording, sources
 
     shipped = project / "shipped"
     shutil.copytree(locations.BUILTIN_RESULTS / "nvidia-h100-80gb-hbm3" / "reduction", shipped / "nvidia-h100-80gb-hbm3" / "reduction")
@@ -132,6 +133,7 @@ def test_an_installed_package_answers_from_the_recordings_it_ships(project, monk
     own = project / "results"
     assert len(load_evaluations("reduction", own)) > 0
     assert best("reduction", "seed", "float32", gpu="NVIDIA H100 80GB HBM3", root=own)["fallback"] == "exact"
-    assert find_recording(own, "reduction", "seed", "float32").is_relative_to(shipped)
+    assert {s.gpu_name for s in sources(own, "reduction")} == {"NVIDIA H100 80GB HBM3"}  # the shipped rows'
+    assert len(json.loads(find_recording(own, "reduction", "seed", "float32").read_text())["cache"]) == 576
     monkeypatch.setattr(locations, "INSTALLED", False)  # a checkout reads its own results only
     assert load_evaluations("reduction", own).empty

@@ -96,7 +96,7 @@ def test_list_of_one_workload_fits_and_lists_its_recordings(w, width, capsys):
     assert_fits(out, w)
     doc = json.loads(printed(capsys, "list", "floyd-warshall", "--json"))
     for r in doc["recordings"]:
-        assert r["size"] in tokens(out) or f"size={r['size']}" in tokens(out)
+        assert r["size"] in tokens(out) or r["size"] in out  # a size given as variables holds commas
 
 
 @pytest.mark.parametrize("w", WIDTHS)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
+import json
 import re
 import time
 import warnings
@@ -180,15 +182,31 @@ def _merged_chunks(parts: list[Path]) -> dict[Path, int]:
 
 
 def recorded_gpu(cachefile: Path) -> str | None:
-    """The GPU a Kernel Tuner cache under results/<gpu>/<workload>/ was measured on, as the store names it.
-    (The cache's own device name is the host CPU's for host-code spaces, which the C backend runs.)
-    The folder is one GPU's, so the first part that names a GPU answers; only its `gpu` column is read
-    (every replay asks, and a strategy comparison replays hundreds of times)."""
-    for part in sorted((Path(cachefile).parent / "evaluations").glob("*.parquet")):
+    """The GPU a Kernel Tuner cache was measured on, as the store names it. For a cache beside parts, under
+    results/<gpu>/<workload>/, the parts say (the cache's own device name is the host CPU's for host-code spaces,
+    which the C backend runs). The folder is one GPU's, so the first part that names a GPU answers; only its `gpu`
+    column is read (every replay asks, and a strategy comparison replays hundreds of times). With no parts
+    beside it (a recording derived from the rows: tuner.store.recordings), the cache's header names the GPU."""
+    parts = sorted((Path(cachefile).parent / "evaluations").glob("*.parquet"))
+    for part in parts:
         try:
             gpus = pd.read_parquet(io.BytesIO(part.read_bytes()), columns=["gpu"])["gpu"].dropna()
         except Exception:  # noqa: BLE001  (damaged, unreadable or without a gpu column: another part answers)
             continue
         if len(gpus) and isinstance(gpus.iloc[0], str):
             return str(gpus.iloc[0])
+    return None if parts else _header_device(Path(cachefile))
+
+
+def _header_device(cachefile: Path) -> str | None:
+    """The device_name in the header of a cache as Kernel Tuner lays it out (one key a line, first), read
+    without the whole file."""
+    try:
+        with cachefile.open() as f:
+            for line in itertools.islice(f, 16):
+                if line.startswith('"device_name":'):
+                    name = json.loads(line.split(":", 1)[1].strip().rstrip(","))
+                    return name if isinstance(name, str) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
     return None

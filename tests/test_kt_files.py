@@ -190,3 +190,12 @@ def test_a_file_that_is_no_recording_is_one_line(tmp_path, text, said):
         doc = store_cache_doc("reduction", "16M", "int32", H100, ROOT)
         path.write_text(cache_text(doc))
         read_recording(path, "variant")
+
+
+def test_a_recording_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TUNER_CACHE", str(blocked))
+    (source,) = [s for s in sources(ROOT, "floyd-warshall-small") if s.size == "5k"]
+    with pytest.raises(TunerError, match=r"cannot write the recording of floyd-warshall-small 5k int32 .*TUNER_CACHE"):
+        replay_file(ROOT, "floyd-warshall-small", source)

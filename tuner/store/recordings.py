@@ -6,11 +6,15 @@ A Kernel Tuner cache file in the store that no rows record (one copied in by han
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
 
 from tuner.errors import TunerError
 from tuner.locations import user_cache
@@ -21,6 +25,7 @@ from tuner.store.paths import gpu_slug, read_roots, safe_name
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import pandas as pd
     from kernel_tuner.searchspace import Searchspace
 
     from tuner.space import Space
@@ -42,13 +47,9 @@ class Source:
 
 def sources(root: Path, workload: str) -> list[Source]:
     """Every recorded (GPU, size, dtype) of `workload` in the store and the recordings a package ships."""
-    rows = read_parts(f"*/{workload}/evaluations/*.parquet", Path(root))
     found = {}
-    if not rows.empty:
-        for gpu, size, dtype in sorted(set(zip(rows["gpu"], rows["size"], rows["dtype"]))):
-            found[(gpu_slug(str(gpu)), safe_name(str(size)), str(dtype))] = Source(
-                gpu_slug(str(gpu)), str(size), str(dtype), gpu_name=str(gpu)
-            )
+    for gpu, size, dtype in sorted(_recorded_groups(root, workload)):
+        found[(gpu_slug(gpu), safe_name(size), dtype)] = Source(gpu_slug(gpu), size, dtype, gpu_name=gpu)
     for r in read_roots(root):  # the project's own file before one a package ships
         for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
             size, _, dtype = c.name.removesuffix(".cache.json").rpartition("_")
@@ -56,9 +57,28 @@ def sources(root: Path, workload: str) -> list[Source]:
     return [found[k] for k in sorted(found)]
 
 
-def replay_file(root: Path, workload: str, source: Source) -> Path:
+def _recorded_groups(root: Path, workload: str) -> set[tuple[str, str, str]]:
+    """(GPU, size, dtype) of the rows of every part of `workload`. Only those three columns are read (every
+    listing asks, for every workload); a part that cannot be read is passed over here, and read_parts says why
+    where the rows themselves are read."""
+    found: set[tuple[str, str, str]] = set()
+    for r in read_roots(root):
+        for part in Path(r).glob(f"*/{workload}/evaluations/*.parquet"):
+            try:
+                table = pq.read_table(io.BytesIO(part.read_bytes()), columns=["gpu", "size", "dtype"])
+            except Exception:  # noqa: BLE001  (damaged, unreadable, or without those columns)
+                continue
+            columns = (table.column(c).to_pylist() for c in ("gpu", "size", "dtype"))
+            found.update(g for g in zip(*columns) if all(isinstance(v, str) for v in g))
+    return found
+
+
+def replay_file(
+    root: Path, workload: str, source: Source, read_rows: Callable[[str], pd.DataFrame] | None = None
+) -> Path:
     """The Kernel Tuner cache to replay for `source`: its file, or the one derived from its rows (written now
-    where this version of the rows and space has none yet)."""
+    where this version of the rows and space has none yet). `read_rows(pattern)`: how the rows of the parts
+    matching `pattern` are read (read_parts; a caller deriving many shares one read of a GPU's folder)."""
     if source.file is not None:
         return source.file
     from tuner.store.kt_files import store_cache_doc, write_cache
@@ -69,14 +89,37 @@ def replay_file(root: Path, workload: str, source: Source) -> Path:
     space_file = get_workload(workload).space.path
     key.update(space_file.read_bytes() if space_file.is_file() else str(space_file).encode())
     for part in sorted(p for r in read_roots(root) for p in Path(r).glob(pattern)):
-        key.update(part.name.encode() + part.read_bytes())
+        key.update(part.name.encode() + _digest(part))
     name = f"{safe_name(source.size)}_{source.dtype}.{key.hexdigest()[:16]}.cache.json"
     path = user_cache("recordings") / source.gpu / workload / name
-    if not path.is_file():  # written whole (write_atomically): a concurrent reader sees all of it or none
+    if path.is_file():
+        return path
+    rows = read_rows(pattern) if read_rows else read_parts(pattern, root)
+    doc = store_cache_doc(workload, source.size, source.dtype, str(source.gpu_name), rows=rows)
+    try:  # written whole (write_atomically): a concurrent reader sees all of it or none
         path.parent.mkdir(parents=True, exist_ok=True)
-        rows = read_parts(pattern, Path(root))
-        write_cache(path, store_cache_doc(workload, source.size, source.dtype, str(source.gpu_name), rows=rows))
+        write_cache(path, doc)
+    except OSError as e:
+        raise TunerError(
+            f"cannot write the recording of {workload} {source.size} {source.dtype} on {source.gpu_name} derived "
+            f"from the store's rows to {path.parent} ({e.strerror or e}): set TUNER_CACHE to a writable folder"
+        ) from None
     return path
+
+
+def _digest(part: Path) -> bytes:
+    """A part's content hash, kept while its size and time stay (a listing hashes a GPU's parts once, not once
+    for each of its recordings)."""
+    try:
+        st = part.stat()
+        return _content_digest(str(part), st.st_size, st.st_mtime_ns)
+    except OSError as e:  # read_parts leaves it out and says so; the key notes it was unreadable
+        return f"unreadable: {type(e).__name__}".encode()
+
+
+@functools.lru_cache(maxsize=8192)
+def _content_digest(path: str, size: int, mtime_ns: int) -> bytes:
+    return hashlib.blake2b(Path(path).read_bytes(), digest_size=16).digest()
 
 
 def find_recording(
@@ -194,13 +237,14 @@ def recordings(
     where the space still has it for the recording's dtype (`searchspace_of(dtype)`: tuner.measure.kt's
     searchspaces); a parameter added since with a default takes it, as a replay does."""
     defaults = space.defaults or {}
+    read_rows = functools.cache(lambda pattern: read_parts(pattern, root))  # one read of each GPU's folder
     out = []
     for source in sources(root, workload):
         searchspace = searchspace_of(source.dtype)
         names = list(searchspace.tune_params)
         path = source.file
         try:
-            path = replay_file(root, workload, source)
+            path = replay_file(root, workload, source, read_rows)
             cache = json.loads(_closed(path.read_text()))["cache"]
             held = sum(
                 searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
@@ -38,15 +38,19 @@ STRATEGIES = ("auto", "tpe", "random", "kt:genetic_algorithm", "kt:dual_annealin
 CANDIDATE = "auto"
 
 
-def recordings() -> Iterator[tuple[str, Recording, int, Path]]:
-    """(label, recording, configs, gpu folder) of each space compared: the store's complete recordings, then the
-    files set aside under results/records/*/*/recordings/."""
+def recordings(keep: Callable[[str], bool] = lambda label: True) -> Iterator[tuple[str, Recording, int, Path]]:
+    """(label, recording, configs, gpu folder) of each space compared whose label `keep` keeps: the store's
+    complete recordings, then the files set aside under results/records/*/*/recordings/."""
     for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
-        yield f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs, gpu_dir
+        label = f"{workload} {size} {dtype}"
+        if keep(label):
+            yield label, load_recording(workload, size, dtype, gpu_dir.name), configs, gpu_dir
     for path in sorted(RECORDS.glob("*/*/recordings/*.cache.json*")):
-        rec = load_file_recording(path)
         name = path.name.split(".cache.json")[0].replace("_", " ").replace("-", " timed ", 1)
-        yield f"{path.parts[-4]} {name} (file)", rec, space_size(rec), path.parent.parent
+        label = f"{path.parts[-4]} {name} (file)"
+        if keep(label):
+            rec = load_file_recording(path)
+            yield label, rec, space_size(rec), path.parent.parent
 
 
 def main() -> int:

@@ -5,7 +5,8 @@
 Prints the methodology score of each space (the one cold_strategy_report.py gives for the same strategy,
 repeats and budget: repeat r is seeded with r) and their mean. For trying a change to a strategy before the full
 report: cold_strategy_report.py runs seven strategies in one process (about 13 minutes on 2 cores); this one
-strategy on the device machine's 16 cores in about a minute, after a minute spent loading the recordings."""
+strategy on the device machine's 16 cores in about a minute, after a minute spent loading the recordings (those
+--only keeps)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count())
     args = p.parse_args()
     only = [o for o in args.only.split(",") if o]
-    spaces = [(label, rec, budget_for(configs)) for label, rec, configs, _ in recordings()
-              if not only or any(o in label for o in only)]
+    spaces = [(label, rec, budget_for(configs))
+              for label, rec, configs, _ in recordings(lambda label: not only or any(o in label for o in only))]
     started = time.time()
     tasks = [(i, seed, rec, budget, args.strategy) for i, (_, rec, budget) in enumerate(spaces)
              for seed in range(args.repeats)]

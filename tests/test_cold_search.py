@@ -251,6 +251,31 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     assert sampler._local_step(history, sizes, CATEGORICAL, valid, forest, scale) is None
 
 
+def test_the_local_step_tries_the_neighbour_the_trees_disagree_on():
+    """The greedy step ranks the incumbent's neighbours by a lower bound on their cost (the trees' mean less their
+    spread): a neighbour beside one good and one bad config goes before one the trees all rate a little worse,
+    though its mean is the higher."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    from tuner.search.auto_sampler import _History, lower_bound
+
+    levels = np.array([[0, 0], [1, 1], [1, 2], [1, 3], [2, 1], [0, 2], [0, 3]])
+    costs = np.array([0.0, 0.3, 0.3, 0.3, 0.35, 0.1, 4.0])
+    sizes = np.array([5, 4])
+    scale = np.maximum(sizes - 1, 1)
+    forest = RandomForestRegressor(n_estimators=48, max_features=0.8, random_state=0).fit(levels / scale, costs)
+    agreed, disputed = np.array([1, 0]), np.array([0, 1])
+    means = forest.predict(np.array([agreed, disputed]) / scale)
+    assert means[0] < means[1]  # by the mean alone, the agreed neighbour
+    others = {(a, 0) for a in range(2, 5)} | {(0, b) for b in range(2, 4)}  # the other neighbours: tried
+    history = _History(levels, costs, np.zeros((0, 2), dtype=int), {tuple(c) for c in levels.tolist()} | others)
+    step = AutoSampler(seed=0)._local_step(history, sizes, [False, False], None, forest, scale)
+    assert step.tolist() == disputed.tolist()
+    bounds = lower_bound(forest, np.array([agreed, disputed]) / scale)
+    per_tree = np.stack([t.predict(np.array([agreed, disputed]) / scale) for t in forest.estimators_])
+    assert np.allclose(bounds, per_tree.mean(axis=0) - per_tree.std(axis=0)) and bounds[1] < bounds[0]
+
+
 def test_momentum_follows_a_config_that_improved_on_every_one_before():
     """Past the start, a config that ran and beat every config before it makes the next suggestion a greedy
     step; a failed config after it does not count, and one that did not improve ends the momentum."""

@@ -264,14 +264,14 @@ class AutoSampler(BaseSampler):
         ok = ~np.isnan(history.costs)
         best = history.levels[ok][int(np.argmin(history.costs[ok]))]
 
-        def best_predicted(neighbours: np.ndarray) -> np.ndarray | None:
+        def lowest_bound(neighbours: np.ndarray) -> np.ndarray | None:
             if valid is not None:
                 neighbours = neighbours[valid.contains(neighbours)]
             neighbours = unseen(neighbours, history.seen)
             return neighbours[int(np.argmin(lower_bound(forest, neighbours / scale)))] if len(neighbours) else None
 
-        step = best_predicted(one_away(best, sizes))
-        return step if step is not None else best_predicted(two_away(best, sizes, self._rng))
+        step = lowest_bound(one_away(best, sizes))
+        return step if step is not None else lowest_bound(two_away(best, sizes, self._rng))
 
     def _step_on(
         self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: ValidLevels | None
@@ -365,10 +365,10 @@ def _read_history(study: Study, names: list[str], dists: list[BaseDistribution])
 
 def lower_bound(forest: RandomForestRegressor, points: np.ndarray) -> np.ndarray:
     """The forest's optimistic cost of each point: the trees' mean less one standard deviation of them (a
-    lower confidence bound). Ranked by the mean alone, the greedy step passed over the neighbour that the
-    power-law spmv needs (`row_iters` 8 with `full_occupancy` 0: each change alone fell short, so the trees
-    agreed on neither): cold 0.181 there, 0.709 with the bound; the mean of 22 spaces 0.642 -> 0.655
-    (docs/strategies.md has the sweep and the bound's weight)."""
+    lower confidence bound). Ranked by the mean alone, the greedy step kept passing over the changes the
+    power-law spmv needs (`row_iters` 8 and `full_occupancy` 0: each alone had fallen short, and the mean put
+    them below neighbours the trees all rated a little worse): cold 0.181 there, 0.709 with the bound; the
+    mean of 22 spaces 0.642 -> 0.655 (docs/strategies.md has the sweep and the bound's weight)."""
     per_tree = np.stack([tree.predict(points) for tree in forest.estimators_])
     return per_tree.mean(axis=0) - per_tree.std(axis=0)
 

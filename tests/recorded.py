@@ -1,5 +1,6 @@
-"""The committed store's recordings (results/store, whatever store a test points TUNER_RESULTS at), as the tests replay them: the Kernel Tuner cache tuner.store.recordings
-derives from the rows of one (GPU, workload, size, dtype)."""
+"""The committed store's recordings (results/store, whatever store a test points TUNER_RESULTS at), as the tests
+replay them: the Kernel Tuner cache tuner.store.recordings derives from the rows of one (GPU, workload, size,
+dtype)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from functools import cache
 from pathlib import Path
 
 from tuner.locations import BUILTIN_RESULTS
-from tuner.store import safe_name
+from tuner.store import gpu_slug, safe_name
 from tuner.store.recordings import find_recording, sources
 
 
@@ -19,8 +20,6 @@ def _recorded(workload: str) -> frozenset[tuple[str, str, str]]:
 def is_recorded(gpu: str, workload: str, size: str, dtype: str) -> bool:
     """Whether the committed store holds a recording of this (GPU folder or name, size, dtype); nothing is
     derived."""
-    from tuner.store import gpu_slug
-
     return (gpu_slug(gpu), safe_name(size), dtype) in _recorded(workload)
 
 

@@ -11,12 +11,13 @@ from optuna.trial import TrialState, create_trial
 
 from tests.recorded import is_recorded
 from tuner.search import trial_kinds
-from tuner.search.auto_sampler import AutoSampler, _read_history
+from tuner.search.auto_sampler import AutoSampler
 from tuner.search.codec import Codec, penalty_for
 from tuner.search.level_moves import ValidLevels
 from tuner.search.sampler_view import ViewSampler
 from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
 from tuner.search.strategies import make_strategy
+from tuner.search.study_history import read_history
 from tuner.store import results_root
 
 DISTS = {"a": IntDistribution(0, 4), "b": IntDistribution(0, 3), "c": CategoricalDistribution(["x", "y"])}
@@ -53,14 +54,14 @@ def test_auto_is_an_optuna_strategy():
 def test_penalties_read_as_invalid_and_worse_costs_as_costs():
     costs = [None, 5.0, 9.0, None, 20.0, 3.0, None]  # 9 and 20: new worst costs, not penalties
     params = [{"a": i % 5, "b": i % 4, "c": "xy"[i % 2]} for i in range(len(costs))]
-    history = _read_history(_study(list(zip(params, _told(costs)))), NAMES, list(DISTS.values()))
+    history = read_history(_study(list(zip(params, _told(costs)))), NAMES, list(DISTS.values()))
     got = [None if math.isnan(c) else c for c in history.costs]
     assert got == costs
 
 
 def test_repeats_count_once_and_running_trials_are_pending():
     p, q = {"a": 1, "b": 2, "c": "x"}, {"a": 3, "b": 0, "c": "y"}
-    history = _read_history(_study([(p, 4.0), (p, 4.0), (q, None)]), NAMES, list(DISTS.values()))
+    history = read_history(_study([(p, 4.0), (p, 4.0), (q, None)]), NAMES, list(DISTS.values()))
     assert history.levels.tolist() == [[1, 2, 0]] and history.costs.tolist() == [4.0]
     assert history.pending.tolist() == [[3, 0, 1]] and (3, 0, 1) in history.seen
 
@@ -232,7 +233,7 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     dists = list(DISTS.values())
     sizes = np.array([5, 4, 2])
     valid = ValidLevels(tuple(NAMES), np.array([[v["a"], v["b"], "xy".index(v["c"])] for v in valid_configs]), sizes)
-    history = _read_history(study, NAMES, dists)
+    history = read_history(study, NAMES, dists)
     scale = np.maximum(sizes - 1, 1)
     forest = RandomForestRegressor(n_estimators=4, random_state=0).fit(history.levels / scale, history.costs)
     sampler = AutoSampler(seed=0)
@@ -257,7 +258,8 @@ def test_the_local_step_tries_the_neighbour_the_trees_disagree_on():
     though its mean is the higher."""
     from sklearn.ensemble import RandomForestRegressor
 
-    from tuner.search.auto_sampler import _History, lower_bound
+    from tuner.search.auto_sampler import lower_bound
+    from tuner.search.study_history import History
 
     levels = np.array([[0, 0], [1, 1], [1, 2], [1, 3], [2, 1], [0, 2], [0, 3]])
     costs = np.array([0.0, 0.3, 0.3, 0.3, 0.35, 0.1, 4.0])
@@ -268,7 +270,7 @@ def test_the_local_step_tries_the_neighbour_the_trees_disagree_on():
     means = forest.predict(np.array([agreed, disputed]) / scale)
     assert means[0] < means[1]  # by the mean alone, the agreed neighbour
     others = {(a, 0) for a in range(2, 5)} | {(0, b) for b in range(2, 4)}  # the other neighbours: tried
-    history = _History(levels, costs, np.zeros((0, 2), dtype=int), {tuple(c) for c in levels.tolist()} | others)
+    history = History(levels, costs, np.zeros((0, 2), dtype=int), {tuple(c) for c in levels.tolist()} | others)
     step = AutoSampler(seed=0)._local_step(history, sizes, [False, False], None, forest, scale)
     assert step.tolist() == disputed.tolist()
     bounds = lower_bound(forest, np.array([agreed, disputed]) / scale)
@@ -285,7 +287,7 @@ def test_momentum_follows_a_config_that_improved_on_every_one_before():
 
     def improved(costs: list[float | None]) -> bool:
         study = _study(list(zip(configs, _told(costs), strict=False)))
-        return sampler._improved_last(_read_history(study, NAMES, dists))
+        return sampler._improved_last(read_history(study, NAMES, dists))
 
     assert not improved([3.0, 2.0])  # still the start
     assert improved([3.0, 2.0, 1.0])
@@ -304,7 +306,7 @@ def test_an_improving_move_of_ordinal_parameters_is_made_once_more():
     all_valid = ValidLevels(tuple(NAMES), np.array([[a, b, c] for a in range(5) for b in range(4) for c in (0, 1)]), sizes)
 
     def step_on(rows: list, valid: ValidLevels = all_valid):
-        return sampler._step_on(_read_history(_study(start + rows), NAMES, dists), sizes, CATEGORICAL, valid)
+        return sampler._step_on(read_history(_study(start + rows), NAMES, dists), sizes, CATEGORICAL, valid)
 
     assert step_on([({"a": 2, "b": 1, "c": "x"}, 2.0)]).tolist() == [3, 1, 0]
     assert step_on([({"a": 2, "b": 2, "c": "x"}, 2.0)]).tolist() == [3, 3, 0]  # two ordinal parameters

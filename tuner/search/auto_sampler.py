@@ -38,37 +38,23 @@ neighbours, no settings fitted to it), through Optuna's public sampler interface
   where kernels fail.
 - Configs already tried or being measured (running trials: parallel workers) are never suggested again.
 
-Trials are read through the study alone (`study.get_trials`, `study.direction`); parameters are Optuna's
-values of the distributions asked for (the codec's ordinal indices, categorical values)."""
+Trials are read through the study alone (`study.get_trials`, `study.direction`: tuner.search.study_history);
+parameters are Optuna's values of the distributions asked for (the codec's ordinal indices, categorical values)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler, RandomSampler
-from optuna.study import Study, StudyDirection
-from optuna.trial import FrozenTrial, TrialState
+from optuna.study import Study
+from optuna.trial import FrozenTrial
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-from tuner.search import trial_kinds
-from tuner.search.codec import penalty_for
 from tuner.search.level_moves import ValidLevels, local_candidates, one_away, random_points, two_away, unseen
-
-
-@dataclass
-class _History:
-    """The study's configs as level indices (rows of `levels`), their costs (minimised; NaN: invalid or
-    failed), and those still being measured."""
-
-    levels: np.ndarray  # (n, d) int: complete trials, each config once
-    costs: np.ndarray  # (n,)
-    pending: np.ndarray  # (p, d) int: running trials with their params set
-    seen: set  # every config above, as tuples
+from tuner.search.study_history import History, level_of, n_levels, read_history, value_of
 
 
 class AutoSampler(BaseSampler):
@@ -137,17 +123,16 @@ class AutoSampler(BaseSampler):
             return {}
         names = list(search_space)
         dists = [search_space[n] for n in names]
-        sizes = np.array([_n_levels(d) for d in dists])
-        history = _read_history(study, names, dists)
+        sizes = np.array([n_levels(d) for d in dists])
+        history = read_history(study, names, dists)
         valid = self._levels_of_valid(names, dists, sizes)
         if np.count_nonzero(~np.isnan(history.costs)) < self.n_startup:
             chosen = self._space_filling(history, sizes, valid)
         else:
             categorical = [isinstance(d, CategoricalDistribution) for d in dists]
             # no covering start after a warm start, which gave it a region (warm mean of 21 spaces: 0.746 -> 0.768)
-            warm = any(t.user_attrs.get(trial_kinds.WARM_START) for t in study.get_trials(deepcopy=False))
-            chosen = self._model_choice(history, sizes, categorical, valid, cover=not warm)
-        return {n: _value(d, int(i)) for n, d, i in zip(names, dists, chosen, strict=True)}
+            chosen = self._model_choice(history, sizes, categorical, valid, cover=not history.warm_start)
+        return {n: value_of(d, int(i)) for n, d, i in zip(names, dists, chosen, strict=True)}
 
     # ---- the two phases --------------------------------------------------------------------------------
 
@@ -157,7 +142,7 @@ class AutoSampler(BaseSampler):
         if not self._valid:
             return None
         if self._valid_levels is None or self._valid_levels.names != tuple(names):
-            levels = [[_level(d, c[n]) for n, d in zip(names, dists, strict=True)] for c in self._valid]
+            levels = [[level_of(d, c[n]) for n, d in zip(names, dists, strict=True)] for c in self._valid]
             self._valid_levels = ValidLevels(tuple(names), np.unique(np.array(levels, dtype=int), axis=0), sizes)
         return self._valid_levels
 
@@ -168,7 +153,7 @@ class AutoSampler(BaseSampler):
             levels = levels[self._rng.choice(len(levels), n, replace=False)]
         return unseen(levels, seen)
 
-    def _space_filling(self, history: _History, sizes: np.ndarray, valid: ValidLevels | None) -> np.ndarray:
+    def _space_filling(self, history: History, sizes: np.ndarray, valid: ValidLevels | None) -> np.ndarray:
         """Of a few random unseen configs, the one farthest from every config tried (maximin). Drawn from the
         valid configs, the start stays where they are dense: a maximin over the whole box would spend the
         start on the box's corners and rare regions (e.g. a parameter value few valid configs have)."""
@@ -189,7 +174,7 @@ class AutoSampler(BaseSampler):
 
     def _model_choice(
         self,
-        history: _History,
+        history: History,
         sizes: np.ndarray,
         categorical: list[bool],
         valid: ValidLevels | None,
@@ -247,7 +232,7 @@ class AutoSampler(BaseSampler):
 
     def _local_step(
         self,
-        history: _History,
+        history: History,
         sizes: np.ndarray,
         categorical: list[bool],
         valid: ValidLevels | None,
@@ -274,7 +259,7 @@ class AutoSampler(BaseSampler):
         return step if step is not None else lowest_bound(two_away(best, sizes, self._rng))
 
     def _step_on(
-        self, history: _History, sizes: np.ndarray, categorical: list[bool], valid: ValidLevels | None
+        self, history: History, sizes: np.ndarray, categorical: list[bool], valid: ValidLevels | None
     ) -> np.ndarray | None:
         """A pattern search's move: when the last config improved on every one before it and differs from the
         best of those in one or two ordinal parameters, the same change applied to it once more (block size 128
@@ -296,14 +281,14 @@ class AutoSampler(BaseSampler):
             return None
         return ahead
 
-    def _improved_last(self, history: _History) -> bool:
+    def _improved_last(self, history: History) -> bool:
         """Whether, past the start, the last config that ran improved on every config that ran before it."""
         ran = np.flatnonzero(~np.isnan(history.costs))
         if len(ran) <= self.n_startup:
             return False
         return bool(history.costs[ran[-1]] < history.costs[ran[:-1]].min())
 
-    def _p_valid(self, history: _History, candidates: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    def _p_valid(self, history: History, candidates: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """The chance that a candidate is valid and runs, by a forest that tells the configs that ran from
         those told a penalty (invalid or failed)."""
         ok = ~np.isnan(history.costs)
@@ -325,44 +310,6 @@ class AutoSampler(BaseSampler):
         return levels[keep], target[keep]
 
 
-# ---- reading the study -------------------------------------------------------------------------------
-
-
-def _read_history(study: Study, names: list[str], dists: list[BaseDistribution]) -> _History:
-    """The study's trials as level indices and costs. A penalty (what the loop tells an invalid or failed
-    config: penalty_for the costs told before it) becomes NaN here. A config told twice (the loop tells a
-    repeat its known value) counts once."""
-    sign = 1.0 if study.direction == StudyDirection.MINIMIZE else -1.0
-    rows, costs, pending, seen = [], [], [], set()
-    lo, hi = math.inf, -math.inf
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    for t in sorted(trials, key=lambda t: t.number):
-        if not all(n in t.params for n in names):
-            continue
-        key = tuple(_level(d, t.params[n]) for n, d in zip(names, dists, strict=True))
-        if t.state == TrialState.RUNNING:
-            pending.append(key)
-            seen.add(key)
-            continue
-        if t.value is None or key in seen:
-            continue
-        cost = sign * t.value
-        penalty = penalty_for((lo, hi) if lo <= hi else ())
-        bad = not math.isfinite(cost) or math.isclose(cost, penalty, rel_tol=1e-12) or cost >= penalty_for(())
-        if not bad:
-            lo, hi = min(lo, cost), max(hi, cost)
-        seen.add(key)
-        rows.append(key)
-        costs.append(math.nan if bad else cost)
-    d = len(names)
-    return _History(
-        np.array(rows, dtype=int).reshape(-1, d),
-        np.array(costs, dtype=float),
-        np.array(pending, dtype=int).reshape(-1, d),
-        seen,
-    )
-
-
 def lower_bound(forest: RandomForestRegressor, points: np.ndarray) -> np.ndarray:
     """The forest's optimistic cost of each point: the trees' mean less one standard deviation of them (a
     lower confidence bound). Ranked by the mean alone, the greedy step kept passing over the changes the
@@ -381,27 +328,3 @@ def _model_target(costs: np.ndarray) -> np.ndarray:
     elif np.all(c < 0):
         c = -np.log(-c)
     return (c - c.mean()) / (float(c.std()) or 1.0)
-
-
-# ---- distributions as levels -------------------------------------------------------------------------
-
-
-def _n_levels(dist: BaseDistribution) -> int:
-    if isinstance(dist, CategoricalDistribution):
-        return len(dist.choices)
-    assert isinstance(dist, IntDistribution)
-    return (dist.high - dist.low) // dist.step + 1
-
-
-def _level(dist: BaseDistribution, value: Any) -> int:
-    if isinstance(dist, CategoricalDistribution):
-        return int(dist.to_internal_repr(value))
-    assert isinstance(dist, IntDistribution)
-    return (int(value) - dist.low) // dist.step
-
-
-def _value(dist: BaseDistribution, level: int) -> Any:
-    if isinstance(dist, CategoricalDistribution):
-        return dist.choices[level]
-    assert isinstance(dist, IntDistribution)
-    return dist.low + level * dist.step

@@ -200,10 +200,17 @@ def _open_text(path: Path) -> str:
     return data.decode("utf-8", errors="replace").strip()
 
 
-def _parse(path: Path) -> dict:
-    text = _open_text(path)
-    if text and text[-3:] not in ("}\n}", "}}}") and '"cache"' in text:  # left open by an interrupted run
+def closed_cache_text(text: str) -> str:
+    """A Kernel Tuner cache's text, closed where a run left it open for appending (Kernel Tuner appends each
+    entry and closes the document at the end; an interrupted run, or a campaign still going, leaves it open)."""
+    text = text.strip()
+    if text and text[-3:] not in ("}\n}", "}}}") and '"cache"' in text:
         text = text.rstrip(",") + "}\n}"
+    return text
+
+
+def _parse(path: Path) -> dict:
+    text = closed_cache_text(_open_text(path))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from tuner.errors import TunerError
 from tuner.locations import user_cache
 from tuner.store.gpu_choice import choose_gpu
+from tuner.store.kt_files import closed_cache_text
 from tuner.store.parts import read_parts, recorded_gpu
 from tuner.store.paths import gpu_slug, read_roots, safe_name
 
@@ -182,16 +183,11 @@ def _choose(
         return choose_gpu(df, here, size)
     if here in names:
         return str(here), True
-    held = {n: len(json.loads(_closed(replay_file(root, workload, s).read_text()))["cache"]) for n, s in names.items()}
+    held = {
+        n: len(json.loads(closed_cache_text(replay_file(root, workload, s).read_text()))["cache"])
+        for n, s in names.items()
+    }
     return max(sorted(held), key=held.__getitem__), False
-
-
-def _closed(text: str) -> str:
-    """A Kernel Tuner cache's text, closed where a campaign left it open for appending."""
-    text = text.strip()
-    if text[-3:] not in ("}\n}", "}}}"):
-        text = text.rstrip(",") + "}\n}"
-    return text
 
 
 @dataclass(frozen=True)
@@ -245,7 +241,7 @@ def recordings(
         path = source.file
         try:
             path = replay_file(root, workload, source, read_rows)
-            cache = json.loads(_closed(path.read_text()))["cache"]
+            cache = json.loads(closed_cache_text(path.read_text()))["cache"]
             held = sum(
                 searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))
                 for e in cache.values()

@@ -155,6 +155,15 @@ def test_results_do_not_depend_on_the_worker_processes():
     assert run_traces(rec, strategies, 2, 30, jobs=1) == run_traces(rec, strategies, 2, 30, jobs=2)
 
 
+@needs_recording
+def test_repeats_can_start_at_a_later_seed():
+    """Held-out seeds: repeat r of `first_seed=s` is repeat s + r of a run from seed 0."""
+    rec = load_recording("reduction", *RECORDED[0])
+    from_zero = run_traces(rec, ["auto"], 3, 20)["auto"]
+    assert run_traces(rec, ["auto"], 1, 20, first_seed=2)["auto"] == from_zero[2:]
+    assert from_zero[2] != from_zero[0]
+
+
 # ---- the command ------------------------------------------------------------------------------------
 
 @needs_recording

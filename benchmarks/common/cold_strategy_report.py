@@ -1,7 +1,8 @@
 """The cold strategy comparison (issue 26): every strategy without a warm start, over every recorded complete
 (brute-force) space, at a budget of 10% of its valid configurations:
 
-    nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--strategies auto,tpe,...]
+    nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--first-seed 0] [--jobs 1]
+        [--strategies auto,tpe,...] [--out FILE]
 
 The spaces: every complete recording in the store (strategy_report.complete_recordings), and every complete
 recording the store's ranking has set aside, kept as a Kernel Tuner cache under
@@ -9,7 +10,7 @@ results/records/<workload>/<gpu>/recordings/ (export_recording.py; replayed over
 `tuner compare-strategies --recording` does). For each space: the methodology score (Willemsen et al.,
 tuner.answers.compare_scores) of each strategy, whether the cold `auto` strategy reaches the best Kernel Tuner
 strategy's score, and the mean over the spaces; written as markdown (default
-results/records/common/<gpu>/strategies/cold_summary.md) with the command that made it. One process (jobs=1):
+results/records/common/<gpu>/strategies/cold_summary.md) with the command that made it. One process unless --jobs:
 the comparison functions are called directly, so nothing here depends on a cold/warm switch of `tuner compare-strategies`."""
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def recordings(keep: Callable[[str], bool] = lambda label: True) -> Iterator[tup
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seed of the first repeat: a design chosen on seeds 0..9 is checked on seeds 10.. (held out)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (the traces do not depend on it)")
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
     args = p.parse_args()
@@ -64,7 +68,7 @@ def main() -> int:
     for label, rec, configs, gpu_dir in recordings():
         out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
         budget = budget_for(configs)
-        doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget), budget)
+        doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget, jobs=args.jobs, first_seed=args.first_seed), budget)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]
         best_kt = max(kts, key=scores.__getitem__) if kts else None
@@ -82,9 +86,9 @@ def main() -> int:
     command = "nice -n 10 python benchmarks/common/cold_strategy_report.py " + " ".join(sys.argv[1:])
     text = [
         f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
-        f"{args.repeats} repeats (seeds 0..{args.repeats - 1}), budget 10% of the valid configs (at least 10, at most "
+        f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the valid configs (at least 10, at most "
         f"100). `{CANDIDATE}` mean over the spaces: {mean:.3f}. Made by `{command.strip()}` "
-        f"({time.time() - started:.0f} s on 2 shared cores).",
+        f"({time.time() - started:.0f} s, {args.jobs} process(es) on 2 shared cores).",
         "",
         header("space", "gpu", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt"),
     ]

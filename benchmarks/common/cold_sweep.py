@@ -1,9 +1,9 @@
 """One strategy, cold, over every space the cold report compares, fast: each (space, repeat) a task on every core.
 
-    python benchmarks/common/cold_sweep.py [--repeats 10] [--strategy auto] [--only TEXT,...] [--jobs N]
+    python benchmarks/common/cold_sweep.py [--repeats 10] [--first-seed 0] [--strategy auto] [--only TEXT,...] [--jobs N]
 
 Prints the methodology score of each space (the one cold_strategy_report.py gives for the same strategy,
-repeats and budget: repeat r is seeded with r) and their mean. For trying a change to a strategy before the full
+repeats and budget: repeat r is seeded with first-seed + r) and their mean. For trying a change to a strategy before the full
 report: cold_strategy_report.py runs seven strategies in one process (about 13 minutes on 2 cores); this one
 strategy on the device machine's 16 cores in about a minute, after a minute spent loading the recordings (those
 --only keeps)."""
@@ -33,6 +33,7 @@ def _trace(task: tuple[int, int, Recording, int, str]) -> tuple[int, int, list]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0, help="seed of the first repeat (held-out seeds: 10..)")
     p.add_argument("--strategy", default="auto")
     p.add_argument("--only", default="", help="comma-separated parts of the spaces' labels to keep")
     p.add_argument("--jobs", type=int, default=os.cpu_count())
@@ -41,18 +42,19 @@ def main() -> int:
     spaces = [(label, rec, budget_for(configs))
               for label, rec, configs, _ in recordings(lambda label: not only or any(o in label for o in only))]
     started = time.time()
-    tasks = [(i, seed, rec, budget, args.strategy) for i, (_, rec, budget) in enumerate(spaces)
-             for seed in range(args.repeats)]
+    seeds = range(args.first_seed, args.first_seed + args.repeats)
+    tasks = [(i, seed, rec, budget, args.strategy) for i, (_, rec, budget) in enumerate(spaces) for seed in seeds]
     tasks.sort(key=lambda t: -t[3] * len(t[2].values))  # the long ones first
     traces: dict[int, list] = {i: [None] * args.repeats for i in range(len(spaces))}
     with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for i, seed, trace in pool.map(_trace, tasks):
-            traces[i][seed] = trace
+            traces[i][seed - args.first_seed] = trace
     scores = [summarize(rec, {args.strategy: traces[i]}, budget)["strategies"][args.strategy]["methodology"]["score"]
               for i, (_, rec, budget) in enumerate(spaces)]
     for (label, _, _), score in zip(spaces, scores):
         print(f"{score:7.3f}  {label}")
-    print(f"mean {sum(scores) / len(scores):.3f} over {len(scores)} spaces, {args.repeats} repeats "
+    print(f"mean {sum(scores) / len(scores):.3f} over {len(scores)} spaces, {args.repeats} repeats (seeds {seeds[0]}.."
+          f"{seeds[-1]}) "
           f"({time.time() - started:.0f} s on {args.jobs} processes)")
     return 0
 

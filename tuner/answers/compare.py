@@ -200,10 +200,12 @@ def run_traces(
     budget: int,
     jobs: int = 1,
     on_done: Callable[[], object] | None = None,
+    first_seed: int = 0,
 ) -> dict:
-    """{strategy: [trace of repeat 0, 1, ...]}; repeat r is seeded with r, so the result does not depend on
-    `jobs` or on the order in which workers finish."""
-    tasks = [(rec, s, seed, budget) for seed in range(repeats) for s in strategies]
+    """{strategy: [trace of repeat 0, 1, ...]}; repeat r is seeded with first_seed + r, so the result does not
+    depend on `jobs` or on the order in which workers finish (and a design chosen on seeds 0..9 can be scored on
+    seeds it was not chosen on)."""
+    tasks = [(rec, s, first_seed + r, budget) for r in range(repeats) for s in strategies]
     out: dict[str, list] = {s: [None] * repeats for s in strategies}
     done: Iterator
     if jobs <= 1:
@@ -214,7 +216,7 @@ def run_traces(
         done = pool.map(_task, tasks)
     try:
         for strategy, seed, trace in done:
-            out[strategy][seed] = trace
+            out[strategy][seed - first_seed] = trace
             if on_done:
                 on_done()
     finally:

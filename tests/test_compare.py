@@ -25,7 +25,9 @@ from tuner.answers.compare_scores import (
     calculated_random_search,
     evaluations_to,
     fraction_of_optimum,
+    interval,
     methodology_score,
+    score_resamples,
 )
 from tuner.cli import main
 from tuner.store import results_root
@@ -97,6 +99,22 @@ def test_a_better_search_scores_higher():
     top = np.sort(values)[::-1]
     greedy = best_so_far([list(top[5:105])] * 30, 100, True)  # starts among the best, never finds the top 5
     assert methodology_score(random, values, True)["score"] < methodology_score(greedy, values, True)["score"] < 1
+
+
+def test_score_interval_is_over_the_repeats():
+    """The bootstrap interval spans what the score owes to which repeats ran: none where every repeat is
+    alike, a span around the score where they differ, the same span on every call (seeded), none of one repeat."""
+    values = synthetic()
+    top = np.sort(values)[::-1]
+    alike = best_so_far([list(top[5:105])] * 8, 100, True)
+    lo, hi = interval(score_resamples(alike, values, True))
+    assert lo == hi == pytest.approx(methodology_score(alike, values, True)["score"])
+    mixed = best_so_far(random_search(values, 10, 100), 100, True)
+    score = methodology_score(mixed, values, True)["score"]
+    lo, hi = interval(score_resamples(mixed, values, True))
+    assert lo < score < hi and hi - lo > 0.05
+    assert interval(score_resamples(mixed, values, True)) == [lo, hi]
+    assert all(np.isnan(interval(score_resamples(mixed[:1], values, True))))
 
 
 # ---- traces and curves ------------------------------------------------------------------------------

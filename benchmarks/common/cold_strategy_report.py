@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
 from benchmarks.common.report import COMMON, RECORDS, header, records_dir, row  # noqa: E402
@@ -34,6 +36,7 @@ from tuner.answers.compare import (  # noqa: E402
     space_size,
     summarize,
 )
+from tuner.answers.compare_scores import INTERVAL, best_so_far, interval, score_resamples  # noqa: E402
 
 STRATEGIES = ("auto", "tpe", "random", "kt:genetic_algorithm", "kt:dual_annealing", "kt:greedy_ils", "kt:random_sample")
 CANDIDATE = "auto"
@@ -64,33 +67,41 @@ def main() -> int:
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
     args = p.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
-    rows, candidate_scores, out_dir, started = [], [], None, time.time()
+    rows, candidate_scores, resamples, out_dir, started = [], [], [], None, time.time()
     for label, rec, configs, gpu_dir in recordings():
         out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
         budget = budget_for(configs)
-        doc = summarize(rec, run_traces(rec, strategies, args.repeats, budget, jobs=args.jobs, first_seed=args.first_seed), budget)
+        traces = run_traces(rec, strategies, args.repeats, budget, jobs=args.jobs, first_seed=args.first_seed)
+        doc = summarize(rec, traces, budget)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]
         best_kt = max(kts, key=scores.__getitem__) if kts else None
         verdict = "" if best_kt is None or CANDIDATE not in scores else (
             "yes" if scores[CANDIDATE] >= scores[best_kt] else "**no**")
-        if CANDIDATE in scores:
-            candidate_scores.append(scores[CANDIDATE])
         rows.append([label, gpu_dir.name, str(configs), str(budget)]
                     + [f"{scores[n]:.3f}" for n in strategies] + [best_kt or "", verdict])
+        if CANDIDATE in scores:
+            candidate_scores.append(scores[CANDIDATE])
+            bsf = best_so_far(traces[CANDIDATE], budget, rec.maximize)
+            resamples.append(score_resamples(bsf, rec.values, rec.maximize))
+            rows[-1].append("{:.2f} - {:.2f}".format(*interval(resamples[-1])))
         print(" | ".join(rows[-1]), flush=True)
     if out_dir is None:
         print("no complete recording found")
         return 1
     mean = sum(candidate_scores) / len(candidate_scores) if candidate_scores else float("nan")
+    # the mean's interval: resample i of every space averaged (each space's repeats resampled on their own)
+    mean_lo, mean_hi = interval(np.mean(resamples, axis=0)) if resamples else (float("nan"), float("nan"))
     command = "nice -n 10 python benchmarks/common/cold_strategy_report.py " + " ".join(sys.argv[1:])
     text = [
         f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
-        f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the valid configs (at least 10, at most "
-        f"100). `{CANDIDATE}` mean over the spaces: {mean:.3f}. Made by `{command.strip()}` "
+        f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the "
+        f"valid configs (at least 10, at most 100). `{CANDIDATE}` mean over the spaces: {mean:.3f} ({100 * INTERVAL:g}% bootstrap interval over the "
+        f"repeats {mean_lo:.3f} - {mean_hi:.3f}; each space's in the last column). Made by `{command.strip()}` "
         f"({time.time() - started:.0f} s, {args.jobs} process(es) on 2 shared cores).",
         "",
-        header("space", "gpu", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt"),
+        header("space", "gpu", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt",
+               *([f"{CANDIDATE} {100 * INTERVAL:g}% interval"] if CANDIDATE in strategies else [])),
     ]
     text += [row(*cells) for cells in rows]
     out = Path(args.out) if args.out else records_dir(COMMON, out_dir.name, "strategies") / "cold_summary.md"

@@ -35,7 +35,9 @@ from tuner.answers.compare_scores import (
     early_stopping,
     evaluations_to,
     fraction_of_optimum,
+    interval,
     methodology_score,
+    score_resamples,
 )
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -254,8 +256,10 @@ def summarize(rec: Recording, traces: dict, budget: int) -> dict:
     for name, runs in traces.items():
         bsf = best_so_far(runs, budget, rec.maximize)
         frac = fraction_of_optimum(bsf, rec.optimum, rec.maximize)
+        methodology = methodology_score(bsf, rec.values, rec.maximize)
+        methodology["interval"] = interval(score_resamples(bsf, rec.values, rec.maximize))
         entry: dict = {
-            "methodology": methodology_score(bsf, rec.values, rec.maximize),
+            "methodology": methodology,
             "unique_evaluations": float(np.mean([len(t) for t in runs])),
             "fraction": {},
             "evaluations_to": {},

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.answers.compare_scores import WITHIN
+from tuner.answers.compare_scores import INTERVAL, WITHIN
 
 
 def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
@@ -18,7 +18,7 @@ def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
     rows = []
     for name, e in doc["strategies"].items():
         m = e["methodology"]
-        row = [name, "n/a" if math.isnan(m["score"]) else f"{m['score']:.3f}{sep}± {m['error']:.3f}"]
+        row = [name, "n/a" if math.isnan(m["score"]) else f"{m['score']:.3f}{sep}± {m['error']:.3f}{_interval(m)}"]
         row += [
             f"{e['fraction'][str(c)]['mean']:.3f}{sep}± {e['fraction'][str(c)]['std']:.3f}" for c in doc["checkpoints"]
         ]
@@ -40,8 +40,14 @@ def caption(doc: dict) -> str:
         f"unique evaluations. @k: best found after k unique evaluations as a fraction of the optimum "
         f"(mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
         f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
-        f"(± its std over those evaluations)."
+        f"(± its std over those evaluations) [its {100 * INTERVAL:g}% bootstrap interval over the repeats: how "
+        f"much the score owes to which repeats ran]."
     )
+
+
+def _interval(methodology: dict) -> str:
+    lo, hi = methodology.get("interval", (float("nan"), float("nan")))
+    return "" if math.isnan(lo) else f" [{lo:.2f}, {hi:.2f}]"
 
 
 def markdown(doc: dict) -> str:

@@ -10,8 +10,9 @@ results/records/<workload>/<gpu>/recordings/ (export_recording.py; replayed over
 `tuner compare-strategies --recording` does). For each space: the methodology score (Willemsen et al.,
 tuner.answers.compare_scores) of each strategy, whether the cold `auto` strategy reaches the best Kernel Tuner
 strategy's score, and the mean over the spaces; written as markdown (default
-results/records/common/<gpu>/strategies/cold_summary.md) with the command that made it. One process unless --jobs:
-the comparison functions are called directly, so nothing here depends on a cold/warm switch of `tuner compare-strategies`."""
+results/records/common/<gpu>/strategies/cold_summary.md) with the command that made it, and `auto`'s 90%
+bootstrap interval over the repeats per space and for the mean. One process unless --jobs: the comparison
+functions are called directly, so nothing here depends on a cold/warm switch of `tuner compare-strategies`."""
 
 from __future__ import annotations
 
@@ -96,8 +97,9 @@ def main() -> int:
     text = [
         f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
         f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the "
-        f"valid configs (at least 10, at most 100). `{CANDIDATE}` mean over the spaces: {mean:.3f} ({100 * INTERVAL:g}% bootstrap interval over the "
-        f"repeats {mean_lo:.3f} - {mean_hi:.3f}; each space's in the last column). Made by `{command.strip()}` "
+        f"valid configs (at least 10, at most 100). `{CANDIDATE}` mean over the spaces: {mean:.3f} "
+        f"({100 * INTERVAL:g}% bootstrap interval over the repeats {mean_lo:.3f} - {mean_hi:.3f}; each space's in "
+        f"the last column). Made by `{command.strip()}` "
         f"({time.time() - started:.0f} s, {args.jobs} process(es) on 2 shared cores).",
         "",
         header("space", "gpu", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt",

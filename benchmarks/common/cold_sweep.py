@@ -1,12 +1,14 @@
 """One strategy, cold, over every space the cold report compares, fast: each (space, repeat) a task on every core.
 
-    python benchmarks/common/cold_sweep.py [--repeats 10] [--first-seed 0] [--strategy auto] [--only TEXT,...] [--jobs N]
+    python benchmarks/common/cold_sweep.py [--repeats 10] [--first-seed 0] [--strategy auto] [--only TEXT,...]
+        [--jobs N]
 
 Prints the methodology score of each space (the one cold_strategy_report.py gives for the same strategy,
-repeats and budget: repeat r is seeded with first-seed + r) and their mean. For trying a change to a strategy before the full
-report: cold_strategy_report.py runs seven strategies in one process (about 13 minutes on 2 cores); this one
-strategy on the device machine's 16 cores in about a minute, after a minute spent loading the recordings (those
---only keeps)."""
+repeats and budget: repeat r is seeded with first-seed + r) and their mean. For trying a change to a strategy
+before the full report: cold_strategy_report.py runs seven strategies in one process (about 13 minutes on 2
+cores); this one strategy on the device machine's 16 cores in about a minute, after a minute spent loading the
+recordings (those --only keeps). A difference of a few hundredths in the mean at 10 repeats can be the seeds
+alone: check a change on held-out seeds (--first-seed 10 --repeats 20) before keeping it."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
 
 For each complete recording in the store (strategy_report.complete_recordings): `compare` at a budget of 10% of
 the valid configs (at least 10, at most 100), the methodology score of `default` (tuner tune's strategy with
-its warm start from the other recorded sizes) and of `tpe+warm`, written to
+its warm start from the other recorded sizes) and of `tpe+warm`, with the first's 90% bootstrap interval over the
+repeats, written to
 results/records/common/<gpu>/strategies/warm_summary.md (issue 26: a cold default with the warm start on top)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from benchmarks.common.report import COMMON, records_dir  # noqa: E402
 from benchmarks.common.strategy_report import budget_for, complete_recordings  # noqa: E402
 from tuner import store  # noqa: E402
 from tuner.answers.compare import compare  # noqa: E402
+from tuner.answers.compare_scores import INTERVAL  # noqa: E402
 from tuner.search.strategies import DEFAULT_STRATEGY  # noqa: E402
 
 STRATEGIES = ("default", "tpe+warm")
@@ -39,8 +41,9 @@ def main() -> int:
         got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}
         for n in STRATEGIES:
             scores[n].append(got[n])
+        lo, hi = doc["strategies"][STRATEGIES[0]]["methodology"]["interval"]
         lines.append(f"| {workload} {size} {dtype} | {gpu_dir.name} | {configs} | {budget} | "
-                     + " | ".join(f"{got[n]:.3f}" for n in STRATEGIES) + " |")
+                     + " | ".join(f"{got[n]:.3f}" for n in STRATEGIES) + f" | {lo:.2f} - {hi:.2f} |")
         print(lines[-1], flush=True)
     if out_dir is None:
         print("no complete recording in the store", file=sys.stderr)
@@ -52,10 +55,11 @@ def main() -> int:
         f"`nice -n 10 python benchmarks/common/warm_strategy_report.py --repeats {args.repeats}` "
         f"({time.time() - t0:.0f} s on 2 shared cores).",
         "",
-        "| space | gpu | configs | budget | " + " | ".join(STRATEGIES) + " |",
-        "|---|---|---|---|" + "---|" * len(STRATEGIES),
+        "| space | gpu | configs | budget | " + " | ".join(STRATEGIES) + f" | {STRATEGIES[0]} {100 * INTERVAL:g}% "
+        "bootstrap interval over the repeats |",
+        "|---|---|---|---|" + "---|" * (len(STRATEGIES) + 1),
         *lines,
-        f"| mean | | | | {means} |",
+        f"| mean | | | | {means} | |",
     ]
     out = records_dir(COMMON, out_dir.name, "strategies") / "warm_summary.md"
     out.write_text("\n".join(text) + "\n")

@@ -97,6 +97,12 @@ def _score(doc: dict, name: str) -> float:
     return float("nan") if e is None else e["methodology"]["score"]
 
 
+def _interval_of(doc: dict, name: str) -> tuple[float, float]:
+    e = doc["strategies"].get(name)
+    lo, hi = e["methodology"].get("interval", (math.nan, math.nan)) if e else (math.nan, math.nan)
+    return float(lo), float(hi)
+
+
 def _best_kt(doc: dict) -> tuple[str, float] | None:
     kt = {n: _score(doc, n) for n in doc["strategies"] if n.startswith("kt:") and not math.isnan(_score(doc, n))}
     return max(kt.items(), key=lambda item: item[1]) if kt else None
@@ -142,7 +148,8 @@ def summary_markdown(docs: list[dict]) -> str:
 
 
 def plot_scores(docs: list[dict], path: Path) -> None:
-    """Grouped bars per recording: the default cold, warm, and the best Kernel Tuner strategy."""
+    """Grouped bars per recording: the default cold, warm, and the best Kernel Tuner strategy, each with its
+    bootstrap interval over the repeats."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,16 +158,20 @@ def plot_scores(docs: list[dict], path: Path) -> None:
     from tuner.answers.compare import COLD, WARM
 
     names = [recording_name(d) for d in docs]
-    series = {
-        "default, cold": [_score(d, COLD) for d in docs],
-        "default, warm": [_score(d, WARM) for d in docs],
-        "best Kernel Tuner strategy": [b[1] if (b := _best_kt(d)) else float("nan") for d in docs],
+    series = {  # the strategy each bar shows, per recording
+        "default, cold": [COLD for _ in docs],
+        "default, warm": [WARM for _ in docs],
+        "best Kernel Tuner strategy": [b[0] if (b := _best_kt(d)) else "" for d in docs],
     }
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(docs) + 3), 4.5))
     x = np.arange(len(docs))
     width = 0.8 / len(series)
-    for i, (label, values) in enumerate(series.items()):
-        ax.bar(x + (i - 1) * width, np.nan_to_num(values), width, label=label)
+    for i, (label, strategies) in enumerate(series.items()):
+        values = np.array([_score(d, n) for d, n in zip(docs, strategies, strict=True)])
+        # whiskers: the score's bootstrap interval over the repeats (none where a document has no interval)
+        lo, hi = np.array([_interval_of(d, n) for d, n in zip(docs, strategies, strict=True)]).T
+        whiskers = np.nan_to_num(np.maximum(0.0, [values - lo, hi - values]))
+        ax.bar(x + (i - 1) * width, np.nan_to_num(values), width, yerr=whiskers, capsize=2, label=label)
     ax.axhline(0, color="k", linewidth=0.8)
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("methodology score")

@@ -45,8 +45,14 @@ def caption(doc: dict) -> str:
     )
 
 
+def _bounds(methodology: dict) -> tuple[float, float]:
+    """A score's bootstrap interval; NaN in a document written before intervals were."""
+    lo, hi = methodology.get("interval", (math.nan, math.nan))
+    return float(lo), float(hi)
+
+
 def _interval(methodology: dict) -> str:
-    lo, hi = methodology.get("interval", (float("nan"), float("nan")))
+    lo, hi = _bounds(methodology)
     return "" if math.isnan(lo) else f" [{lo:.2f}, {hi:.2f}]"
 
 
@@ -99,8 +105,7 @@ def _score(doc: dict, name: str) -> float:
 
 def _interval_of(doc: dict, name: str) -> tuple[float, float]:
     e = doc["strategies"].get(name)
-    lo, hi = e["methodology"].get("interval", (math.nan, math.nan)) if e else (math.nan, math.nan)
-    return float(lo), float(hi)
+    return _bounds(e["methodology"]) if e else (math.nan, math.nan)
 
 
 def _best_kt(doc: dict) -> tuple[str, float] | None:

@@ -3,7 +3,8 @@
 Per unique evaluation: the best so far, as a fraction of the optimum, and the evaluations until it is
 within 5% / 1% of it; the score of Willemsen et al. against the calculated random search, and its bootstrap
 interval over the repeats; what early stopping would have done. Pure functions of traces and arrays:
-tuner.answers.compare.summarize gathers them into one document. A run that stopped before the budget keeps its best for the rest of the budget."""
+tuner.answers.compare.summarize gathers them into one document. A run that stopped before the budget keeps its
+best for the rest of the budget."""
 
 from __future__ import annotations
 

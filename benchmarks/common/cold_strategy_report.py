@@ -17,9 +17,12 @@ functions are called directly, so nothing here depends on a cold/warm switch of 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
+import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +36,8 @@ from tuner.answers.compare import (  # noqa: E402
     Recording,
     load_file_recording,
     load_recording,
-    run_traces,
     space_size,
+    strategy_trace,
     summarize,
 )
 from tuner.answers.compare_scores import INTERVAL, best_so_far, interval, score_resamples  # noqa: E402
@@ -58,6 +61,32 @@ def recordings(keep: Callable[[str], bool] = lambda label: True) -> Iterator[tup
             yield label, rec, space_size(rec), path.parent.parent
 
 
+def _trace(task: tuple[int, Recording, str, int, int]) -> tuple[int, str, int, list]:
+    space, rec, strategy, seed, budget = task
+    return space, strategy, seed, strategy_trace(rec, strategy, seed, budget)
+
+
+def all_traces(
+    spaces: Sequence[tuple[Recording, int]], strategies: Sequence[str], seeds: range, jobs: int
+) -> list[dict[str, list]]:
+    """For each (recording, budget) of `spaces`: {strategy: [trace of each seed]}. Every (space, strategy, seed)
+    is one task of one pool of `jobs` spawned processes, the largest spaces first, so no space waits for the
+    last repeat of the one before (tuner.answers.compare.run_traces pools one space at a time). Repeat r is
+    seeded with seeds[r], as run_traces seeds it: the traces do not depend on `jobs`."""
+    tasks = [(i, rec, s, seed, budget) for i, (rec, budget) in enumerate(spaces) for s in strategies for seed in seeds]
+    tasks.sort(key=lambda t: -t[4] * len(t[1].values))
+    out: list[dict[str, list]] = [{s: [None] * len(seeds) for s in strategies} for _ in spaces]
+    if jobs <= 1:
+        done: Iterator = map(_trace, tasks)
+        for i, strategy, seed, trace in done:
+            out[i][strategy][seed - seeds[0]] = trace
+        return out
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+        for i, strategy, seed, trace in pool.map(_trace, tasks):
+            out[i][strategy][seed - seeds[0]] = trace
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
@@ -68,11 +97,16 @@ def main() -> int:
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
     args = p.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
-    rows, candidate_scores, resamples, out_dir, started = [], [], [], None, time.time()
-    for label, rec, configs, gpu_dir in recordings():
-        out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
-        budget = budget_for(configs)
-        traces = run_traces(rec, strategies, args.repeats, budget, jobs=args.jobs, first_seed=args.first_seed)
+    rows, candidate_scores, resamples, started = [], [], [], time.time()
+    spaces = [(label, rec, configs, budget_for(configs), gpu_dir) for label, rec, configs, gpu_dir in recordings()]
+    if not spaces:
+        print("no complete recording found")
+        return 1
+    out_dir = spaces[0][4]  # the summary goes beside the first GPU's records
+    seeds = range(args.first_seed, args.first_seed + args.repeats)
+    print(f"{len(spaces)} spaces, {len(strategies)} strategies, {args.repeats} repeats, {args.jobs} processes", flush=True)
+    every = all_traces([(rec, budget) for _, rec, _, budget, _ in spaces], strategies, seeds, args.jobs)
+    for (label, rec, configs, budget, gpu_dir), traces in zip(spaces, every, strict=True):
         doc = summarize(rec, traces, budget)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]
@@ -81,16 +115,15 @@ def main() -> int:
             "yes" if scores[CANDIDATE] >= scores[best_kt] else "**no**")
         rows.append([label, gpu_dir.name, str(configs), str(budget)]
                     + [f"{scores[n]:.3f}" for n in strategies] + [best_kt or "", verdict])
+        for name in (CANDIDATE, best_kt):  # each one's 90% interval: whether the repeats decide the verdict
+            bounds = doc["strategies"][name]["methodology"]["interval"] if name in scores else None
+            rows[-1].append("{:.2f} - {:.2f}".format(*bounds) if bounds else "")
         if CANDIDATE in scores:
             candidate_scores.append(scores[CANDIDATE])
-            rows[-1].append("{:.2f} - {:.2f}".format(*doc["strategies"][CANDIDATE]["methodology"]["interval"]))
             # the resamples themselves, for the mean's interval below (the document keeps only their interval)
             bsf = best_so_far(traces[CANDIDATE], budget, rec.maximize)
             resamples.append(score_resamples(bsf, rec.values, rec.maximize))
         print(" | ".join(rows[-1]), flush=True)
-    if out_dir is None:
-        print("no complete recording found")
-        return 1
     mean = sum(candidate_scores) / len(candidate_scores) if candidate_scores else float("nan")
     # the mean's interval: resample i of every space averaged (each space's repeats resampled on their own)
     mean_lo, mean_hi = interval(np.mean(resamples, axis=0)) if resamples else (float("nan"), float("nan"))
@@ -99,12 +132,12 @@ def main() -> int:
         f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
         f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the "
         f"valid configs (at least 10, at most 100). `{CANDIDATE}` mean over the spaces: {mean:.3f} "
-        f"({100 * INTERVAL:g}% bootstrap interval over the repeats {mean_lo:.3f} - {mean_hi:.3f}; each space's in "
-        f"the last column). Made by `{command.strip()}` "
-        f"({time.time() - started:.0f} s, {args.jobs} process(es) on 2 shared cores).",
+        f"({100 * INTERVAL:g}% bootstrap interval over the repeats {mean_lo:.3f} - {mean_hi:.3f}; each space's, and "
+        f"the best Kernel Tuner strategy's, in the last columns). Made by `{command.strip()}` "
+        f"({time.time() - started:.0f} s, {args.jobs} process(es) on a machine of {os.cpu_count()} cores).",
         "",
         header("space", "gpu", "configs", "budget", *strategies, "best kt", f"{CANDIDATE} >= best kt",
-               *([f"{CANDIDATE} {100 * INTERVAL:g}% interval"] if CANDIDATE in strategies else [])),
+               f"{CANDIDATE} {100 * INTERVAL:g}% interval", f"best kt {100 * INTERVAL:g}% interval"),
     ]
     text += [row(*cells) for cells in rows]
     out = Path(args.out) if args.out else records_dir(COMMON, out_dir.name, "strategies") / "cold_summary.md"

@@ -13,23 +13,16 @@ alone: check a change on held-out seeds (--first-seed 10 --repeats 20) before ke
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
-from benchmarks.common.cold_strategy_report import recordings  # noqa: E402
+from benchmarks.common.cold_strategy_report import all_traces, recordings  # noqa: E402
 from benchmarks.common.strategy_report import budget_for  # noqa: E402
-from tuner.answers.compare import Recording, strategy_trace, summarize  # noqa: E402
-
-
-def _trace(task: tuple[int, int, Recording, int, str]) -> tuple[int, int, list]:
-    space, seed, rec, budget, strategy = task
-    return space, seed, strategy_trace(rec, strategy, seed, budget)
+from tuner.answers.compare import summarize  # noqa: E402
 
 
 def main() -> int:
@@ -45,14 +38,9 @@ def main() -> int:
               for label, rec, configs, _ in recordings(lambda label: not only or any(o in label for o in only))]
     started = time.time()
     seeds = range(args.first_seed, args.first_seed + args.repeats)
-    tasks = [(i, seed, rec, budget, args.strategy) for i, (_, rec, budget) in enumerate(spaces) for seed in seeds]
-    tasks.sort(key=lambda t: -t[3] * len(t[2].values))  # the long ones first
-    traces: dict[int, list] = {i: [None] * args.repeats for i in range(len(spaces))}
-    with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
-        for i, seed, trace in pool.map(_trace, tasks):
-            traces[i][seed - args.first_seed] = trace
-    scores = [summarize(rec, {args.strategy: traces[i]}, budget)["strategies"][args.strategy]["methodology"]["score"]
-              for i, (_, rec, budget) in enumerate(spaces)]
+    every = all_traces([(rec, budget) for _, rec, budget in spaces], [args.strategy], seeds, args.jobs)
+    scores = [summarize(rec, traces, budget)["strategies"][args.strategy]["methodology"]["score"]
+              for (_, rec, budget), traces in zip(spaces, every, strict=True)]
     for (label, _, _), score in zip(spaces, scores):
         print(f"{score:7.3f}  {label}")
     print(f"mean {sum(scores) / len(scores):.3f} over {len(scores)} spaces, {args.repeats} repeats (seeds {seeds[0]}.."

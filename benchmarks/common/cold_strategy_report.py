@@ -127,7 +127,7 @@ def main() -> int:
     mean = sum(candidate_scores) / len(candidate_scores) if candidate_scores else float("nan")
     # the mean's interval: resample i of every space averaged (each space's repeats resampled on their own)
     mean_lo, mean_hi = interval(np.mean(resamples, axis=0)) if resamples else (float("nan"), float("nan"))
-    command = "nice -n 10 python benchmarks/common/cold_strategy_report.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/common/cold_strategy_report.py " + " ".join(sys.argv[1:])
     text = [
         f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
         f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the "

@@ -76,15 +76,16 @@ def all_traces(
     tasks = [(i, rec, s, seed, budget) for i, (rec, budget) in enumerate(spaces) for s in strategies for seed in seeds]
     tasks.sort(key=lambda t: -t[4] * len(t[1].values))
     out: list[dict[str, list]] = [{s: [None] * len(seeds) for s in strategies} for _ in spaces]
-    if jobs <= 1:
-        done: Iterator = map(_trace, tasks)
+
+    def gather(done: Iterator[tuple[int, str, int, list]]) -> list[dict[str, list]]:
         for i, strategy, seed, trace in done:
             out[i][strategy][seed - seeds[0]] = trace
         return out
+
+    if jobs <= 1:
+        return gather(map(_trace, tasks))
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        for i, strategy, seed, trace in pool.map(_trace, tasks):
-            out[i][strategy][seed - seeds[0]] = trace
-    return out
+        return gather(pool.map(_trace, tasks))
 
 
 def main() -> int:

@@ -6,8 +6,8 @@
 - plateau oracles: evaluations drawn at random from the configs within 1%, 2%, 3% or 5% of the optimum, from the
   first evaluation on (a search that knows where the top is, and nothing within it);
 - rank oracles: the same from the best 5%, 10% or 20% of the configs (a search that knows from its first
-  evaluation which fifth of the space is best: where the top is a plateau of configs within the measurements'
-  noise, as on the reductions, this is what knowing the parameters' effects can buy);
+  evaluation which fifth of the space is best; where the top is a wide plateau, as on the reductions, knowing
+  the parameters' effects buys about this);
 - full-knowledge models: evaluations in the order of a model's prediction for each config, the model fit to
   the other 90% of the space (10-fold cross-validated, folds shuffled): a random forest, gradient-boosted trees,
   a Gaussian process (Matern 5/2, a length scale per parameter) and a ridge regression on one-hot parameters
@@ -129,8 +129,8 @@ def main() -> int:
     text = [
         "Ceilings of the methodology score (Willemsen et al. 2024; 0 = random search, 1 = optimum at once) at a "
         "budget of 10% of the valid configs (at least 10, at most 100): random draws among the configs within 1-5% "
-        f"of the optimum or among the best 5-20% of the configs ({ORACLE_REPEATS} repeats each), and the configs in the order a model predicts from the other "
-        f"90% of the space (10-fold, shuffled; no Gaussian process past {GP_MAX} configs). Made by `nice -n 10 python benchmarks/common/score_ceiling.py` "
+        f"of the optimum or among the best 5-20% of the configs ({ORACLE_REPEATS} repeats each), and the configs in "
+        f"the order a model predicts from the other 90% of the space (10-fold, shuffled; no Gaussian process past {GP_MAX} configs). Made by `nice -n 10 python benchmarks/common/score_ceiling.py` "
         f"({time.time() - started:.0f} s on 2 shared cores).",
         "",
         header("space", "gpu", "configs", "budget", *names),

@@ -19,6 +19,7 @@ from tuner.answers.compare import (
     load_recording,
     run_traces,
     strategy_trace,
+    summarize,
 )
 from tuner.answers.compare_scores import (
     best_so_far,
@@ -228,7 +229,27 @@ def test_cli_table_on_screen(capsys):
     assert "random" in out and "@20" in out
 
 
+@needs_recording
+def test_cli_repeats_can_start_at_a_later_seed(capsys):
+    """--first-seed: the runs are those of the same seeds in a run from seed 0, and the table says which."""
+    size, dtype = RECORDED[0]
+    common = ["compare-strategies", "reduction", "--size", size, "--dtype", dtype, "--strategies", "auto",
+              "--budget", "15", "--quiet", "--jobs", "1"]
+    assert main([*common, "--repeats", "2", "--first-seed", "3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rec = load_recording("reduction", size, dtype)
+    expected = run_traces(rec, ["auto"], 5, 15)["auto"][3:]
+    assert doc["first_seed"] == 3 and doc["repeats"] == 2
+    assert doc["strategies"]["auto"]["unique_evaluations"] == np.mean([len(t) for t in expected])
+    assert doc["strategies"]["auto"]["curve"]["mean"] == summarize(rec, {"auto": expected}, 15)[
+        "strategies"]["auto"]["curve"]["mean"]
+    assert main([*common, "--repeats", "2", "--first-seed", "3"]) == 0
+    assert "2 repeats (seeds 3..4)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_cli_errors_are_one_line(results, capsys):
+    assert main(["compare-strategies", "reduction", "--first-seed", "-1"]) == 2
+    assert "--first-seed must be 0 or more, not -1" in capsys.readouterr().err
     assert main(["compare-strategies", "reduction", "--strategies", "tpe,nope"]) == 2
     assert "unknown strategy 'nope'" in capsys.readouterr().err
     assert main(["compare-strategies", "nope"]) == 2

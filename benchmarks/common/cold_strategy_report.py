@@ -108,7 +108,7 @@ def main() -> int:
     print(f"{len(spaces)} spaces, {len(strategies)} strategies, {args.repeats} repeats, {args.jobs} processes", flush=True)
     every = all_traces([(rec, budget) for _, rec, _, budget, _ in spaces], strategies, seeds, args.jobs)
     for (label, rec, configs, budget, gpu_dir), traces in zip(spaces, every, strict=True):
-        doc = summarize(rec, traces, budget)
+        doc = summarize(rec, traces, budget, args.first_seed)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]
         best_kt = max(kts, key=scores.__getitem__) if kts else None

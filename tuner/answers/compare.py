@@ -230,8 +230,8 @@ def run_traces(
 # ---- the comparison -----------------------------------------------------------------------------------
 
 
-def summarize(rec: Recording, traces: dict, budget: int) -> dict:
-    """The comparison as one JSON-ready document."""
+def summarize(rec: Recording, traces: dict, budget: int, first_seed: int = 0) -> dict:
+    """The comparison as one JSON-ready document (`first_seed`: the seed of the traces' first repeat)."""
     doc: dict = {
         "workload": rec.workload,
         "size": rec.size_name,
@@ -246,6 +246,7 @@ def summarize(rec: Recording, traces: dict, budget: int) -> dict:
         "optimum": rec.optimum,
         "budget": budget,
         "repeats": len(next(iter(traces.values()))),
+        "first_seed": first_seed,
         "checkpoints": checkpoints(budget),
         "strategies": {},
     }
@@ -303,12 +304,15 @@ def compare(
     gpu: str | None = None,
     root: Path | None = None,
     jobs: int | None = None,
+    first_seed: int = 0,
     on_start: Callable[[int], object] | None = None,
     on_done: Callable[[], object] | None = None,
 ) -> dict:
-    strategies = _checked(strategies, repeats, budget)
+    """Replay a workload's recorded complete space with each strategy, `repeats` runs seeded `first_seed`,
+    `first_seed` + 1, ... (a later first seed checks a design on seeds it was not chosen on)."""
+    strategies = _checked(strategies, repeats, budget, first_seed)
     rec = load_recording(workload, size, dtype, gpu, root)
-    return _run(rec, strategies, repeats, budget, jobs, on_start, on_done)
+    return _run(rec, strategies, repeats, budget, jobs, first_seed, on_start, on_done)
 
 
 def compare_file(
@@ -320,16 +324,17 @@ def compare_file(
     repeats: int = 30,
     budget: int = 200,
     jobs: int | None = None,
+    first_seed: int = 0,
     on_start: Callable[[int], object] | None = None,
     on_done: Callable[[], object] | None = None,
 ) -> dict:
     """`compare` on a Kernel Tuner cache or T4 results file (load_file_recording)."""
-    strategies = _checked(strategies, repeats, budget)
+    strategies = _checked(strategies, repeats, budget, first_seed)
     rec = load_file_recording(Path(path), objective, direction)
-    return _run(rec, strategies, repeats, budget, jobs, on_start, on_done)
+    return _run(rec, strategies, repeats, budget, jobs, first_seed, on_start, on_done)
 
 
-def _checked(strategies: Iterable[str], repeats: int, budget: int) -> list[str]:
+def _checked(strategies: Iterable[str], repeats: int, budget: int, first_seed: int) -> list[str]:
     strategies = list(dict.fromkeys(strategies))
     if not strategies:
         raise TunerError("no strategies to compare")
@@ -337,6 +342,8 @@ def _checked(strategies: Iterable[str], repeats: int, budget: int) -> list[str]:
         make_compared_strategy(None, s)  # an unknown name fails here, before any replay
     if repeats < 1 or budget < 1:
         raise TunerError("--repeats and --budget must be at least 1")
+    if first_seed < 0:
+        raise TunerError(f"--first-seed must be 0 or more, not {first_seed}")
     return strategies
 
 
@@ -346,12 +353,13 @@ def _run(
     repeats: int,
     budget: int,
     jobs: int | None,
+    first_seed: int,
     on_start: Callable[[int], object] | None,
     on_done: Callable[[], object] | None,
 ) -> dict:
     budget = min(budget, space_size(rec))
     if on_start:
         on_start(len(strategies) * repeats)
-    jobs = jobs or os.cpu_count() or 1
-    traces = run_traces(rec, strategies, repeats, budget, jobs=min(jobs, len(strategies) * repeats), on_done=on_done)
-    return summarize(rec, traces, budget)
+    jobs = min(jobs or os.cpu_count() or 1, len(strategies) * repeats)
+    traces = run_traces(rec, strategies, repeats, budget, jobs=jobs, on_done=on_done, first_seed=first_seed)
+    return summarize(rec, traces, budget, first_seed)

@@ -37,8 +37,8 @@ def caption(doc: dict) -> str:
     return (
         f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']}: {doc['configs']} recorded configs, "
         f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats{_seeds(doc)}, "
-        f"budget {doc['budget']} unique evaluations. @k: best found after k unique evaluations as a fraction of the optimum "
-        f"(mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
+        f"budget {doc['budget']} unique evaluations. @k: best found after k unique evaluations as a fraction of "
+        f"the optimum (mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
         f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
         f"(± its std over those evaluations) [its {100 * INTERVAL:g}% bootstrap interval over the repeats: how "
         f"much the score owes to which repeats ran]."

@@ -41,14 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default with its warm start off)",
     )
     s.add_argument(
-        "--repeats", type=int, default=30, help="runs per strategy, seeded 0, 1, ... from --first-seed (default 30)"
+        "--repeats", type=int, default=30, help="runs per strategy (default 30), seeded as --first-seed says"
     )
     s.add_argument(
         "--first-seed",
         type=int,
         default=0,
-        help="seed of the first run (default 0): a strategy tuned on some seeds scores higher on them than on "
-        "others, so check a change on seeds it was not chosen on",
+        help="seed of the first run, the next runs seeded one more each (default 0); a strategy chosen by its scores "
+        "on some seeds can score lower on others, so check a change on seeds it was not chosen on",
     )
     s.add_argument("--budget", type=int, default=200, help="unique evaluations per run (default 200)")
     s.add_argument("--gpu", help="which recorded GPU to replay (where several are recorded)")

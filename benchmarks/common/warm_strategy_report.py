@@ -1,16 +1,19 @@
 """The default strategy warm-started against warm-started TPE on every recorded complete space, in one command:
 
-    nice -n 10 python benchmarks/common/warm_strategy_report.py [--repeats 10]
+    nice -n 10 python benchmarks/common/warm_strategy_report.py [--repeats 10] [--first-seed 0] [--jobs 1]
+        [--out FILE]
 
 For each complete recording in the store (strategy_report.complete_recordings): `compare` at a budget of 10% of
 the valid configs (at least 10, at most 100), the methodology score of `default` (tuner tune's strategy with
 its warm start from the other recorded sizes) and of `tpe+warm`, with the first's 90% bootstrap interval over the
 repeats, written to
-results/records/common/<gpu>/strategies/warm_summary.md (issue 26: a cold default with the warm start on top)."""
+results/records/common/<gpu>/strategies/warm_summary.md (issue 26: a cold default with the warm start on top) or
+--out. --first-seed checks the comparison on seeds other than the 0..9 the designs were chosen on."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -30,6 +33,9 @@ STRATEGIES = ("default", "tpe+warm")
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0, help="seed of the first repeat (held-out seeds: 10..)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes per space (the traces do not depend on it)")
+    p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/warm_summary.md)")
     args = p.parse_args()
     t0 = time.time()
     lines, scores, out_dir = [], {n: [] for n in STRATEGIES}, None
@@ -37,7 +43,7 @@ def main() -> int:
         out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
         budget = budget_for(configs)
         doc = compare(workload, size, dtype, strategies=list(STRATEGIES), repeats=args.repeats, budget=budget,
-                      gpu=gpu_dir.name, jobs=1)
+                      gpu=gpu_dir.name, jobs=args.jobs, first_seed=args.first_seed)
         got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}
         for n in STRATEGIES:
             scores[n].append(got[n])
@@ -51,9 +57,10 @@ def main() -> int:
     means = " | ".join(f"{statistics.mean(scores[n]):.3f}" for n in STRATEGIES)
     text = [
         f"Warm-started methodology scores (Willemsen et al. 2024): `default` is `{DEFAULT_STRATEGY}+warm`, against "
-        f"`tpe+warm`; {args.repeats} repeats, budget 10% of the valid configs (at least 10, at most 100). Made by "
-        f"`nice -n 10 python benchmarks/common/warm_strategy_report.py --repeats {args.repeats}` "
-        f"({time.time() - t0:.0f} s on 2 shared cores).",
+        f"`tpe+warm`; {args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), "
+        f"budget 10% of the valid configs (at least 10, at most 100). Made by "
+        f"`python benchmarks/common/warm_strategy_report.py {' '.join(sys.argv[1:])}` "
+        f"({time.time() - t0:.0f} s, {args.jobs} process(es) a space on a machine of {os.cpu_count()} cores).",
         "",
         "| space | gpu | configs | budget | " + " | ".join(STRATEGIES) + f" | {STRATEGIES[0]} {100 * INTERVAL:g}% "
         "bootstrap interval over the repeats |",
@@ -61,7 +68,8 @@ def main() -> int:
         *lines,
         f"| mean | | | | {means} | |",
     ]
-    out = records_dir(COMMON, out_dir.name, "strategies") / "warm_summary.md"
+    out = Path(args.out) if args.out else records_dir(COMMON, out_dir.name, "strategies") / "warm_summary.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(text) + "\n")
     print(f"wrote {out}")
     return 0

@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
+from benchmarks.common.cold_strategy_report import all_traces  # noqa: E402
 from benchmarks.common.report import COMMON, records_dir  # noqa: E402
 from benchmarks.common.strategy_report import budget_for, complete_recordings  # noqa: E402
 from tuner import store  # noqa: E402
-from tuner.answers.compare import compare  # noqa: E402
+from tuner.answers.compare import load_recording, summarize  # noqa: E402
 from tuner.answers.compare_scores import INTERVAL  # noqa: E402
 from tuner.search.strategies import DEFAULT_STRATEGY  # noqa: E402
 
@@ -34,21 +35,25 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--first-seed", type=int, default=0, help="seed of the first repeat (held-out seeds: 10..)")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes per space (the traces do not depend on it)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (the traces do not depend on it)")
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/warm_summary.md)")
     args = p.parse_args()
     t0 = time.time()
-    lines, scores, out_dir = [], {n: [] for n in STRATEGIES}, None
-    for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root()):
-        out_dir = out_dir or gpu_dir  # the summary goes beside the first GPU's records
+    lines, scores = [], {n: [] for n in STRATEGIES}
+    spaces = [(f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs, gpu_dir)
+              for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root())]
+    out_dir = spaces[0][3] if spaces else None  # the summary goes beside the first GPU's records
+    seeds = range(args.first_seed, args.first_seed + args.repeats)
+    # every (space, strategy, seed) one task of one pool, as the cold report runs them
+    every = all_traces([(rec, budget_for(configs)) for _, rec, configs, _ in spaces], STRATEGIES, seeds, args.jobs)
+    for (label, rec, configs, gpu_dir), traces in zip(spaces, every, strict=True):
         budget = budget_for(configs)
-        doc = compare(workload, size, dtype, strategies=list(STRATEGIES), repeats=args.repeats, budget=budget,
-                      gpu=gpu_dir.name, jobs=args.jobs, first_seed=args.first_seed)
+        doc = summarize(rec, traces, budget, args.first_seed)
         got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}
         for n in STRATEGIES:
             scores[n].append(got[n])
         lo, hi = doc["strategies"][STRATEGIES[0]]["methodology"]["interval"]
-        lines.append(f"| {workload} {size} {dtype} | {gpu_dir.name} | {configs} | {budget} | "
+        lines.append(f"| {label} | {gpu_dir.name} | {configs} | {budget} | "
                      + " | ".join(f"{got[n]:.3f}" for n in STRATEGIES) + f" | {lo:.2f} - {hi:.2f} |")
         print(lines[-1], flush=True)
     if out_dir is None:
@@ -60,7 +65,7 @@ def main() -> int:
         f"`tpe+warm`; {args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), "
         f"budget 10% of the valid configs (at least 10, at most 100). Made by "
         f"`python benchmarks/common/warm_strategy_report.py {' '.join(sys.argv[1:])}` "
-        f"({time.time() - t0:.0f} s, {args.jobs} process(es) a space on a machine of {os.cpu_count()} cores).",
+        f"({time.time() - t0:.0f} s, {args.jobs} process(es) on a machine of {os.cpu_count()} cores).",
         "",
         "| space | gpu | configs | budget | " + " | ".join(STRATEGIES) + f" | {STRATEGIES[0]} {100 * INTERVAL:g}% "
         "bootstrap interval over the repeats |",

@@ -20,6 +20,7 @@ from tuner.answers.compare import (
     run_traces,
     strategy_trace,
     summarize,
+    traces_of_spaces,
 )
 from tuner.answers.compare_scores import (
     best_so_far,
@@ -184,16 +185,14 @@ def test_repeats_can_start_at_a_later_seed():
 
 
 @needs_recording
-def test_the_cold_reports_one_pool_gives_the_traces_of_one_space_at_a_time():
-    """benchmarks/common/cold_strategy_report.py runs every (space, strategy, seed) as a task of one pool; the
+def test_one_pool_over_several_spaces_gives_the_traces_of_one_space_at_a_time():
+    """traces_of_spaces (the strategy reports') runs every (space, seed, strategy) as a task of one pool; the
     traces are those run_traces gives space by space, seeded alike, in one process or several."""
-    from benchmarks.common.cold_strategy_report import all_traces
-
     recs = [load_recording("reduction", *RECORDED[0]), load_recording("reduction", *RECORDED[-1])]
     strategies, seeds = ["auto", "kt:random_sample"], range(3, 5)
     expected = [run_traces(rec, strategies, 2, 15, first_seed=3) for rec in recs]
-    assert all_traces([(rec, 15) for rec in recs], strategies, seeds, jobs=1) == expected
-    assert all_traces([(rec, 15) for rec in recs], strategies, seeds, jobs=2) == expected
+    assert traces_of_spaces([(rec, 15) for rec in recs], strategies, seeds, jobs=1) == expected
+    assert traces_of_spaces([(rec, 15) for rec in recs], strategies, seeds, jobs=2) == expected
 
 
 # ---- the command ------------------------------------------------------------------------------------

@@ -17,12 +17,10 @@ functions are called directly, so nothing here depends on a cold/warm switch of 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +35,8 @@ from tuner.answers.compare import (  # noqa: E402
     load_file_recording,
     load_recording,
     space_size,
-    strategy_trace,
     summarize,
+    traces_of_spaces,
 )
 from tuner.answers.compare_scores import INTERVAL, best_so_far, interval, score_resamples  # noqa: E402
 
@@ -61,33 +59,6 @@ def recordings(keep: Callable[[str], bool] = lambda label: True) -> Iterator[tup
             yield label, rec, space_size(rec), path.parent.parent
 
 
-def _trace(task: tuple[int, Recording, str, int, int]) -> tuple[int, str, int, list]:
-    space, rec, strategy, seed, budget = task
-    return space, strategy, seed, strategy_trace(rec, strategy, seed, budget)
-
-
-def all_traces(
-    spaces: Sequence[tuple[Recording, int]], strategies: Sequence[str], seeds: range, jobs: int
-) -> list[dict[str, list]]:
-    """For each (recording, budget) of `spaces`: {strategy: [trace of each seed]}. Every (space, strategy, seed)
-    is one task of one pool of `jobs` spawned processes, the largest spaces first, so no space waits for the
-    last repeat of the one before (tuner.answers.compare.run_traces pools one space at a time). Repeat r is
-    seeded with seeds[r], as run_traces seeds it: the traces do not depend on `jobs`."""
-    tasks = [(i, rec, s, seed, budget) for i, (rec, budget) in enumerate(spaces) for s in strategies for seed in seeds]
-    tasks.sort(key=lambda t: -t[4] * len(t[1].values))
-    out: list[dict[str, list]] = [{s: [None] * len(seeds) for s in strategies} for _ in spaces]
-
-    def gather(done: Iterator[tuple[int, str, int, list]]) -> list[dict[str, list]]:
-        for i, strategy, seed, trace in done:
-            out[i][strategy][seed - seeds[0]] = trace
-        return out
-
-    if jobs <= 1:
-        return gather(map(_trace, tasks))
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        return gather(pool.map(_trace, tasks))
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
@@ -106,7 +77,7 @@ def main() -> int:
     out_dir = spaces[0][4]  # the summary goes beside the first GPU's records
     seeds = range(args.first_seed, args.first_seed + args.repeats)
     print(f"{len(spaces)} spaces, {len(strategies)} strategies, {args.repeats} repeats, {args.jobs} processes", flush=True)
-    every = all_traces([(rec, budget) for _, rec, _, budget, _ in spaces], strategies, seeds, args.jobs)
+    every = traces_of_spaces([(rec, budget) for _, rec, _, budget, _ in spaces], strategies, seeds, args.jobs)
     for (label, rec, configs, budget, gpu_dir), traces in zip(spaces, every, strict=True):
         doc = summarize(rec, traces, budget, args.first_seed)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
-from benchmarks.common.cold_strategy_report import all_traces, recordings  # noqa: E402
+from benchmarks.common.cold_strategy_report import recordings  # noqa: E402
 from benchmarks.common.strategy_report import budget_for  # noqa: E402
-from tuner.answers.compare import summarize  # noqa: E402
+from tuner.answers.compare import summarize, traces_of_spaces  # noqa: E402
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
               for label, rec, configs, _ in recordings(lambda label: not only or any(o in label for o in only))]
     started = time.time()
     seeds = range(args.first_seed, args.first_seed + args.repeats)
-    every = all_traces([(rec, budget) for _, rec, budget in spaces], [args.strategy], seeds, args.jobs)
+    every = traces_of_spaces([(rec, budget) for _, rec, budget in spaces], [args.strategy], seeds, args.jobs)
     scores = [summarize(rec, traces, budget)["strategies"][args.strategy]["methodology"]["score"]
               for (_, rec, budget), traces in zip(spaces, every, strict=True)]
     for (label, _, _), score in zip(spaces, scores):

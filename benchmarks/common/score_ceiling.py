@@ -130,7 +130,8 @@ def main() -> int:
         "Ceilings of the methodology score (Willemsen et al. 2024; 0 = random search, 1 = optimum at once) at a "
         "budget of 10% of the valid configs (at least 10, at most 100): random draws among the configs within 1-5% "
         f"of the optimum or among the best 5-20% of the configs ({ORACLE_REPEATS} repeats each), and the configs in "
-        f"the order a model predicts from the other 90% of the space (10-fold, shuffled; no Gaussian process past {GP_MAX} configs). Made by `nice -n 10 python benchmarks/common/score_ceiling.py` "
+        f"the order a model predicts from the other 90% of the space (10-fold, shuffled; no Gaussian process past "
+        f"{GP_MAX} configs). Made by `nice -n 10 python benchmarks/common/score_ceiling.py` "
         f"({time.time() - started:.0f} s on 2 shared cores).",
         "",
         header("space", "gpu", "configs", "budget", *names),

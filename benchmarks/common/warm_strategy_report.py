@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
-from benchmarks.common.cold_strategy_report import all_traces  # noqa: E402
 from benchmarks.common.report import COMMON, records_dir  # noqa: E402
 from benchmarks.common.strategy_report import budget_for, complete_recordings  # noqa: E402
 from tuner import store  # noqa: E402
-from tuner.answers.compare import load_recording, summarize  # noqa: E402
+from tuner.answers.compare import load_recording, summarize, traces_of_spaces  # noqa: E402
 from tuner.answers.compare_scores import INTERVAL  # noqa: E402
 from tuner.search.strategies import DEFAULT_STRATEGY  # noqa: E402
 
@@ -40,14 +39,13 @@ def main() -> int:
     args = p.parse_args()
     t0 = time.time()
     lines, scores = [], {n: [] for n in STRATEGIES}
-    spaces = [(f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs, gpu_dir)
+    spaces = [(f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs,
+               budget_for(configs), gpu_dir)
               for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root())]
-    out_dir = spaces[0][3] if spaces else None  # the summary goes beside the first GPU's records
+    out_dir = spaces[0][4] if spaces else None  # the summary goes beside the first GPU's records
     seeds = range(args.first_seed, args.first_seed + args.repeats)
-    # every (space, strategy, seed) one task of one pool, as the cold report runs them
-    every = all_traces([(rec, budget_for(configs)) for _, rec, configs, _ in spaces], STRATEGIES, seeds, args.jobs)
-    for (label, rec, configs, gpu_dir), traces in zip(spaces, every, strict=True):
-        budget = budget_for(configs)
+    every = traces_of_spaces([(rec, budget) for _, rec, _, budget, _ in spaces], STRATEGIES, seeds, args.jobs)
+    for (label, rec, configs, budget, gpu_dir), traces in zip(spaces, every, strict=True):
         doc = summarize(rec, traces, budget, args.first_seed)
         got = {n: doc["strategies"][n]["methodology"]["score"] for n in STRATEGIES}
         for n in STRATEGIES:

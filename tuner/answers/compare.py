@@ -190,9 +190,9 @@ def strategy_trace(rec: Recording, strategy: str, seed: int, budget: int) -> lis
     return _unique_trace(results, list(space.params), space.objective)[:budget]
 
 
-def _task(args: tuple[Recording, str, int, int]) -> tuple[str, int, list]:
-    rec, strategy, seed, budget = args
-    return strategy, seed, strategy_trace(rec, strategy, seed, budget)
+def _task(args: tuple[int, Recording, str, int, int]) -> tuple[int, str, int, list]:
+    space, rec, strategy, seed, budget = args
+    return space, strategy, seed, strategy_trace(rec, strategy, seed, budget)
 
 
 def run_traces(
@@ -207,8 +207,23 @@ def run_traces(
     """{strategy: [trace of repeat 0, 1, ...]}; repeat r is seeded with first_seed + r, so the result does not
     depend on `jobs` or on the order in which workers finish (and a design chosen on seeds 0..9 can be scored on
     seeds it was not chosen on)."""
-    tasks = [(rec, s, first_seed + r, budget) for r in range(repeats) for s in strategies]
-    out: dict[str, list] = {s: [None] * repeats for s in strategies}
+    seeds = range(first_seed, first_seed + repeats)
+    return traces_of_spaces([(rec, budget)], strategies, seeds, jobs=jobs, on_done=on_done)[0]
+
+
+def traces_of_spaces(
+    spaces: Sequence[tuple[Recording, int]],
+    strategies: Sequence[str],
+    seeds: range,
+    jobs: int = 1,
+    on_done: Callable[[], object] | None = None,
+) -> list[dict[str, list]]:
+    """run_traces for each (recording, budget) of `spaces` at once: every (space, seed, strategy) is one task of
+    one pool of `jobs` processes, the largest spaces first, so no space waits for the last repeat of the one
+    before (the strategy reports replay every recorded space). Repeat r is seeded with seeds[r]."""
+    tasks = [(i, rec, s, seed, budget) for i, (rec, budget) in enumerate(spaces) for seed in seeds for s in strategies]
+    tasks.sort(key=lambda t: -t[4] * len(t[1].values))  # stable: a space's tasks keep their order
+    out: list[dict[str, list]] = [{s: [None] * len(seeds) for s in strategies} for _ in spaces]
     done: Iterator
     if jobs <= 1:
         done = map(_task, tasks)
@@ -217,8 +232,8 @@ def run_traces(
         pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
         done = pool.map(_task, tasks)
     try:
-        for strategy, seed, trace in done:
-            out[strategy][seed - first_seed] = trace
+        for i, strategy, seed, trace in done:
+            out[i][strategy][seed - seeds[0]] = trace
             if on_done:
                 on_done()
     finally:

@@ -144,6 +144,25 @@ def test_a_damaged_cache_is_one_line_naming_it(results, capsys, monkeypatch, how
     assert len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("workload, size, dtype", [("floyd-warshall-small", "5k", "int32"), ("reduction", "seed", "float32")])
+def test_a_cache_with_failures_as_kernel_tuner_writes_them_replays(results, capsys, workload, size, dtype):
+    """Kernel Tuner 1.5 (and evaluate.record_failure_in_cache) write a failed config as an "__error__" with no
+    time; a cache holding one once stopped every later campaign of its space, resumed or replayed."""
+    target = damaged(results, workload, size, dtype, "intact")
+    doc = json.loads(target.read_text())
+    entry = next(iter(doc["cache"].values()))
+    for k in ("time", "times"):
+        entry.pop(k)
+    entry["__error__"] = "RuntimeFailedConfig"
+    target.write_text(json.dumps(doc))
+    assert main(["tune", workload, "--size", size, "--dtype", dtype, "--simulate", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"]
+    entry.pop("__error__")  # neither a time nor a failure: still refused in one line
+    target.write_text(json.dumps(doc))
+    err = fails(["tune", workload, "--size", size, "--dtype", dtype, "--simulate", "--quiet"], capsys, "nor a Kernel Tuner failure")
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_an_intact_cache_still_replays(results, capsys):
     damaged(results, "floyd-warshall-small", "5k", "int32", "intact")
     assert main(["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--quiet", "--json"]) == 0

@@ -5,10 +5,13 @@ itself as before where no cubin came (a source the pool did not see, another bac
 Kernel Tuner's nvcuda backend compiles with NVRTC to PTX and leaves the PTX to the driver, which compiles it
 to machine code when cuModuleLoadData loads it: about 80% of a trial on the H100 with the driver's JIT cache
 cold. The pool compiles to a cubin for the GPU's architecture with the same source and options, and here the
-cubin is loaded as is."""
+cubin is loaded as is.
+
+It also makes the backend check every driver call it makes (see check_driver_calls)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tuner.measure.compile_pool import Compiled, source_key
@@ -23,11 +26,36 @@ def install(dev: Any) -> dict | None:
         return None
     if type(dev) is not CudaFunctions:  # cupy, pycuda, the C backend: they compile as they always did
         return None
+    check_driver_calls()
     # the subclass adds behaviour and two attributes, no state of its own to initialise: re-class the object
     # Kernel Tuner's DeviceInterface built (it builds the backend itself, by language)
     dev.__class__ = _cubin_class(CudaFunctions)
     dev.ready, dev.loaded, dev.pool_ms = {}, 0, 0.0
     return {"cc": str(dev.cc), "compiler_options": list(dev.compiler_options)}
+
+
+def check_driver_calls() -> None:
+    """Kernel Tuner 1.5's nvcuda backend hands cuda_error_check what some driver calls return whole (`err =
+    driver.cuLaunchKernel(...)`, the memory copies), a 1-tuple in cuda-python, and cuda_error_check checks only a
+    bare CUresult: a launch the driver refused (too many registers for the block) went unseen, the kernel never
+    ran, and its config read as a wrong answer (verified) or an impossibly fast one (not). The backend module's
+    check is made to look inside the tuple; a refused launch is then Kernel Tuner's own skippable launch
+    failure (a RuntimeFailedConfig: status `launch`)."""
+    from kernel_tuner.backends import nvcuda
+
+    nvcuda.cuda_error_check = tuple_aware(nvcuda.cuda_error_check)
+
+
+def tuple_aware(check: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`check`, given the first item of a tuple in place of the tuple (idempotent)."""
+    if getattr(check, "tuple_aware", False):
+        return check
+
+    def checked(error: Any) -> None:
+        check(error[0] if isinstance(error, tuple) and error else error)
+
+    checked.tuple_aware = True  # type: ignore[attr-defined]
+    return checked
 
 
 def offer(dev: Any, compiled: tuple[Compiled, ...]) -> None:

@@ -275,7 +275,9 @@ def aligned_cache(cachefile: str | Path, space: Space) -> dict | None:
     return data
 
 
-_ERROR_TIMES = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")  # Kernel Tuner's failures
+# Kernel Tuner's failures: 1.5 writes them as an entry's "__error__" (and so does evaluate.record_failure_in_cache),
+# its older versions as the entry's "time"
+_KT_FAILURES = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
 
 
 def _read_cache(path: Path) -> dict:
@@ -296,8 +298,12 @@ def _read_cache(path: Path) -> dict:
         entry = entry if isinstance(entry, dict) else {}
         time, times = entry.get("time"), entry.get("times", [])
         numbers = isinstance(times, list) and all(_is_number(t) for t in times)
-        if not (_is_number(time) or time in _ERROR_TIMES) or not numbers:
-            raise TunerError(f"{path}: config {key} has no valid time (a number) or times (a list of numbers)")
+        failed = time in _KT_FAILURES or entry.get("__error__") in _KT_FAILURES
+        if not (_is_number(time) or failed) or not numbers:
+            raise TunerError(
+                f"{path}: config {key} has no valid time (a number) or times (a list of numbers), nor a Kernel "
+                "Tuner failure"
+            )
     return data
 
 

@@ -304,6 +304,29 @@ def test_a_measuring_process_that_dies_in_rounds_marks_no_config_failed_in_the_r
     assert [r["status"] for r in rows] == ["runtime"] and cache.read_text() == header
 
 
+def test_a_ctrl_c_is_the_campaigns_to_act_on_not_the_measuring_processs(capfd):
+    """Ctrl-C reaches the whole process group: the measuring process must neither die of it (the campaign could
+    then store the config it was measuring as a failure) nor print a traceback; the campaign stops it."""
+    import os
+    import signal
+
+    from tuner.measure.protocol import MeasureSpec
+    from tuner.measure.runner import IsolatedRunner
+
+    spec = MeasureSpec(workload="reduction", size={"n": 4194304}, dtype="float32", backend="nvcuda", device=0,
+                       cachefile=None)
+    runner = IsolatedRunner(spec, timeout=10, target=fake_worker_main)
+    runner.start()
+    try:
+        os.kill(runner._proc.pid, signal.SIGINT)
+        keys = ["variant", "block_size_x", "items_per_thread", "vector", "shuffle", "finish"]
+        rows = runner.measure_interleaved([[7, 256, 16, 4, 1, 1]], keys, rounds=2)
+        assert [r["status"] for r in rows] == ["ok"] and runner._proc.is_alive()
+    finally:
+        runner.shutdown()
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("failure, said", [("compile", "does not compile"), ("wrong_answer", "disagrees with the reference")])
 def test_a_kernel_that_fails_every_config_the_same_way_is_one_line(results, monkeypatch, failure, said):
     """A kernel that does not compile, or a reference that disagrees with every config: bad input, said in

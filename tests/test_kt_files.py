@@ -199,3 +199,18 @@ def test_a_recording_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
     (source,) = [s for s in sources(ROOT, "floyd-warshall-small") if s.size == "5k"]
     with pytest.raises(TunerError, match=r"cannot write the recording of floyd-warshall-small 5k int32 .*TUNER_CACHE"):
         replay_file(ROOT, "floyd-warshall-small", source)
+
+
+def test_configs_outside_the_spaces_parameters_are_left_out_of_the_file():
+    """Rows recorded under a wider space (here: one row's block size, which reduction's space does not list)
+    are no configs of the header's tune_params: the file leaves them out and says which."""
+    rows = _rows("reduction")
+    rows = rows[(rows["size"] == "16M") & (rows["dtype"] == "int32") & (rows["gpu"] == H100)].copy()
+    wide = json.loads(rows["config"].iloc[0])
+    wide["block_size_x"] = 12345
+    rows.iloc[0, rows.columns.get_loc("config")] = json.dumps(wide)
+    outside: list[str] = []
+    doc = store_cache_doc("reduction", "16M", "int32", H100, rows=rows, outside=outside)
+    assert [json.loads(c)["block_size_x"] for c in outside] == [12345]
+    assert len(doc["cache"]) == rows["config"].nunique() - 1
+    assert all(e[k] in doc["tune_params"][k] for e in doc["cache"].values() for k in doc["tune_params_keys"])

@@ -52,10 +52,17 @@ def recording_text(
     if "nearest-size" in sel.fallback:
         raise TunerError(f"{workload}: {sel.notes[-1]}; export a recorded size")
     row = sel.rows.iloc[0]
-    doc = store_cache_doc(workload, str(row["size"]), sel.dtype, str(row["gpu"]), root)
+    outside: list[str] = []
+    doc = store_cache_doc(workload, str(row["size"]), sel.dtype, str(row["gpu"]), root, outside=outside)
     text = cache_text(doc) + "\n" if fmt == "kt-cache" else json.dumps(t4_results(doc), indent=1) + "\n"
     about = {"gpu": doc["device_name"], "size": str(row["size"]), "dtype": sel.dtype, "configs": len(doc["cache"])}
-    return text, {**about, "notes": sel.notes}
+    notes = list(sel.notes)
+    if outside:
+        notes.append(
+            f"{len(outside)} recorded config(s) with parameter values the space no longer lists are left out "
+            f"(e.g. {outside[0]})"
+        )
+    return text, {**about, "notes": notes}
 
 
 def _header(workload: str, answers: list[dict]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from kernel_tuner.runners.runner import Runner
 
 from tuner.errors import TunerError
-from tuner.measure.entry import process_entry
+from tuner.measure.entry import isolated, process_entry
 from tuner.measure.evaluate import kt_result, record_failure_in_cache
 from tuner.measure.pipeline import CompilePipeline, default_workers
 from tuner.measure.protocol import (
@@ -121,7 +121,7 @@ class IsolatedRunner(Runner):
         if self._proc is None:
             self._spawned = (time.perf_counter(), time.time())
             parent, child = self._ctx.Pipe()
-            self._proc = self._ctx.Process(target=self.target, args=(child, self.spec), daemon=True)
+            self._proc = self._ctx.Process(target=isolated, args=(self.target, child, self.spec), daemon=True)
             self._proc.start()
             child.close()
             self._conn = parent

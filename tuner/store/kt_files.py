@@ -98,12 +98,20 @@ def problem_size(size_vars: dict) -> list | str:
 
 
 def store_cache_doc(
-    workload: str, size_name: str, dtype: str, gpu: str, root: Path | None = None, rows: pd.DataFrame | None = None
+    workload: str,
+    size_name: str,
+    dtype: str,
+    gpu: str,
+    root: Path | None = None,
+    rows: pd.DataFrame | None = None,
+    outside: list[str] | None = None,
 ) -> dict:
     """The Kernel Tuner cache of one recorded (GPU, size, dtype), from the store's rows as `tuner best` reads
     them (times taken the current way; every failure). The parameters are those the rows were recorded with
     (a parameter the space gained later with a default is left out where no row has it, as Kernel Tuner
-    would have recorded it; where some have it, the others get its default)."""
+    would have recorded it; where some have it, the others get its default). Configs with a value the space's
+    parameters no longer list (recorded under a wider space) are left out, so that every entry is a config of
+    the header's `tune_params`; their configs are added to `outside` where given."""
     space = get_workload(workload).space
     raw = read_parts(f"*/{workload}/evaluations/*.parquet", Path(root or results_root())) if rows is None else rows
     if raw.empty:
@@ -117,6 +125,14 @@ def store_cache_doc(
     recorded = [json.loads(c) for c in rows_now["config"]]
     keys = [k for k in space.params if any(k in c for c in recorded)]
     rows_now = complete_configs(rows_now, space)
+    inside = [all(c[k] in space.params[k] for k in keys) for c in map(json.loads, rows_now["config"])]
+    if outside is not None:
+        outside.extend(rows_now["config"][[not i for i in inside]])
+    if not any(inside):
+        raise TunerError(
+            f"no config stored for {workload} {size_name} {dtype} on {gpu} lies within the space's parameters"
+        )
+    rows_now = rows_now[inside]
     size_vars = json.loads(rows_now["size_vars"].iloc[-1])
     size_vars = {k: size_vars[k] for k in space.sizes.get(size_name, size_vars) if k in size_vars} or size_vars
     cache = {}

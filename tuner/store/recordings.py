@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from tuner.space import Space
 
-DERIVED_FORMAT = 1  # part of every derived cache's key: raise it where store_cache_doc's output changes
+DERIVED_FORMAT = 2  # part of every derived cache's key: raise it where store_cache_doc's output changes
 
 
 @dataclass(frozen=True)

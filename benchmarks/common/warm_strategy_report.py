@@ -1,14 +1,15 @@
 """The default strategy warm-started against warm-started TPE on every recorded complete space, in one command:
 
     nice -n 10 python benchmarks/common/warm_strategy_report.py [--repeats 10] [--first-seed 0] [--jobs 1]
-        [--out FILE]
+        [--only TEXT,...] [--out FILE]
 
 For each complete recording in the store (strategy_report.complete_recordings): `compare` at a budget of 10% of
 the valid configs (at least 10, at most 100), the methodology score of `default` (tuner tune's strategy with
 its warm start from the other recorded sizes) and of `tpe+warm`, with the first's 90% bootstrap interval over the
 repeats, written to
 results/records/common/<gpu>/strategies/warm_summary.md (issue 26: a cold default with the warm start on top) or
---out. --first-seed checks the comparison on seeds other than the 0..9 the designs were chosen on."""
+--out. --first-seed checks the comparison on seeds other than the 0..9 the designs were chosen on; --only keeps
+the spaces whose label holds one of its texts (a mean over them only: say so where it is reported)."""
 
 from __future__ import annotations
 
@@ -35,13 +36,16 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--first-seed", type=int, default=0, help="seed of the first repeat (held-out seeds: 10..)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (the traces do not depend on it)")
+    p.add_argument("--only", default="", help="comma-separated parts of the spaces' labels to keep")
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/warm_summary.md)")
     args = p.parse_args()
     t0 = time.time()
     lines, scores = [], {n: [] for n in STRATEGIES}
+    only = [o for o in args.only.split(",") if o]
     spaces = [(f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs,
                budget_for(configs), gpu_dir)
-              for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root())]
+              for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root())
+              if not only or any(o in f"{workload} {size} {dtype}" for o in only)]
     out_dir = spaces[0][4] if spaces else None  # the summary goes beside the first GPU's records
     seeds = range(args.first_seed, args.first_seed + args.repeats)
     every = traces_of_spaces([(rec, budget) for _, rec, _, budget, _ in spaces], STRATEGIES, seeds, args.jobs)

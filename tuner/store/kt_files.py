@@ -127,7 +127,7 @@ def store_cache_doc(
     rows_now = complete_configs(rows_now, space)
     inside = [all(c[k] in space.params[k] for k in keys) for c in map(json.loads, rows_now["config"])]
     if outside is not None:
-        outside.extend(rows_now["config"][[not i for i in inside]])
+        outside.extend(dict.fromkeys(rows_now["config"][[not i for i in inside]]))  # a config once, however many rows
     if not any(inside):
         raise TunerError(
             f"no config stored for {workload} {size_name} {dtype} on {gpu} lies within the space's parameters"

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
 from benchmarks.common.cold_strategy_report import recordings  # noqa: E402
-from benchmarks.common.strategy_report import budget_for  # noqa: E402
+from benchmarks.common.strategy_report import budget_for, label_filter  # noqa: E402
 from tuner.answers.compare import summarize, traces_of_spaces  # noqa: E402
 
 
@@ -33,9 +33,7 @@ def main() -> int:
     p.add_argument("--only", default="", help="comma-separated parts of the spaces' labels to keep")
     p.add_argument("--jobs", type=int, default=os.cpu_count())
     args = p.parse_args()
-    only = [o for o in args.only.split(",") if o]
-    spaces = [(label, rec, budget_for(configs))
-              for label, rec, configs, _ in recordings(lambda label: not only or any(o in label for o in only))]
+    spaces = [(label, rec, budget_for(configs)) for label, rec, configs, _ in recordings(label_filter(args.only))]
     started = time.time()
     seeds = range(args.first_seed, args.first_seed + args.repeats)
     every = traces_of_spaces([(rec, budget) for _, rec, budget in spaces], [args.strategy], seeds, args.jobs)

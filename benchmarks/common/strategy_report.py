@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
@@ -32,6 +33,12 @@ KT_PREFIX = "kt:"
 def budget_for(configs: int) -> int:
     """The comparisons' budget: 10% of a space's valid configs, at least 10, at most 100."""
     return min(100, max(10, configs // 10))
+
+
+def label_filter(only: str) -> Callable[[str], bool]:
+    """The reports' --only: keep a space whose label holds one of the comma-separated texts (all, if none)."""
+    texts = [o for o in only.split(",") if o]
+    return lambda label: not texts or any(o in label for o in texts)
 
 
 def complete_recordings(root: Path):

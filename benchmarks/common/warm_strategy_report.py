@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 from benchmarks.common.report import COMMON, records_dir  # noqa: E402
-from benchmarks.common.strategy_report import budget_for, complete_recordings  # noqa: E402
+from benchmarks.common.strategy_report import budget_for, complete_recordings, label_filter  # noqa: E402
 from tuner import store  # noqa: E402
 from tuner.answers.compare import load_recording, summarize, traces_of_spaces  # noqa: E402
 from tuner.answers.compare_scores import INTERVAL  # noqa: E402
@@ -41,11 +41,11 @@ def main() -> int:
     args = p.parse_args()
     t0 = time.time()
     lines, scores = [], {n: [] for n in STRATEGIES}
-    only = [o for o in args.only.split(",") if o]
+    keep = label_filter(args.only)
     spaces = [(f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs,
                budget_for(configs), gpu_dir)
               for workload, size, dtype, gpu_dir, configs in complete_recordings(store.results_root())
-              if not only or any(o in f"{workload} {size} {dtype}" for o in only)]
+              if keep(f"{workload} {size} {dtype}")]
     out_dir = spaces[0][4] if spaces else None  # the summary goes beside the first GPU's records
     seeds = range(args.first_seed, args.first_seed + args.repeats)
     every = traces_of_spaces([(rec, budget) for _, rec, _, budget, _ in spaces], STRATEGIES, seeds, args.jobs)

@@ -16,19 +16,18 @@ from kernel_tuner import util
 
 from tuner.measure.protocol import config_key
 
-_KT_ERRORS = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "launch", "InvalidConfig": "invalid"}
-
-
-def kt_error_status(error: object) -> str:
-    """The failure class of one of Kernel Tuner's error kinds (an unknown one: runtime)."""
-    return _KT_ERRORS.get(type(error).__name__, "runtime")
-
-
+# the failure classes Kernel Tuner has error kinds of, and those kinds (the one table of them in tuner.measure)
 ERROR_CONFIGS = {
     "compile": util.CompilationFailedConfig,
     "launch": util.RuntimeFailedConfig,
     "invalid": util.InvalidConfig,
 }
+_KT_ERRORS = {kind.__name__: status for status, kind in ERROR_CONFIGS.items()}
+
+
+def kt_error_status(error: object) -> str:
+    """The failure class of one of Kernel Tuner's error kinds (an unknown one: runtime)."""
+    return _KT_ERRORS.get(type(error).__name__, "runtime")
 
 
 def open_cache(path: str | None, kernel_options: Any, tuning_options: Any, runner: Any) -> None:

@@ -17,6 +17,7 @@ from kernel_tuner.searchspace import Searchspace
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
+from tuner.measure.evaluate import ERROR_CONFIGS
 from tuner.space import Space
 from tuner.space.model import kt_block_names
 
@@ -277,7 +278,7 @@ def aligned_cache(cachefile: str | Path, space: Space) -> dict | None:
 
 # Kernel Tuner's failures: 1.5 writes them as an entry's "__error__" (and so does evaluate.record_failure_in_cache),
 # its older versions as the entry's "time"
-_KT_FAILURES = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
+_KT_FAILURES = tuple(kind.__name__ for kind in ERROR_CONFIGS.values())
 
 
 def _read_cache(path: Path) -> dict:

@@ -125,21 +125,21 @@ def store_cache_doc(
     recorded = [json.loads(c) for c in rows_now["config"]]
     keys = [k for k in space.params if any(k in c for c in recorded)]
     rows_now = complete_configs(rows_now, space)
-    inside = [all(c[k] in space.params[k] for k in keys) for c in map(json.loads, rows_now["config"])]
-    if outside is not None:
-        outside.extend(dict.fromkeys(rows_now["config"][[not i for i in inside]]))  # a config once, however many rows
-    if not any(inside):
-        raise TunerError(
-            f"no config stored for {workload} {size_name} {dtype} on {gpu} lies within the space's parameters"
-        )
-    rows_now = rows_now[inside]
     size_vars = json.loads(rows_now["size_vars"].iloc[-1])
     size_vars = {k: size_vars[k] for k in space.sizes.get(size_name, size_vars) if k in size_vars} or size_vars
     cache = {}
-    for row in _entry_rows(rows_now, space.maximize):
+    for row in _entry_rows(rows_now, space.maximize):  # one row per config
         metrics = json.loads(row["metrics"]) if row["status"] == "ok" and row.get("metrics") else {}
         entry = cache_entry(row, keys, {k: metrics[k] for k in space.metrics if k in metrics})
+        if not all(entry[k] in space.params[k] for k in keys):  # recorded under a wider space
+            if outside is not None:
+                outside.append(row["config"])
+            continue
         cache[",".join(str(entry[k]) for k in keys)] = entry
+    if not cache:
+        raise TunerError(
+            f"no config stored for {workload} {size_name} {dtype} on {gpu} lies within the space's parameters"
+        )
     return {
         "device_name": gpu,
         "kernel_name": space.kernel_name,

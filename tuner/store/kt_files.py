@@ -28,14 +28,15 @@ from kernel_tuner import util
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
+from tuner.measure.evaluate import ERROR_CONFIGS
 from tuner.store.parts import read_parts
 from tuner.store.paths import results_root
 from tuner.store.rows import complete_configs, config_medians, without_superseded
 from tuner.workloads import get_workload
 
-# the store's failure classes as Kernel Tuner's error classes (as tuner.measure.evaluate records them)
-KT_ERRORS = {"compile": "CompilationFailedConfig", "launch": "RuntimeFailedConfig", "invalid": "InvalidConfig"}
-KT_ERROR_NAMES = ("ErrorConfig", "InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
+# the store's failure classes as Kernel Tuner's error classes (tuner.measure.evaluate's table, by name)
+KT_ERRORS = {status: kind.__name__ for status, kind in ERROR_CONFIGS.items()}
+KT_ERROR_NAMES = ("ErrorConfig", *KT_ERRORS.values())
 T4_INVALIDITY = {"compile": "compile", "runtime": "runtime", "constraints": "constraints"}
 
 

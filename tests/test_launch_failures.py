@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tuner.measure.cubin_backend import check_driver_calls, tuple_aware
+from tuner.measure.protocol import LaunchRefused
 
 
 def test_a_driver_answer_in_a_tuple_is_checked():
@@ -54,15 +55,35 @@ SPACE = {
         {"name": "y", "shape": ["n"], "dtype": "float32", "fill": {"kind": "zeros"}, "output": True},
     ],
     "reference": {"expression": {"y": "2 * x"}},
+    "metrics": {"GB/s": "8 * n / (time / 1e3) / 1e9"},
+    "objective": {"metric": "time", "direction": "minimize"},
 }
+
+
+def _bounded_workload(root):
+    folder = root / "workloads" / "bounded"
+    folder.mkdir(parents=True)
+    (folder / "scale.cu").write_text(KERNEL)
+    (folder / "space.yaml").write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    return folder
+
+
+def test_the_bounded_workload_is_complete(tmp_path):
+    """The GPU test's workload, checked here so that a mistake in it shows without a GPU."""
+    import numpy as np
+
+    from tuner.workloads.declared import DeclaredWorkload
+
+    workload = DeclaredWorkload("bounded", _bounded_workload(tmp_path) / "space.yaml")
+    size = {"n": 1000}
+    args = workload.arguments(size, "float32", np.random.default_rng(0))
+    answer = workload.answer(args, size, "float32")
+    assert np.array_equal(answer[2], 2 * args[1])
 
 
 @pytest.mark.gpu
 def test_a_refused_launch_is_a_launch_failure(tmp_path):
-    folder = tmp_path / "workloads" / "bounded"
-    folder.mkdir(parents=True)
-    (folder / "scale.cu").write_text(KERNEL)
-    (folder / "space.yaml").write_text(yaml.safe_dump(SPACE, sort_keys=False))
+    _bounded_workload(tmp_path)
     env = {**os.environ, "TUNER_WORKLOADS": str(tmp_path / "workloads"), "TUNER_RESULTS": str(tmp_path / "results")}
     out = subprocess.run(
         [sys.executable, "-m", "tuner", "tune", "bounded", "--strategy", "brute_force", "--quiet", "--json"],
@@ -72,3 +93,28 @@ def test_a_refused_launch_is_a_launch_failure(tmp_path):
     rows = pd.concat(pd.read_parquet(p) for p in (tmp_path / "results").rglob("evaluations/*.parquet"))
     status = {json.loads(c)["block_size_x"]: s for c, s in zip(rows.config, rows.status)}
     assert status == {32: "ok", 64: "ok", 128: "launch", 256: "launch"}, rows[["config", "status", "error"]]
+
+
+@pytest.mark.parametrize(
+    ("error", "stage", "status"),
+    [
+        (LaunchRefused("launch refused: 128 threads a block, the kernel allows at most 64"), "verify", "launch"),
+        (RuntimeError("CUDA Driver error: CUDA_ERROR_ILLEGAL_ADDRESS"), "verify", "runtime"),
+    ],
+)
+def test_a_refusal_for_the_block_size_is_a_launch_failure_and_other_errors_stay_runtime(error, stage, status):
+    """The backend raises LaunchRefused for a block beyond the kernel's __launch_bounds__ (the driver's
+    CUDA_ERROR_INVALID_VALUE, which Kernel Tuner would pass on as any other error); the GPU test above sees it."""
+    from types import SimpleNamespace
+
+    from tuner.measure.evaluate import evaluate
+
+    class Runner:
+        dev = SimpleNamespace()
+
+        def run(self, configs, tuning_options):
+            self.dev._tuner_stage = stage
+            raise error
+
+    row = evaluate(Runner(), {}, ["block_size_x"], [128])
+    assert row["status"] == status and str(error) in row["error"]

@@ -2,7 +2,7 @@
 (brute-force) space, at a budget of 10% of its valid configurations:
 
     nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--first-seed 0] [--jobs 1]
-        [--strategies auto,tpe,...] [--out FILE]
+        [--strategies auto,tpe,...] [--cap 100] [--only TEXT,...] [--out FILE]
 
 The spaces: every complete recording in the store (strategy_report.complete_recordings), and every complete
 recording the store's ranking has set aside, kept as a Kernel Tuner cache under
@@ -28,7 +28,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 
 from benchmarks.common.report import COMMON, RECORDS, header, records_dir, row  # noqa: E402
-from benchmarks.common.strategy_report import KT_PREFIX, budget_for, complete_recordings  # noqa: E402
+from benchmarks.common.strategy_report import (  # noqa: E402
+    BUDGET_CAP,
+    KT_PREFIX,
+    budget_for,
+    complete_recordings,
+    label_filter,
+)
 from tuner import store  # noqa: E402
 from tuner.answers.compare import (  # noqa: E402
     Recording,
@@ -66,11 +72,15 @@ def main() -> int:
                    help="seed of the first repeat: a design chosen on seeds 0..9 is checked on seeds 10.. (held out)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (the traces do not depend on it)")
     p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--cap", type=int, default=BUDGET_CAP,
+                   help=f"most evaluations a run (default {BUDGET_CAP}; 0: none, 10%% of every space)")
+    p.add_argument("--only", default="", help="comma-separated parts of the spaces' labels to keep")
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
     args = p.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
     rows, candidate_scores, resamples, started = [], [], [], time.time()
-    spaces = [(label, rec, configs, budget_for(configs), gpu_dir) for label, rec, configs, gpu_dir in recordings()]
+    spaces = [(label, rec, configs, budget_for(configs, args.cap), gpu_dir)
+              for label, rec, configs, gpu_dir in recordings(label_filter(args.only))]
     if not spaces:
         print("no complete recording found")
         return 1
@@ -103,7 +113,7 @@ def main() -> int:
     text = [
         f"Cold methodology scores (Willemsen et al. 2024; 0 = random search, 1 = optimum at once): no warm start, "
         f"{args.repeats} repeats (seeds {args.first_seed}..{args.first_seed + args.repeats - 1}), budget 10% of the "
-        f"valid configs (at least 10, at most 100). `{CANDIDATE}` mean over the spaces: {mean:.3f} "
+        f"valid configs (at least 10{f', at most {args.cap}' if args.cap else ''}). `{CANDIDATE}` mean over the spaces: {mean:.3f} "
         f"({100 * INTERVAL:g}% bootstrap interval over the repeats {mean_lo:.3f} - {mean_hi:.3f}; each space's, and "
         f"the best Kernel Tuner strategy's, in the last columns). Made by `{command.strip()}` "
         f"({time.time() - started:.0f} s, {args.jobs} process(es) on a machine of {os.cpu_count()} cores).",

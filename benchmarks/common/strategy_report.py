@@ -30,9 +30,12 @@ from tuner.workloads import all_workloads  # noqa: E402
 KT_PREFIX = "kt:"
 
 
-def budget_for(configs: int) -> int:
-    """The comparisons' budget: 10% of a space's valid configs, at least 10, at most 100."""
-    return min(100, max(10, configs // 10))
+BUDGET_CAP = 100
+
+
+def budget_for(configs: int, cap: int = BUDGET_CAP) -> int:
+    """The comparisons' budget: 10% of a space's valid configs, at least 10, at most `cap` (0: no cap)."""
+    return max(10, configs // 10) if cap == 0 else min(cap, max(10, configs // 10))
 
 
 def label_filter(only: str) -> Callable[[str], bool]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.measure.compile_pool import Compiled, source_key
+from tuner.measure.protocol import LaunchRefused
 
 
 def install(dev: Any) -> dict | None:
@@ -85,6 +86,35 @@ def _cubin_class(base: type) -> type:
             if ready is None:
                 return super().compile(kernel_instance)
             return self._load(ready)
+
+        def run_kernel(self, func: Any, gpu_args: Any, threads: Any, grid: Any, stream: Any = None) -> None:
+            try:
+                super().run_kernel(func, gpu_args, threads, grid, stream)
+            except RuntimeError as e:
+                # a block beyond the kernel's __launch_bounds__ is refused as CUDA_ERROR_INVALID_VALUE, which
+                # Kernel Tuner does not count among its skippable launch failures (OUT_OF_RESOURCES, for too
+                # many registers, it does): asked only after a failure, so a launch that runs pays nothing
+                if "CUDA_ERROR_INVALID_VALUE" not in str(e):
+                    raise
+                allowed = self._max_threads(func)
+                wanted = threads[0] * threads[1] * threads[2]
+                if wanted <= allowed:
+                    raise
+                raise LaunchRefused(
+                    f"launch refused: {wanted} threads a block, the kernel allows at most {allowed} "
+                    "(its registers a thread and its __launch_bounds__)"
+                ) from e
+
+        @staticmethod
+        def _max_threads(func: Any) -> int:
+            from cuda.bindings import driver
+            from kernel_tuner.utils.nvcuda import cuda_error_check
+
+            err, allowed = driver.cuFuncGetAttribute(
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func
+            )
+            cuda_error_check(err)
+            return int(allowed)
 
         def _load(self, ready: Compiled) -> Any:
             from cuda.bindings import driver

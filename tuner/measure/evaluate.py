@@ -14,7 +14,7 @@ from typing import Any
 
 from kernel_tuner import util
 
-from tuner.measure.protocol import config_key
+from tuner.measure.protocol import LaunchRefused, config_key
 
 # the failure classes Kernel Tuner has error kinds of, and those kinds (the one table of them in tuner.measure)
 ERROR_CONFIGS = {
@@ -57,6 +57,8 @@ def evaluate(runner: Any, tuning_options: Any, keys: list[str], values: Sequence
             message += "\n" + str(stderr)
         if stage == "compile":
             status = "compile"
+        elif isinstance(e, LaunchRefused):
+            status = "launch"
         elif stage == "verify" and "verification failed" in message.lower():
             status = "wrong_answer"
         else:

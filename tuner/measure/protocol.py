@@ -103,6 +103,11 @@ FAILURE_CLASSES = ("compile", "launch", "runtime", "wrong_answer", "timeout", "i
 SURVIVABLE = ("ok", "compile", "launch", "invalid")
 
 
+class LaunchRefused(RuntimeError):
+    """The driver refused a launch for its block size (more threads than the kernel's registers or its
+    __launch_bounds__ allow): a `launch` failure, like the refusals Kernel Tuner itself skips."""
+
+
 def config_key(values: Iterable) -> str:
     """Kernel Tuner's cache key of a configuration."""
     return ",".join(str(v) for v in values)

@@ -7,7 +7,8 @@ to machine code when cuModuleLoadData loads it: about 80% of a trial on the H100
 cold. The pool compiles to a cubin for the GPU's architecture with the same source and options, and here the
 cubin is loaded as is.
 
-It also makes the backend check every driver call it makes (see check_driver_calls)."""
+It also makes the backend check every driver call it makes (see check_driver_calls), and tells a launch refused
+for its block size from other errors (run_kernel: LaunchRefused, a `launch` failure)."""
 
 from __future__ import annotations
 

@@ -93,6 +93,8 @@ def test_a_refused_launch_is_a_launch_failure(tmp_path):
     rows = pd.concat(pd.read_parquet(p) for p in (tmp_path / "results").rglob("evaluations/*.parquet"))
     status = {json.loads(c)["block_size_x"]: s for c, s in zip(rows.config, rows.status)}
     assert status == {32: "ok", 64: "ok", 128: "launch", 256: "launch"}, rows[["config", "status", "error"]]
+    refused = rows[rows.status == "launch"].error
+    assert refused.str.contains("the kernel allows at most 64").all(), refused.tolist()
 
 
 @pytest.mark.parametrize(
@@ -118,3 +120,31 @@ def test_a_refusal_for_the_block_size_is_a_launch_failure_and_other_errors_stay_
 
     row = evaluate(Runner(), {}, ["block_size_x"], [128])
     assert row["status"] == status and str(error) in row["error"]
+
+
+def test_a_launch_kernel_tuner_skipped_keeps_the_drivers_reason():
+    """Kernel Tuner turns a launch refused for too many registers into a bare RuntimeFailedConfig; the row says
+    why, from what the backend kept (tuner/measure/cubin_backend.py), and a later failure starts without it."""
+    from types import SimpleNamespace
+
+    from kernel_tuner import util
+
+    from tuner.measure.evaluate import evaluate
+
+    reason = "CUDA Driver error: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: 1024 threads a block, the kernel allows at most 512"
+
+    class Runner:
+        dev = SimpleNamespace(dev=SimpleNamespace(launch_refused="left from the last config"))
+
+        def __init__(self, refusal):
+            self.refusal = refusal
+
+        def run(self, configs, tuning_options):
+            if self.refusal:
+                self.dev.dev.launch_refused = self.refusal
+            return [{"block_size_x": configs[0][0], "__error__": util.RuntimeFailedConfig()}]
+
+    row = evaluate(Runner(reason), {}, ["block_size_x"], [1024])
+    assert row["status"] == "launch" and row["error"] == f"RuntimeFailedConfig: {reason}"
+    row = evaluate(Runner(None), {}, ["block_size_x"], [1024])
+    assert row["status"] == "launch" and "left from" not in row["error"]

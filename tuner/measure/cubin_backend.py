@@ -18,6 +18,9 @@ from typing import Any
 from tuner.measure.compile_pool import Compiled, source_key
 from tuner.measure.protocol import LaunchRefused
 
+# the driver's answers to a launch it refuses for the block's size (the context stays usable)
+REFUSALS = ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE")
+
 
 def install(dev: Any) -> dict | None:
     """Make Kernel Tuner's backend object `dev` (a DeviceInterface's .dev) take ready cubins. Returns what the
@@ -32,7 +35,7 @@ def install(dev: Any) -> dict | None:
     # the subclass adds behaviour and two attributes, no state of its own to initialise: re-class the object
     # Kernel Tuner's DeviceInterface built (it builds the backend itself, by language)
     dev.__class__ = _cubin_class(CudaFunctions)
-    dev.ready, dev.loaded, dev.pool_ms = {}, 0, 0.0
+    dev.ready, dev.loaded, dev.pool_ms, dev.launch_refused = {}, 0, 0.0, None
     return {"cc": str(dev.cc), "compiler_options": list(dev.compiler_options)}
 
 
@@ -79,6 +82,7 @@ def _cubin_class(base: type) -> type:
         ready: dict[str, Compiled]
         loaded: int  # kernels loaded from the pool's cubins
         pool_ms: float  # the pool's compile time of the last one loaded
+        launch_refused: str | None  # why the driver refused the last launch refused for its block size
 
         def compile(self, kernel_instance: Any) -> Any:
             # kept until the request is over: Kernel Tuner's warm-up compiles the first config twice
@@ -92,19 +96,23 @@ def _cubin_class(base: type) -> type:
             try:
                 super().run_kernel(func, gpu_args, threads, grid, stream)
             except RuntimeError as e:
-                # a block beyond the kernel's __launch_bounds__ is refused as CUDA_ERROR_INVALID_VALUE, which
-                # Kernel Tuner does not count among its skippable launch failures (OUT_OF_RESOURCES, for too
-                # many registers, it does): asked only after a failure, so a launch that runs pays nothing
-                if "CUDA_ERROR_INVALID_VALUE" not in str(e):
+                # a refusal leaves the context usable, so the kernel's limit can be asked (only after a failure:
+                # a launch that runs pays nothing); Kernel Tuner turns OUT_OF_RESOURCES (too many registers)
+                # into a bare RuntimeFailedConfig, so the reason is kept for the row (tuner/measure/evaluate.py)
+                if not any(code in str(e) for code in REFUSALS):
                     raise
                 allowed = self._max_threads(func)
                 wanted = threads[0] * threads[1] * threads[2]
                 if wanted <= allowed:
                     raise
-                raise LaunchRefused(
-                    f"launch refused: {wanted} threads a block, the kernel allows at most {allowed} "
+                self.launch_refused = (
+                    f"{e}: {wanted} threads a block, the kernel allows at most {allowed} "
                     "(its registers a thread and its __launch_bounds__)"
-                ) from e
+                )
+                if "INVALID_VALUE" in str(e):
+                    # a block beyond __launch_bounds__: not among the failures Kernel Tuner skips
+                    raise LaunchRefused(self.launch_refused) from e
+                raise
 
         @staticmethod
         def _max_threads(func: Any) -> int:

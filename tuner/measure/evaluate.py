@@ -47,6 +47,9 @@ def evaluate(runner: Any, tuning_options: Any, keys: list[str], values: Sequence
     """One config through Kernel Tuner's runner (live or simulated): a row with its status and times."""
     params = dict(zip(keys, values))
     runner.dev._tuner_stage, runner.dev._tuner_compiled = "setup", None
+    backend: Any = getattr(runner.dev, "dev", None)  # Kernel Tuner's backend object (not in simulation mode)
+    if hasattr(backend, "launch_refused"):
+        backend.launch_refused = None
     try:
         (result,) = runner.run([values], tuning_options)
     except Exception as e:
@@ -69,7 +72,10 @@ def evaluate(runner: Any, tuning_options: Any, keys: list[str], values: Sequence
     row = {k: result[k] for k in keys}
     err = result.get("__error__")
     if err is not None:
-        row.update(status=kt_error_status(err), error=str(err))
+        status = kt_error_status(err)
+        # Kernel Tuner's RuntimeFailedConfig says nothing of why; the backend kept the driver's refusal
+        reason = getattr(backend, "launch_refused", None) if status == "launch" else None
+        row.update(status=status, error=f"{type(err).__name__}: {reason}" if reason else str(err))
     elif any(t < 0 for t in result.get("times", [])):  # a host pipeline's way of saying a CUDA call failed
         row.update(status="runtime", error="the host pipeline reported a CUDA error (negative time); see its stderr")
     else:

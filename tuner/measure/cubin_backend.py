@@ -32,7 +32,7 @@ def install(dev: Any) -> dict | None:
     if type(dev) is not CudaFunctions:  # cupy, pycuda, the C backend: they compile as they always did
         return None
     check_driver_calls()
-    # the subclass adds behaviour and two attributes, no state of its own to initialise: re-class the object
+    # the subclass adds behaviour and a few attributes, no state of its own to initialise: re-class the object
     # Kernel Tuner's DeviceInterface built (it builds the backend itself, by language)
     dev.__class__ = _cubin_class(CudaFunctions)
     dev.ready, dev.loaded, dev.pool_ms, dev.launch_refused = {}, 0, 0.0, None
@@ -82,7 +82,7 @@ def _cubin_class(base: type) -> type:
         ready: dict[str, Compiled]
         loaded: int  # kernels loaded from the pool's cubins
         pool_ms: float  # the pool's compile time of the last one loaded
-        launch_refused: str | None  # why the driver refused the last launch refused for its block size
+        launch_refused: str | None  # why the driver refused this config's launch, if it did for the block size
 
         def compile(self, kernel_instance: Any) -> Any:
             # kept until the request is over: Kernel Tuner's warm-up compiles the first config twice

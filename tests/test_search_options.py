@@ -174,3 +174,16 @@ def test_a_replay_named_by_its_gpus_folder_never_warm_starts_from_its_own_record
                                           max_evals=1, simulate=True, gpu=gpu, quiet=True)).best
              for gpu in ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3")]
     assert bests[0] == bests[1]
+
+
+def test_the_tune_help_names_the_strategy_tune_runs(capsys):
+    """`tuner tune --help` once called TPE the default after `auto` had replaced it."""
+    from tuner.cli import main
+    from tuner.search.strategies import DEFAULT_STRATEGY, strategy_names
+
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    names = [name for name in strategy_names() if not name.startswith("kt:")]
+    assert all(name in text for name in names)
+    assert [name for name in names if f"{name} (default)" in text] == [DEFAULT_STRATEGY]

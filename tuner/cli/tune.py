@@ -14,6 +14,7 @@ from tuner.formatting import config_text, readable
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner tune`."""
     from tuner.measure.kt import BACKENDS
+    from tuner.search.samplers import OPTUNA_SAMPLERS
     from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY
 
     s = subparsers.add_parser("tune", help="run a tuning campaign (or replay one with --simulate)")
@@ -24,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--strategy",
         default=DEFAULT_STRATEGY,
-        help="tpe (default), cmaes, gp, random, qmc, brute_force, or kt:<Kernel Tuner strategy>",
+        help=", ".join(f"{n} (default)" if n == DEFAULT_STRATEGY else n for n in OPTUNA_SAMPLERS)
+        + ", brute_force, or kt:<Kernel Tuner strategy>",
     )
     s.add_argument(
         "--budget", help="evaluations (150) or a duration (90s, 10m, 2h); default: 100, the whole space for brute_force"

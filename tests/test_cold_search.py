@@ -225,7 +225,7 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     """The greedy step changes one parameter of the best config so far, to a valid config not tried; once every
     such neighbour is tried it changes two; once those are tried too there is no step (the Thompson draw takes
     its place)."""
-    from sklearn.ensemble import RandomForestRegressor
+    from tuner.search.forest import Forest
 
     valid_configs = [{"a": a, "b": b, "c": c} for a in range(5) for b in range(4) for c in "xy" if a + b <= 5]
     rows = [({"a": 2, "b": 1, "c": "x"}, 1.0), ({"a": 0, "b": 0, "c": "y"}, 5.0), ({"a": 4, "b": 0, "c": "x"}, 3.0)]
@@ -235,7 +235,7 @@ def test_the_local_step_is_an_unseen_valid_neighbour_of_the_incumbent():
     valid = ValidLevels(tuple(NAMES), np.array([[v["a"], v["b"], "xy".index(v["c"])] for v in valid_configs]), sizes)
     history = read_history(study, NAMES, dists)
     scale = np.maximum(sizes - 1, 1)
-    forest = RandomForestRegressor(n_estimators=4, random_state=0).fit(history.levels / scale, history.costs)
+    forest = Forest(4, max_features=1.0, seed=0).fit(history.levels / scale, history.costs)
     sampler = AutoSampler(seed=0)
     incumbent = np.array([2, 1, 0])
     step = sampler._local_step(history, sizes, CATEGORICAL, valid, forest, scale)
@@ -256,16 +256,15 @@ def test_the_local_step_tries_the_neighbour_the_trees_disagree_on():
     """The greedy step ranks the incumbent's neighbours by a lower bound on their cost (the trees' mean less their
     spread): a neighbour beside one good and one bad config goes before one the trees all rate a little worse,
     though its mean is the higher."""
-    from sklearn.ensemble import RandomForestRegressor
-
     from tuner.search.auto_sampler import lower_bound
+    from tuner.search.forest import Forest
     from tuner.search.study_history import History
 
     levels = np.array([[0, 0], [1, 1], [1, 2], [1, 3], [2, 1], [0, 2], [0, 3]])
     costs = np.array([0.0, 0.3, 0.3, 0.3, 0.35, 0.1, 4.0])
     sizes = np.array([5, 4])
     scale = np.maximum(sizes - 1, 1)
-    forest = RandomForestRegressor(n_estimators=48, max_features=0.8, random_state=0).fit(levels / scale, costs)
+    forest = Forest(48, max_features=0.8, seed=0).fit(levels / scale, costs)
     agreed, disputed = np.array([1, 0]), np.array([0, 1])
     means = forest.predict(np.array([agreed, disputed]) / scale)
     assert means[0] < means[1]  # by the mean alone, the agreed neighbour
@@ -274,7 +273,7 @@ def test_the_local_step_tries_the_neighbour_the_trees_disagree_on():
     step = AutoSampler(seed=0)._local_step(history, sizes, [False, False], None, forest, scale)
     assert step.tolist() == disputed.tolist()
     bounds = lower_bound(forest, np.array([agreed, disputed]) / scale)
-    per_tree = np.stack([t.predict(np.array([agreed, disputed]) / scale) for t in forest.estimators_])
+    per_tree = np.stack([t.predict(np.array([agreed, disputed]) / scale) for t in forest.trees])
     assert np.allclose(bounds, per_tree.mean(axis=0) - per_tree.std(axis=0)) and bounds[1] < bounds[0]
 
 

@@ -51,8 +51,9 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
-from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.ensemble import RandomForestClassifier
 
+from tuner.search.forest import Forest
 from tuner.search.level_moves import ValidLevels, local_candidates, one_away, random_points, two_away, unseen
 from tuner.search.study_history import History, level_of, n_levels, read_history, value_of
 
@@ -185,13 +186,7 @@ class AutoSampler(BaseSampler):
         scale = np.maximum(sizes - 1, 1)
         x, y = self._training_set(history.levels[ok], target)
         # min_samples_leaf=1: with the few configs of a small budget, larger leaves average the best away
-        forest = RandomForestRegressor(
-            n_estimators=self.n_trees,
-            min_samples_leaf=1,
-            max_features=0.8,
-            bootstrap=True,
-            random_state=int(self._rng.integers(2**31)),
-        ).fit(x / scale, y)
+        forest = Forest(self.n_trees, max_features=0.8, seed=int(self._rng.integers(2**31))).fit(x / scale, y)
         local = local_candidates(history.levels[ok], target, sizes, categorical, self._rng, self.n_random)
         if valid is None:
             candidates = unseen(local, history.seen)
@@ -223,7 +218,7 @@ class AutoSampler(BaseSampler):
         # exploits; where it is unsure, some draws land elsewhere. Expected improvement with the trees' spread
         # kept trying far, uncertain configs: on the two large reduction spaces half its runs were still 1-3%
         # short of the optimum at their 40th evaluation (docs/strategies.md).
-        per_tree = np.stack([tree.predict(candidates / scale) for tree in forest.estimators_])
+        per_tree = forest.per_tree(candidates / scale)
         drawn = per_tree[int(self._rng.integers(len(per_tree)))]
         score = (drawn.max() - drawn + 1e-9) * self._p_valid(history, candidates, scale)
         # a tree of one-config leaves predicts many candidates alike: ties go to the forest's lowest mean cost
@@ -236,7 +231,7 @@ class AutoSampler(BaseSampler):
         sizes: np.ndarray,
         categorical: list[bool],
         valid: ValidLevels | None,
-        forest: RandomForestRegressor,
+        forest: Forest,
         scale: np.ndarray,
     ) -> np.ndarray | None:
         """Right after an improvement, the same move once more (`_step_on`); else the incumbent's unseen (valid)
@@ -310,13 +305,13 @@ class AutoSampler(BaseSampler):
         return levels[keep], target[keep]
 
 
-def lower_bound(forest: RandomForestRegressor, points: np.ndarray) -> np.ndarray:
+def lower_bound(forest: Forest, points: np.ndarray) -> np.ndarray:
     """The forest's optimistic cost of each point: the trees' mean less one standard deviation of them (a
     lower confidence bound). Ranked by the mean alone, the greedy step kept passing over the changes the
     power-law spmv needs (`row_iters` 8 and `full_occupancy` 0: each alone had fallen short, and the mean put
     them below neighbours the trees all rated a little worse): cold 0.181 there, 0.709 with the bound; the
     mean of 22 spaces 0.642 -> 0.655 (docs/strategies.md has the sweep and the bound's weight)."""
-    per_tree = np.stack([tree.predict(points) for tree in forest.estimators_])
+    per_tree = forest.per_tree(points)
     return per_tree.mean(axis=0) - per_tree.std(axis=0)
 
 

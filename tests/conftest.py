@@ -28,6 +28,7 @@ def _has_gpu() -> bool:
 SHARED_FIXTURES = {"tests.test_distributed", "tests.test_query_export"}  # module-scoped fixtures
 
 
+@pytest.hookimpl(tryfirst=True)  # the groups must be marked before pytest-xdist reads them (its own hook)
 def pytest_collection_modifyitems(config, items):
     # The test command runs the tests on every core (pytest-xdist, --dist loadgroup), each test where a process
     # is free, but the tests that use the GPU all in one process, so that no two of them time kernels on the GPU

@@ -25,3 +25,11 @@ def test_the_forest_is_scikit_learns_bit_for_bit(case):
     ours = Forest(trees, max_features=share, seed=seed).fit(levels, costs)
     assert np.array_equal(np.stack([t.predict(points) for t in theirs.estimators_]), ours.per_tree(points))
     assert np.array_equal(theirs.predict(points), ours.predict(points))
+
+
+def test_a_second_fit_starts_over():
+    rng = np.random.default_rng(0)
+    x, y = rng.random((20, 3)), rng.random(20)
+    forest = Forest(8, max_features=0.8, seed=1).fit(x, y)
+    first = forest.predict(x)
+    assert len(forest.fit(x, y).trees) == 8 and np.array_equal(forest.predict(x), first)

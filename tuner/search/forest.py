@@ -32,6 +32,7 @@ class Forest:
         # the tree's bootstrap sample from its own seed, passed as counts in the sample weights
         draw = np.random.RandomState(self.seed)
         seeds = [draw.randint(np.iinfo(np.int32).max) for _ in range(self.n_trees)]
+        self.trees = []  # a second fit starts over, as scikit-learn's does
         with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
             for seed in seeds:
                 tree = DecisionTreeRegressor(max_features=self.max_features, min_samples_leaf=1, random_state=seed)

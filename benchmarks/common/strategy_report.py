@@ -35,7 +35,8 @@ BUDGET_CAP = 100
 
 def budget_for(configs: int, cap: int = BUDGET_CAP) -> int:
     """The comparisons' budget: 10% of a space's valid configs, at least 10, at most `cap` (0: no cap)."""
-    return max(10, configs // 10) if cap == 0 else min(cap, max(10, configs // 10))
+    budget = max(10, configs // 10)
+    return min(cap, budget) if cap else budget
 
 
 def label_filter(only: str) -> Callable[[str], bool]:

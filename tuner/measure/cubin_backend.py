@@ -109,7 +109,7 @@ def _cubin_class(base: type) -> type:
                     f"{e}: {wanted} threads a block, the kernel allows at most {allowed} "
                     "(its registers a thread and its __launch_bounds__)"
                 )
-                if "INVALID_VALUE" in str(e):
+                if "CUDA_ERROR_INVALID_VALUE" in str(e):
                     # a block beyond __launch_bounds__: not among the failures Kernel Tuner skips
                     raise LaunchRefused(self.launch_refused) from e
                 raise

@@ -52,12 +52,8 @@ class Forest:
         return np.stack([tree.predict(features, check_input=False) for tree in self.trees])
 
     def predict(self, points: np.ndarray) -> np.ndarray:
-        """The trees' mean, summed in RandomForestRegressor's order (so its ties break alike)."""
-        features = _features(points)
-        total = np.zeros(len(features))
-        for tree in self.trees:
-            total += tree.predict(features, check_input=False)
-        return total / len(self.trees)
+        """The trees' mean (summed tree after tree, as RandomForestRegressor sums: so its ties break alike)."""
+        return self.per_tree(points).mean(axis=0)
 
 
 def _features(x: np.ndarray) -> np.ndarray:

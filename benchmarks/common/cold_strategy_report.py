@@ -3,6 +3,7 @@
 
     nice -n 10 python benchmarks/common/cold_strategy_report.py [--repeats 10] [--first-seed 0] [--jobs 1]
         [--strategies auto,tpe,...] [--cap 100] [--only TEXT,...] [--out FILE]
+        [--save-traces FILE.json.gz] [--load-traces FILE.json.gz ...]
 
 The spaces: every complete recording in the store (strategy_report.complete_recordings), and every complete
 recording the store's ranking has set aside, kept as a Kernel Tuner cache under
@@ -12,11 +13,17 @@ tuner.answers.compare_scores) of each strategy, whether the cold `auto` strategy
 strategy's score, and the mean over the spaces; written as markdown (default
 results/records/common/<gpu>/strategies/cold_summary.md) with the command that made it, and `auto`'s 90%
 bootstrap interval over the repeats per space and for the mean. One process unless --jobs: the comparison
-functions are called directly, so nothing here depends on a cold/warm switch of `tuner compare-strategies`."""
+functions are called directly, so nothing here depends on a cold/warm switch of `tuner compare-strategies`.
+
+--save-traces keeps every replay's objective values; --load-traces reuses those of the spaces a file holds for the
+same strategies, seeds and budget, so a report too long for one command (the uncapped budget at 40 repeats) is
+made in parts, on different machines, and scored whole."""
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import sys
 import time
@@ -65,6 +72,27 @@ def recordings(keep: Callable[[str], bool] = lambda label: True) -> Iterator[tup
             yield label, rec, space_size(rec), path.parent.parent
 
 
+def load_traces(paths: list[str], strategies: list[str], seeds: range) -> dict[tuple[str, int], dict[str, list]]:
+    """{(label, budget): {strategy: traces}} from files --save-traces wrote, for these strategies and seeds."""
+    found: dict[tuple[str, int], dict[str, list]] = {}
+    for path in paths:
+        with gzip.open(path, "rt") as f:
+            doc = json.load(f)
+        if list(doc["seeds"]) != [seeds[0], len(seeds)]:
+            raise SystemExit(f"{path}: traces of seeds {doc['seeds']}, not [{seeds[0]}, {len(seeds)}] (first, repeats)")
+        for space in doc["spaces"]:
+            if set(strategies) <= set(space["traces"]):
+                found[(space["label"], space["budget"])] = {s: space["traces"][s] for s in strategies}
+    return found
+
+
+def save_traces(path: str, seeds: range, spaces: list[tuple[str, int, dict[str, list]]]) -> None:
+    with gzip.open(path, "wt") as f:
+        json.dump({"seeds": [seeds[0], len(seeds)],
+                   "spaces": [{"label": label, "budget": budget, "traces": traces}
+                              for label, budget, traces in spaces]}, f)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
@@ -76,6 +104,9 @@ def main() -> int:
                    help=f"most evaluations a run (default {BUDGET_CAP}; 0: none, 10%% of every space)")
     p.add_argument("--only", default="", help="comma-separated parts of the spaces' labels to keep")
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/cold_summary.md)")
+    p.add_argument("--save-traces", metavar="FILE", help="write every replay's values (.json.gz) for --load-traces")
+    p.add_argument("--load-traces", metavar="FILE", nargs="+", default=[],
+                   help="reuse the replays these files hold for the same strategies, seeds and budget")
     args = p.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
     rows, candidate_scores, resamples, started = [], [], [], time.time()
@@ -87,7 +118,13 @@ def main() -> int:
     out_dir = spaces[0][4]  # the summary goes beside the first GPU's records
     seeds = range(args.first_seed, args.first_seed + args.repeats)
     print(f"{len(spaces)} spaces, {len(strategies)} strategies, {args.repeats} repeats, {args.jobs} processes", flush=True)
-    every = traces_of_spaces([(rec, budget) for _, rec, _, budget, _ in spaces], strategies, seeds, args.jobs)
+    known = load_traces(args.load_traces, strategies, seeds)
+    todo = [(rec, budget) for label, rec, _, budget, _ in spaces if (label, budget) not in known]
+    print(f"{len(spaces) - len(todo)} spaces' replays loaded, {len(todo)} to run", flush=True)
+    ran = iter(traces_of_spaces(todo, strategies, seeds, args.jobs))
+    every = [known[(label, budget)] if (label, budget) in known else next(ran) for label, _, _, budget, _ in spaces]
+    if args.save_traces:
+        save_traces(args.save_traces, seeds, [(s[0], s[3], t) for s, t in zip(spaces, every, strict=True)])
     for (label, rec, configs, budget, gpu_dir), traces in zip(spaces, every, strict=True):
         doc = summarize(rec, traces, budget, args.first_seed)
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}

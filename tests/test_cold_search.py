@@ -273,7 +273,7 @@ def test_the_local_step_tries_the_neighbour_the_trees_disagree_on():
     step = AutoSampler(seed=0)._local_step(history, sizes, [False, False], None, forest, scale)
     assert step.tolist() == disputed.tolist()
     bounds = lower_bound(forest, np.array([agreed, disputed]) / scale)
-    per_tree = np.stack([t.predict(np.array([agreed, disputed]) / scale) for t in forest.trees])
+    per_tree = forest.per_tree(np.array([agreed, disputed]) / scale)
     assert np.allclose(bounds, per_tree.mean(axis=0) - per_tree.std(axis=0)) and bounds[1] < bounds[0]
 
 

@@ -9,8 +9,22 @@ from sklearn.ensemble import RandomForestRegressor
 from tuner.search.forest import Forest
 
 
+@pytest.fixture(params=["builder", "fit"])
+def way(request, monkeypatch):
+    """Each way Forest builds its trees: scikit-learn's tree builder called directly (the installed release has
+    it), and DecisionTreeRegressor.fit (where a release's private builder is missing or different)."""
+    if request.param == "fit":
+        monkeypatch.setattr(Forest, "direct", False)
+    return request.param
+
+
+def test_the_installed_scikit_learn_builds_trees_directly():
+    Forest(4, max_features=0.8, seed=0).fit(np.eye(5), np.arange(5.0))
+    assert Forest.direct, "scikit-learn's private tree builder failed: every fit now takes the slower way"
+
+
 @pytest.mark.parametrize("case", range(40))
-def test_the_forest_is_scikit_learns_bit_for_bit(case):
+def test_the_forest_is_scikit_learns_bit_for_bit(case, way):
     rng = np.random.default_rng(case)
     n, d = int(rng.integers(2, 200)), int(rng.integers(1, 9))
     levels = rng.integers(0, 6, (n, d)) / 5.0  # the sampler's input: value indices, scaled to [0, 1]
@@ -27,7 +41,7 @@ def test_the_forest_is_scikit_learns_bit_for_bit(case):
     assert np.array_equal(theirs.predict(points), ours.predict(points))
 
 
-def test_a_second_fit_starts_over():
+def test_a_second_fit_starts_over(way):
     rng = np.random.default_rng(0)
     x, y = rng.random((20, 3)), rng.random(20)
     forest = Forest(8, max_features=0.8, seed=1).fit(x, y)

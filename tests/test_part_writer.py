@@ -138,3 +138,48 @@ def test_a_part_rewritten_in_place_is_read_again_however_soon(tmp_path):
         assert stored(tmp_path).empty
     path.write_bytes(good)
     assert list(stored(tmp_path)["objective_value"]) == [2.0]
+
+
+def test_a_part_parsed_once_is_read_from_the_users_cache_by_the_next_process(tmp_path, monkeypatch):
+    """Parsed parts are kept in the user's cache (tuner.locations.user_cache("parts")), by path, content,
+    schema and code: a later process reads them back exactly, rows left out and all, without parsing; a part
+    changed since, or a damaged or unwritable cache, is parsed again."""
+    from tuner.store.schema import collect
+
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "evaluations" / "c.parquet"
+    path.parent.mkdir()
+    bad = {**row(3), "objective_value": float("inf")}  # a row the schema leaves out, said in the answer
+    parts.write_parquet(pd.DataFrame([row(1), bad, row(2)]), path)
+    with collect() as first_left_out:
+        first = stored(tmp_path)
+    kept = list((tmp_path / "cache" / "parts").glob("*.pickle"))
+    assert len(kept) == 1 and first_left_out and len(first) == 2
+
+    parsed = []
+    read_parquet = pd.read_parquet
+    monkeypatch.setattr(parts.pd, "read_parquet", lambda *a, **k: parsed.append(1) or read_parquet(*a, **k))
+    monkeypatch.setattr(parts, "_PARSED", {})  # as a new process starts
+    with collect() as left_out:
+        again = stored(tmp_path)
+    pd.testing.assert_frame_equal(again, first)
+    assert left_out == first_left_out and not parsed
+    parts.write_parquet(pd.DataFrame([row(1)]), path)
+    monkeypatch.setattr(parts, "_PARSED", {})
+    assert list(stored(tmp_path)["objective_value"]) == [1.0] and len(parsed) == 1  # another content: parsed
+    for damaged in (tmp_path / "cache" / "parts").glob("*.pickle"):
+        damaged.write_bytes(b"not a pickle")
+    monkeypatch.setattr(parts, "_PARSED", {})
+    assert list(stored(tmp_path)["objective_value"]) == [1.0] and len(parsed) == 2
+    good = path.read_bytes()
+    path.write_bytes(good[: len(good) // 2])  # a part that cannot be parsed is not kept: tried again each time
+    for _ in range(2):
+        monkeypatch.setattr(parts, "_PARSED", {})
+        with pytest.warns(UserWarning, match="not a readable Parquet file"):
+            assert stored(tmp_path).empty
+    assert len(parsed) == 4
+    path.write_bytes(good)
+    (tmp_path / "blocked").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "blocked"))
+    monkeypatch.setattr(parts, "_PARSED", {})
+    assert list(stored(tmp_path)["objective_value"]) == [1.0]

@@ -295,6 +295,44 @@ def test_counting_is_bounded_in_time(tmp_path, monkeypatch):
     assert "took more than 1,000 evaluations" in broken(tmp_path, sparse)
 
 
+def test_a_count_is_kept_and_read_back_only_for_the_same_space(tmp_path, monkeypatch):
+    """A space's count of valid configs is kept in the user's cache (GEMM's takes seconds) and read back on the
+    next load; a change to a value or a restriction counts again; a damaged or unwritable cache only counts
+    again; a space that fails its checks fails them on every load."""
+    from tuner.space import configurations
+
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
+    path = write(tmp_path, GOOD)
+    first = load_space(path).configurations
+    kept = list((tmp_path / "cache" / "space-counts").glob("*.json"))
+    assert len(kept) == 1
+
+    def no_counting(*args):
+        raise AssertionError("counted again")
+
+    with monkeypatch.context() as m:
+        m.setattr(configurations, "_count", no_counting)
+        assert load_space(path).configurations == first  # read back, not counted
+        fewer = yaml.safe_load(yaml.safe_dump(GOOD))
+        fewer["restrictions"].append("block_size_x >= 64")
+        with pytest.raises(AssertionError, match="counted again"):
+            load_space(write(tmp_path, fewer))
+        floats = yaml.safe_load(yaml.safe_dump(GOOD))
+        floats["parameters"]["shuffle"] = [False, True]
+        with pytest.raises(AssertionError, match="counted again"):  # False is not 0: another key
+            load_space(write(tmp_path, floats))
+    write(tmp_path, GOOD)
+    kept[0].write_text("{not json")
+    assert load_space(path).configurations == first and "{" in kept[0].read_text()
+    assert load_space(path).configurations == first
+    (tmp_path / "blocked").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "blocked"))
+    assert load_space(path).configurations == first
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
+    for _ in range(2):
+        assert "leave no valid configuration" in broken(tmp_path, lambda d: d["restrictions"].append("variant < 0"))
+
+
 def test_only_checked_restrictions_reach_kernel_tuner():
     import dataclasses
 

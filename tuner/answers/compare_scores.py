@@ -13,7 +13,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from tuner.errors import TunerError
 from tuner.search.stopping import evaluations_until_stop
@@ -184,6 +183,8 @@ def score_resamples(bsf: np.ndarray, values: np.ndarray, maximize: bool, n_resam
 
     def score_of(rows: np.ndarray, axis: int = -1) -> np.ndarray:  # rows: (..., repeats), the last axis (scipy's)
         return window.standardised(_median(window.ranks[rows], axis=-2)).mean(axis=-1)
+
+    from scipy import stats  # here: importing scipy.stats is a second of every `tuner` command's start
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a degenerate distribution (every repeat alike) is an answer here

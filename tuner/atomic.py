@@ -12,10 +12,11 @@ _UMASK = os.umask(0o022)  # read once (setting it is the only way to read it), a
 os.umask(_UMASK)
 
 
-def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+def write_atomically(path: Path, write: Callable[[Path], object], durable: bool = True) -> None:
     """`write(tmp)` writes the file to a temporary name of its own beside `path` (tempfile.mkstemp: concurrent
     writers never share one), which is fsync'd, renamed over `path`, and the folder fsync'd: after a crash the
-    file is the old one or the new one, whole. On an exception the temporary file is removed."""
+    file is the old one or the new one, whole. On an exception the temporary file is removed. Not `durable`
+    (a cache, made again if lost): no fsync, so a reader never meets half a file, but a crash may lose it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -24,13 +25,15 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     try:
         write(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's file is the owner's alone; the file it replaces was not
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        if durable:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(path.parent)
+    if durable:
+        _fsync_folder(path.parent)
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -15,13 +15,12 @@ import hashlib
 import itertools
 import json
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 
 from constraint import FunctionConstraint, Problem
 
+from tuner.atomic import write_atomically
 from tuner.locations import user_cache
 from tuner.space import expressions
 from tuner.space.errors import SpaceError
@@ -82,14 +81,13 @@ def _cached(key: str) -> int | None:
 
 
 def _keep(key: str, count: int) -> None:
-    """Written whole or not at all (a temporary file renamed): readers in parallel see no half file. A cache
-    that cannot be written is not an error: the count is made again next time."""
-    folder = user_cache("space-counts")
+    """Kept whole or not at all; a cache that cannot be written is not an error (counted again next time)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
-            json.dump({"configurations": count}, f)
-        os.replace(f.name, folder / f"{key}.json")
+        write_atomically(
+            user_cache("space-counts") / f"{key}.json",
+            lambda tmp: tmp.write_text(json.dumps({"configurations": count})),
+            durable=False,
+        )
     except OSError:
         pass
 

@@ -7,7 +7,9 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
+from tuner.locations import builtin_space
 from tuner.measure import kt
 from tuner.store import config_medians, load_evaluations
 from tuner.workloads import BUILTINS, get_workload
@@ -60,17 +62,23 @@ def test_sample_of_space_compiles(name, tmp_path):
             nvcc_compile(space, dtype, config, tmp_path)
 
 
-def test_stored_best_configs_compile(tmp_path):
-    df = load_evaluations()
-    if df.empty:
-        pytest.skip("nothing stored yet")
-    ok = df[df.status == "ok"]
-    bests = set()  # many sizes and GPUs share a best config: each (workload, dtype, config) is compiled once
-    for (workload, dtype, _size_vars, _gpu), group in ok.groupby(["workload", "dtype", "size_vars", "gpu"]):
-        space = get_workload(workload).space
-        bests.add((workload, dtype, config_medians(group, space.maximize).index[0]))
-    for workload, dtype, best in sorted(bests):
-        nvcc_compile(get_workload(workload).space, dtype, json.loads(best), tmp_path)
+# each built-in workload and dtype, read from the space files (loading a space counts its configs)
+DTYPES = [(n, d) for n in sorted(BUILTINS) for d in yaml.safe_load(builtin_space(n).read_text())["dtypes"]]
+
+
+@pytest.mark.parametrize("name, dtype", DTYPES)  # one test a workload and dtype: xdist spreads the 85 builds
+def test_stored_best_configs_compile(name, dtype, tmp_path):
+    df = load_evaluations(name)
+    ok = df[df.status == "ok"] if not df.empty else df
+    ok = ok[ok.dtype == dtype] if not ok.empty else ok
+    if ok.empty:
+        pytest.skip(f"nothing of {name} {dtype} stored yet")
+    space = get_workload(name).space
+    bests = set()  # many sizes and GPUs share a best config: each is compiled once
+    for _, group in ok.groupby(["size_vars", "gpu"]):
+        bests.add(config_medians(group, space.maximize).index[0])
+    for best in sorted(bests):
+        nvcc_compile(space, dtype, json.loads(best), tmp_path)
 
 
 def test_gemm_split_k_and_small_tile_corners_compile(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 import zlib
 from functools import lru_cache
 from pathlib import Path
@@ -58,7 +59,10 @@ def read_matrix_market(path: str | Path) -> sp.csr_matrix:
             f"{path}: Matrix Market symmetry '{symmetry}' is not supported (general, symmetric, skew-symmetric)"
         )
     try:
-        m = scipy.io.mmread(str(path))
+        with warnings.catch_warnings():
+            # scipy 1.18 says mmread will return a sparse array, not a matrix: either becomes a CSR matrix below
+            warnings.filterwarnings("ignore", message=".*spmatrix.*", category=DeprecationWarning)
+            m = scipy.io.mmread(str(path))
     except (ValueError, OSError, OverflowError, IndexError, TypeError) as e:
         raise TunerError(f"{path}: not a valid Matrix Market file: {e}") from None
     m = sp.csr_matrix(m, dtype=np.float64)

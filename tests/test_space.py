@@ -1,6 +1,7 @@
 """YAML spaces: the real ones load; every kind of mistake names the file, the key path and what was expected."""
 
 
+import json
 import shutil
 
 import pytest
@@ -317,13 +318,14 @@ def test_a_count_is_kept_and_read_back_only_for_the_same_space(tmp_path, monkeyp
         fewer["restrictions"].append("block_size_x >= 64")
         with pytest.raises(AssertionError, match="counted again"):
             load_space(write(tmp_path, fewer))
-        floats = yaml.safe_load(yaml.safe_dump(GOOD))
-        floats["parameters"]["shuffle"] = [False, True]
+        bools = yaml.safe_load(yaml.safe_dump(GOOD))
+        bools["parameters"]["shuffle"] = [False, True]
         with pytest.raises(AssertionError, match="counted again"):  # False is not 0: another key
-            load_space(write(tmp_path, floats))
+            load_space(write(tmp_path, bools))
     write(tmp_path, GOOD)
     kept[0].write_text("{not json")
-    assert load_space(path).configurations == first and "{" in kept[0].read_text()
+    assert load_space(path).configurations == first  # counted again, and kept again
+    assert json.loads(kept[0].read_text()) == {"configurations": first}
     assert load_space(path).configurations == first
     (tmp_path / "blocked").write_text("a file where the cache folder would be")
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "blocked"))

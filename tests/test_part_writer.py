@@ -140,21 +140,23 @@ def test_a_part_rewritten_in_place_is_read_again_however_soon(tmp_path):
     assert list(stored(tmp_path)["objective_value"]) == [2.0]
 
 
-def test_a_part_parsed_once_is_read_from_the_users_cache_by_the_next_process(tmp_path, monkeypatch):
-    """Parsed parts are kept in the user's cache (tuner.locations.user_cache("parts")), by path, content,
-    schema and code: a later process reads them back exactly, rows left out and all, without parsing; a part
-    changed since, or a damaged or unwritable cache, is parsed again."""
+def test_a_read_is_kept_in_the_users_cache_for_the_next_process(tmp_path, monkeypatch):
+    """Each part parsed and each read merged are kept in the user's cache (tuner.locations.user_cache("parts")),
+    one file each, with the digests of the bytes they were made from: a later process reads them back exactly,
+    rows left out and all, without parsing; a part changed or added since is parsed (that one alone) and the
+    cache does not grow; a damaged or unwritable cache, or a part that cannot be parsed, is parsed again."""
     from tuner.store.schema import collect
 
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "parts"
     path = tmp_path / "evaluations" / "c.parquet"
     path.parent.mkdir()
     bad = {**row(3), "objective_value": float("inf")}  # a row the schema leaves out, said in the answer
     parts.write_parquet(pd.DataFrame([row(1), bad, row(2)]), path)
     with collect() as first_left_out:
         first = stored(tmp_path)
-    kept = list((tmp_path / "cache" / "parts").glob("*.pickle"))
-    assert len(kept) == 1 and first_left_out and len(first) == 2
+    assert first_left_out and len(first) == 2
+    assert sorted(p.name.split("-")[0] for p in cache.glob("*.pickle")) == ["part", "read"]
 
     parsed = []
     read_parquet = pd.read_parquet
@@ -164,22 +166,27 @@ def test_a_part_parsed_once_is_read_from_the_users_cache_by_the_next_process(tmp
         again = stored(tmp_path)
     pd.testing.assert_frame_equal(again, first)
     assert left_out == first_left_out and not parsed
-    parts.write_parquet(pd.DataFrame([row(1)]), path)
+    parts.write_parquet(pd.DataFrame([row(1)]), path)  # rewritten: another content
+    parts.write_parquet(pd.DataFrame([row(5)]), path.with_name("d.parquet"))  # and a part added
     monkeypatch.setattr(parts, "_PARSED", {})
-    assert list(stored(tmp_path)["objective_value"]) == [1.0] and len(parsed) == 1  # another content: parsed
-    for damaged in (tmp_path / "cache" / "parts").glob("*.pickle"):
+    assert list(stored(tmp_path)["objective_value"]) == [1.0, 5.0] and len(parsed) == 2
+    parts.write_parquet(pd.DataFrame([row(4)]), path)
+    monkeypatch.setattr(parts, "_PARSED", {})
+    assert list(stored(tmp_path)["objective_value"]) == [4.0, 5.0] and len(parsed) == 3  # d's part kept
+    assert len(list(cache.glob("*.pickle"))) == 3  # a file a part and one a read, however often rewritten
+    for damaged in cache.glob("*.pickle"):
         damaged.write_bytes(b"not a pickle")
     monkeypatch.setattr(parts, "_PARSED", {})
-    assert list(stored(tmp_path)["objective_value"]) == [1.0] and len(parsed) == 2
+    assert list(stored(tmp_path)["objective_value"]) == [4.0, 5.0] and len(parsed) == 5
     good = path.read_bytes()
     path.write_bytes(good[: len(good) // 2])  # a part that cannot be parsed is not kept: tried again each time
     for _ in range(2):
         monkeypatch.setattr(parts, "_PARSED", {})
         with pytest.warns(UserWarning, match="not a readable Parquet file"):
-            assert stored(tmp_path).empty
-    assert len(parsed) == 4
+            assert list(stored(tmp_path)["objective_value"]) == [5.0]
+    assert len(parsed) == 7
     path.write_bytes(good)
     (tmp_path / "blocked").write_text("a file where the cache folder would be")
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "blocked"))
     monkeypatch.setattr(parts, "_PARSED", {})
-    assert list(stored(tmp_path)["objective_value"]) == [1.0]
+    assert list(stored(tmp_path)["objective_value"]) == [4.0, 5.0]

@@ -18,6 +18,7 @@ import time
 import warnings
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -114,18 +115,37 @@ def read_store(pattern: str, root: Path) -> StoreRead:
     """read_parts, with what it left out (StoreRead: .frame, .degraded), recorded nowhere."""
     rules = schema_for(pattern)
     degraded = Degraded()
-    frames = []
     parts = [p for r in read_roots(root) for p in sorted(Path(r).glob(pattern), key=_in_order)]
     merged = _merged_chunks(parts)
+    read = []
     for part in parts:
         chunk = _CHUNK.match(part.name)
         if chunk and int(chunk["n"]) <= merged.get(part.with_name(chunk["stem"] + ".parquet"), 0):
             continue  # merged into its part already (a kill came before the chunk was deleted)
-        checked, left_out = _read_part(part, rules)
+        try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
+            data = part.read_bytes()
+        except OSError as e:
+            degraded.add_part(part, _unreadable(e))
+            continue
+        read.append((part, data, hashlib.blake2b(data, digest_size=16).digest()))
+    whole = _kept_path("read", [pattern, str(Path(root).resolve())], rules)
+    contents = [(str(part), digest.hex()) for part, _, digest in read]
+    kept = _kept(whole, contents)
+    if kept is not None:
+        frame, left_out = kept
         degraded.merge(left_out)
+        return StoreRead(frame, degraded)
+    frames, left_out = [], Degraded()
+    for part, data, digest in read:
+        checked, left = _read_part(part, data, digest, rules)
+        left_out.merge(left)
         if checked is not None and len(checked):
             frames.append(checked)
-    return StoreRead(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), degraded)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not left_out.parts:  # every part parsed: the same files give the same answer
+        _keep(whole, contents, (frame, left_out))
+    degraded.merge(left_out)
+    return StoreRead(frame, degraded)
 
 
 # Parts already parsed in this process, by path and schema: (digest of the bytes, rows as checked, what was left
@@ -136,22 +156,19 @@ def read_store(pattern: str, root: Path) -> StoreRead:
 _PARSED: dict[tuple[Path, int], tuple[bytes, pd.DataFrame | None, Degraded]] = {}
 
 
-def _read_part(part: Path, rules: dict[str, str] | None) -> tuple[pd.DataFrame | None, Degraded]:
-    """One part's rows as its schema admits them (None: left out whole), and what was left out of it."""
-    left_out = Degraded()
-    try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
-        data = part.read_bytes()
-    except OSError as e:
-        left_out.add_part(part, _unreadable(e))
-        return None, left_out
-    digest = hashlib.blake2b(data, digest_size=16).digest()
+def _read_part(
+    part: Path, data: bytes, digest: bytes, rules: dict[str, str] | None
+) -> tuple[pd.DataFrame | None, Degraded]:
+    """One part's rows (its bytes `data`) as its schema admits them (None: left out whole), and what was left
+    out of it."""
     key = (part, id(rules))
     known = _PARSED.get(key)
     if known is not None and known[0] == digest:
         return known[1], known[2]
-    kept = _kept_path(part, digest, rules)
-    parsed = _kept(kept)
+    kept_at = _kept_path("part", [str(part.resolve())], rules)
+    parsed = _kept(kept_at, digest.hex())
     if parsed is None:
+        left_out = Degraded()
         try:
             frame = pd.read_parquet(io.BytesIO(data))
         except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all)
@@ -162,45 +179,52 @@ def _read_part(part: Path, rules: dict[str, str] | None) -> tuple[pd.DataFrame |
             checked = check(frame, rules, part, left_out)
         parsed = (checked, left_out)
         if checked is not None:  # a part that could not be parsed is tried again next time (the error may pass)
-            _keep(kept, parsed)
+            _keep(kept_at, digest.hex(), parsed)
     _PARSED[key] = (digest, *parsed)
     return parsed
 
 
-# Parts any process parsed before, kept in this user's cache (tuner.locations.user_cache("parts")): a part's rows
-# as checked and what was left out of them, keyed by its path, the digest of its bytes, its schema, and the code
-# and libraries that read and checked it. A store holds hundreds of small parts (GEMM's rows: 300 of them, 713
-# reads with their baselines), and parsing them was most of each command's time (`tuner best gemm`: 8 s on the
-# build machine, 4.7 s with them kept). Pickled, not written as Parquet again: the checked frame comes back
-# exactly (its dtypes, its object columns); the folder is the user's own, and any file of it can be deleted.
+# What processes read before, kept in this user's cache (tuner.locations.user_cache("parts")): each part's rows as
+# checked, and each read's merged rows, with what was left out of them. A store holds hundreds of small parts
+# (GEMM's rows: 300 of them, 713 reads with their baselines), and parsing and merging them was most of each
+# command's time: `tuner best gemm` took 8 s on the build machine, 4.7 s with the parts kept, 2.3 s with the
+# merged reads kept too. One file a part (or a read: pattern and store), named by its path, schema and the code
+# and libraries that read it, holding the digests of the bytes it was made from: a file changed in any byte is
+# parsed again, and the cache does not grow as parts are rewritten. Pickled, not written as Parquet again: the
+# frames come back exactly (their dtypes, their object columns); the folder is the user's own, and any file of
+# it can be deleted.
 @cache
 def _code_digest() -> str:
     code = Path(__file__).read_text() + Path(str(schema.__file__)).read_text()
     return hashlib.blake2b(f"{code}{pd.__version__}{pa.__version__}".encode(), digest_size=16).hexdigest()
 
 
-def _kept_path(part: Path, digest: bytes, rules: dict[str, str] | None) -> Path:
-    key = json.dumps([str(part.resolve()), digest.hex(), rules, _code_digest()], sort_keys=True)
-    return user_cache("parts") / f"{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.pickle"
+def _kept_path(kind: str, names: list[str], rules: dict[str, str] | None) -> Path:
+    key = json.dumps([kind, names, rules, _code_digest()], sort_keys=True)
+    return user_cache("parts") / f"{kind}-{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.pickle"
 
 
-def _kept(path: Path) -> tuple[pd.DataFrame | None, Degraded] | None:
+def _kept(path: Path, made_from: object) -> Any:
+    """What `path` keeps, if it was made from `made_from` (the digests of the bytes read); else None."""
     try:
         with path.open("rb") as f:
-            checked, left_out = pickle.load(f)
-    except Exception:  # noqa: BLE001  (none kept, a damaged or foreign file: the part is parsed again)
+            source, value = pickle.load(f)
+    except Exception:  # noqa: BLE001  (none kept, a damaged or foreign file: parsed again)
         return None
-    if not (checked is None or isinstance(checked, pd.DataFrame)) or not isinstance(left_out, Degraded):
+    if source != made_from or not isinstance(value, tuple) or len(value) != 2:
         return None
-    return checked, left_out
+    frame, left_out = value
+    if not (frame is None or isinstance(frame, pd.DataFrame)) or not isinstance(left_out, Degraded):
+        return None
+    return frame, left_out
 
 
-def _keep(path: Path, parsed: tuple[pd.DataFrame | None, Degraded]) -> None:
+def _keep(path: Path, made_from: object, value: tuple[pd.DataFrame | None, Degraded]) -> None:
     """Kept whole or not at all; a cache that cannot be written costs only time."""
 
     def dump(tmp: Path) -> None:
         with tmp.open("wb") as f:
-            pickle.dump(parsed, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((made_from, value), f, protocol=pickle.HIGHEST_PROTOCOL)
 
     try:
         write_atomically(path, dump, durable=False)

@@ -99,6 +99,31 @@ def test_list_says_how_completely_each_size_was_recorded():
     assert "576/576" in table and "large" in table
 
 
+def test_list_keeps_what_kernel_tuner_counted_and_counts_a_changed_recording_again(tmp_path, monkeypatch):
+    """Kernel Tuner's searchspaces take seconds to build for the large spaces: `tuner list` keeps their counts,
+    and each recording's, in the user's cache (tuner.kept), so a second listing builds none and says the same;
+    a recording whose bytes changed is counted again."""
+    from tuner.measure import kt
+
+    monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
+    first = json.loads(_out(["list", "reduction", "--json"]))
+
+    def no_searchspace(*args, **kwargs):
+        raise AssertionError("built a searchspace")
+
+    with monkeypatch.context() as m:
+        m.setattr(kt, "searchspace", no_searchspace)
+        assert json.loads(_out(["list", "reduction", "--json"])) == first
+    root = tmp_path / "results"
+    folder = root / "nvidia-h100-80gb-hbm3" / "reduction"
+    folder.mkdir(parents=True)
+    recording = json.loads(Path(first["recordings"][0]["path"]).read_text())
+    held = dict(list(recording["cache"].items())[:10])
+    (folder / "large_float32.cache.json").write_text(json.dumps({**recording, "cache": held}))
+    (r,) = json.loads(_out(["--results", str(root), "list", "reduction", "--json"]))["recordings"]
+    assert r["recorded_configs"] == 10 and r["space_configs"] == first["configurations"] and not r["complete"]
+
+
 def test_an_unreadable_recording_is_listed_as_such(tmp_path):
     """A Kernel Tuner cache put into the store by hand, with no rows: unreadable, listed so."""
     root = tmp_path / "results"

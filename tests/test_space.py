@@ -325,7 +325,7 @@ def test_a_count_is_kept_and_read_back_only_for_the_same_space(tmp_path, monkeyp
     write(tmp_path, GOOD)
     kept[0].write_text("{not json")
     assert load_space(path).configurations == first  # counted again, and kept again
-    assert json.loads(kept[0].read_text()) == {"configurations": first}
+    assert json.loads(kept[0].read_text()) == {"value": first}
     assert load_space(path).configurations == first
     (tmp_path / "blocked").write_text("a file where the cache folder would be")
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "blocked"))

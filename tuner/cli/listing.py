@@ -33,14 +33,14 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     """One workload as `tuner list --json` shows it; one that cannot be loaded has its `error` instead, a line
     that names where it comes from (the others are listed as usual)."""
     from tuner.measure import kt
-    from tuner.store.recordings import recordings
+    from tuner.store.recordings import recordings, space_size
     from tuner.workloads import get_workload
 
     try:
         w = get_workload(name)
         s = w.space
         searchspace_of = kt.searchspaces(s)
-        searchspace = searchspace_of(None)  # the space's configs whatever the dtype
+        configurations = space_size(s, searchspace_of, None)  # the space's configs whatever the dtype
     except TunerError as e:
         where = "" if origin in str(e) else f" ({origin})"
         return {"workload": name, "origin": origin, "error": f"workload '{name}'{where}: {e}"}
@@ -52,7 +52,7 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
         "source": shown_path(s.kernel_source),
         "space": shown_path(s.path),
         "parameters": s.params,
-        "configurations": searchspace.size,
+        "configurations": configurations,
         "sizes": s.sizes,
         "default_size": s.default_size,
         "dtypes": list(s.dtypes),

@@ -3,7 +3,7 @@ Searchspace keeps every valid config in memory: a space of 10^9 would get the to
 of its values that make every restriction evaluable: at most MAX_CONFIGS valid configs, at least one, and
 no restriction that raises for a config visited (its error named with the config).
 
-A count is kept in the user's cache (tuner.locations.user_cache("space-counts")), keyed by everything it
+A count is kept in the user's cache (tuner.kept, folder "space-counts"), keyed by everything it
 depends on: the parameters' values, the restrictions' text, the limits below and the code that counts and
 evaluates. Counting GEMM's space takes about 3 s (347,055 restriction tests in Python), Floyd-Warshall's 2.7 s,
 and every command that loads the built-in spaces (`tuner list`) paid it each time. Only a count is kept: a space
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import time
 from pathlib import Path
 
 from constraint import FunctionConstraint, Problem
 
-from tuner.atomic import write_atomically
-from tuner.locations import user_cache
+from tuner.kept import kept
 from tuner.space import expressions
 from tuner.space.errors import SpaceError
 from tuner.space.expressions import Expression
@@ -44,52 +42,35 @@ def count_configurations(
     valid, more than MAX_CONFIGS are, a restriction raises, or counting takes too long. Each dtype of
     `dtype_restrictions` (dtype -> its own checked expressions) is counted with the space's too, and must
     leave a valid config."""
-    key = _cache_key(params, restrictions, dtype_restrictions or {})
-    cached = _cached(key)
-    if cached is not None:
-        return cached
+    return kept(
+        "space-counts",
+        _count_key(params, restrictions, dtype_restrictions or {}),
+        lambda: _count_all(path, params, restrictions, dtype_restrictions or {}),
+        lambda v: isinstance(v, int) and 0 < v <= MAX_CONFIGS,
+    )
+
+
+def _count_all(path: str | Path, params: dict, restrictions: list[Expression], dtype_restrictions: dict) -> int:
     space = [(["restrictions", i], e) for i, e in enumerate(restrictions)]
     count = _count(path, params, space, ["restrictions"], "the restrictions")
-    for dtype, extra in (dtype_restrictions or {}).items():
+    for dtype, extra in dtype_restrictions.items():
         where = ["dtypes", dtype, "restrictions"]
         own = [([*where, i], e) for i, e in enumerate(extra)]
         _count(path, params, [*space, *own], where, f"the space's restrictions and {dtype}'s")
-    _keep(key, count)
     return count
 
 
-def _cache_key(params: dict, restrictions: list[Expression], dtype_restrictions: dict) -> str:
-    """A hash of what a count depends on. Values are named with their type (1, 1.0 and True are one key of a
-    dict, but not one value here); the code is this module's and the expression evaluator's source."""
+def _count_key(params: dict, restrictions: list[Expression], dtype_restrictions: dict) -> list:
+    """What a count depends on. Values are named with their type (1, 1.0 and True are one key of a dict, but
+    not one value here); the code is this module's and the expression evaluator's source."""
     code = Path(str(expressions.__file__)).read_text() + Path(__file__).read_text()
-    doc = [
+    return [
         [[name, [f"{type(v).__name__}:{v!r}" for v in values]] for name, values in params.items()],
         [e.text for e in restrictions],
         {dtype: [e.text for e in exprs] for dtype, exprs in sorted(dtype_restrictions.items())},
         [MAX_CONFIGS, MAX_EVALUATIONS, MAX_SECONDS],
         hashlib.sha256(code.encode()).hexdigest(),
     ]
-    return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
-
-
-def _cached(key: str) -> int | None:
-    try:
-        count = json.loads((user_cache("space-counts") / f"{key}.json").read_text())["configurations"]
-    except (OSError, ValueError, KeyError, TypeError):  # none kept, or a damaged file: counted again
-        return None
-    return count if isinstance(count, int) and 0 < count <= MAX_CONFIGS else None
-
-
-def _keep(key: str, count: int) -> None:
-    """Kept whole or not at all; a cache that cannot be written is not an error (counted again next time)."""
-    try:
-        write_atomically(
-            user_cache("space-counts") / f"{key}.json",
-            lambda tmp: tmp.write_text(json.dumps({"configurations": count})),
-            durable=False,
-        )
-    except OSError:
-        pass
 
 
 def _count(path: str | Path, params: dict, restrictions: list[tuple[list, Expression]], where: list, whose: str) -> int:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from tuner.errors import TunerError
+from tuner.kept import kept
 from tuner.locations import user_cache
 from tuner.store.gpu_choice import choose_gpu
 from tuner.store.kt_files import closed_cache_text
@@ -236,19 +237,58 @@ def recordings(
     read_rows = functools.cache(lambda pattern: read_parts(pattern, root))  # one read of each GPU's folder
     out = []
     for source in sources(root, workload):
-        searchspace = searchspace_of(source.dtype)
-        names = list(searchspace.tune_params)
+        dtype = source.dtype
+        size = space_size(space, searchspace_of, dtype)
         path = source.file
         try:
             path = replay_file(root, workload, source, read_rows)
-            cache = json.loads(closed_cache_text(path.read_text()))["cache"]
-            held = sum(
-                searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))
-                for e in cache.values()
-                if isinstance(e, dict)
+            text = path.read_text()
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            held = kept(
+                "recordings-held",
+                [*_searchspace_key(space, dtype), defaults, digest],
+                functools.partial(_held, text, searchspace_of, dtype, defaults),
+                _is_count,
             )
             error = None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, TunerError) as e:
             held, error = None, f"{path or source.gpu}: cannot be read ({type(e).__name__}: {e})"
-        out.append(Recording(source.gpu, source.size, source.dtype, held, searchspace.size, path, error))
+        out.append(Recording(source.gpu, source.size, source.dtype, held, size, path, error))
     return out
+
+
+# Kernel Tuner's searchspace of a large space takes seconds to build (Floyd-Warshall's 438,648 configs), and
+# `tuner list` asked it of every workload and recording each time: what it answers is kept (tuner.kept) under the
+# space's parameters and its restrictions for the dtype, Kernel Tuner's release, and a recording's bytes.
+def space_size(space: Space, searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
+    """Kernel Tuner's count of the space's valid configs for `dtype` (searchspace_of(dtype).size), kept."""
+    return kept(
+        "space-sizes", _searchspace_key(space, dtype), functools.partial(_size, searchspace_of, dtype), _is_count
+    )
+
+
+def _searchspace_key(space: Space, dtype: str | None) -> list:
+    from importlib.metadata import version
+
+    return [space.space_hash_for(dtype), space.restrictions_for(dtype), version("kernel_tuner")]
+
+
+def _size(searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
+    return int(searchspace_of(dtype).size)
+
+
+def _held(text: str, searchspace_of: Callable[[str | None], Searchspace], dtype: str, defaults: dict) -> int:
+    """How many of a Kernel Tuner cache's configs (its text) the space still has for `dtype`; a parameter added
+    since with a default takes it, as a replay does."""
+    searchspace = searchspace_of(dtype)
+    names = list(searchspace.tune_params)
+    cache = json.loads(closed_cache_text(text))["cache"]
+    return sum(
+        searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))
+        for e in cache.values()
+        if isinstance(e, dict)
+    )
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

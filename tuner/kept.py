@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
 from tuner.atomic import write_atomically
@@ -35,3 +38,11 @@ def kept(kind: str, key: object, derive: Callable[[], T], valid: Callable[[objec
     except (OSError, TypeError, ValueError):
         pass
     return value
+
+
+@cache
+def code_digest(*modules: ModuleType) -> str:
+    """A digest of these modules' source, read once a process: the code a kept value was derived by belongs in
+    its key (a changed module derives it again)."""
+    text = "".join(Path(str(m.__file__)).read_text() for m in modules)
+    return hashlib.sha256(text.encode()).hexdigest()

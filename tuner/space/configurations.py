@@ -11,15 +11,15 @@ that fails its checks fails them again on every load."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
+import sys
 import time
 from pathlib import Path
 
 from constraint import FunctionConstraint, Problem
 
-from tuner.kept import kept
+from tuner.kept import code_digest, kept
 from tuner.space import expressions
 from tuner.space.errors import SpaceError
 from tuner.space.expressions import Expression
@@ -63,13 +63,12 @@ def _count_all(path: str | Path, params: dict, restrictions: list[Expression], d
 def _count_key(params: dict, restrictions: list[Expression], dtype_restrictions: dict) -> list:
     """What a count depends on. Values are named with their type (1, 1.0 and True are one key of a dict, but
     not one value here); the code is this module's and the expression evaluator's source."""
-    code = Path(str(expressions.__file__)).read_text() + Path(__file__).read_text()
     return [
         [[name, [f"{type(v).__name__}:{v!r}" for v in values]] for name, values in params.items()],
         [e.text for e in restrictions],
         {dtype: [e.text for e in exprs] for dtype, exprs in sorted(dtype_restrictions.items())},
         [MAX_CONFIGS, MAX_EVALUATIONS, MAX_SECONDS],
-        hashlib.sha256(code.encode()).hexdigest(),
+        code_digest(expressions, sys.modules[__name__]),
     ]
 
 

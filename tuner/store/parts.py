@@ -14,9 +14,9 @@ import itertools
 import json
 import pickle
 import re
+import sys
 import time
 import warnings
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuner.atomic import write_atomically
+from tuner.kept import code_digest
 from tuner.locations import user_cache
 from tuner.store import schema
 from tuner.store.paths import read_roots
@@ -193,14 +194,9 @@ def _read_part(
 # parsed again, and the cache does not grow as parts are rewritten. Pickled, not written as Parquet again: the
 # frames come back exactly (their dtypes, their object columns); the folder is the user's own, and any file of
 # it can be deleted.
-@cache
-def _code_digest() -> str:
-    code = Path(__file__).read_text() + Path(str(schema.__file__)).read_text()
-    return hashlib.blake2b(f"{code}{pd.__version__}{pa.__version__}".encode(), digest_size=16).hexdigest()
-
-
 def _kept_path(kind: str, names: list[str], rules: dict[str, str] | None) -> Path:
-    key = json.dumps([kind, names, rules, _code_digest()], sort_keys=True)
+    code = [code_digest(sys.modules[__name__], schema), pd.__version__, pa.__version__]
+    key = json.dumps([kind, names, rules, code], sort_keys=True)
     return user_cache("parts") / f"{kind}-{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.pickle"
 
 

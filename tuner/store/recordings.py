@@ -238,7 +238,8 @@ def recordings(
     out = []
     for source in sources(root, workload):
         dtype = source.dtype
-        size = space_size(space, searchspace_of, dtype)
+        key = _searchspace_key(space, dtype)
+        size = _space_size(key, searchspace_of, dtype)
         path = source.file
         try:
             path = replay_file(root, workload, source, read_rows)
@@ -246,7 +247,7 @@ def recordings(
             digest = hashlib.sha256(text.encode()).hexdigest()
             held = kept(
                 "recordings-held",
-                [*_searchspace_key(space, dtype), defaults, digest],
+                [*key, defaults, digest],
                 functools.partial(_held, text, searchspace_of, dtype, defaults),
                 _is_count,
             )
@@ -262,15 +263,17 @@ def recordings(
 # space's parameters and its restrictions for the dtype, Kernel Tuner's release, and a recording's bytes.
 def space_size(space: Space, searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
     """Kernel Tuner's count of the space's valid configs for `dtype` (searchspace_of(dtype).size), kept."""
-    return kept(
-        "space-sizes", _searchspace_key(space, dtype), functools.partial(_size, searchspace_of, dtype), _is_count
-    )
+    return _space_size(_searchspace_key(space, dtype), searchspace_of, dtype)
+
+
+def _space_size(key: list, searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
+    return kept("space-sizes", key, functools.partial(_size, searchspace_of, dtype), _is_count)
 
 
 def _searchspace_key(space: Space, dtype: str | None) -> list:
-    from importlib.metadata import version
+    from tuner.measure.provenance import package_version
 
-    return [space.space_hash_for(dtype), space.restrictions_for(dtype), version("kernel_tuner")]
+    return [space.space_hash_for(dtype), space.restrictions_for(dtype), package_version("kernel_tuner")]
 
 
 def _size(searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:

@@ -156,7 +156,7 @@ def test_a_read_is_kept_in_the_users_cache_for_the_next_process(tmp_path, monkey
     with collect() as first_left_out:
         first = stored(tmp_path)
     assert first_left_out and len(first) == 2
-    assert sorted(p.name.split("-")[0] for p in cache.glob("*.pickle")) == ["part", "read"]
+    assert len(list(cache.glob("*.pickle"))) == 2  # the part and the read
 
     parsed = []
     read_parquet = pd.read_parquet

@@ -1,7 +1,7 @@
 """YAML spaces: the real ones load; every kind of mistake names the file, the key path and what was expected."""
 
 
-import json
+import pickle
 import shutil
 
 import pytest
@@ -305,7 +305,7 @@ def test_a_count_is_kept_and_read_back_only_for_the_same_space(tmp_path, monkeyp
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
     path = write(tmp_path, GOOD)
     first = load_space(path).configurations
-    kept = list((tmp_path / "cache" / "space-counts").glob("*.json"))
+    kept = list((tmp_path / "cache" / "space-counts").glob("*.pickle"))
     assert len(kept) == 1
 
     def no_counting(*args):
@@ -323,9 +323,9 @@ def test_a_count_is_kept_and_read_back_only_for_the_same_space(tmp_path, monkeyp
         with pytest.raises(AssertionError, match="counted again"):  # False is not 0: another key
             load_space(write(tmp_path, bools))
     write(tmp_path, GOOD)
-    kept[0].write_text("{not json")
+    kept[0].write_text("not a pickle")
     assert load_space(path).configurations == first  # counted again, and kept again
-    assert json.loads(kept[0].read_text()) == {"value": first}
+    assert pickle.loads(kept[0].read_bytes()) == (None, first)
     assert load_space(path).configurations == first
     (tmp_path / "blocked").write_text("a file where the cache folder would be")
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "blocked"))

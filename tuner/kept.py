@@ -1,19 +1,25 @@
-"""Small values derived from files, kept in this user's cache (tuner.locations.user_cache): a count of a space's
-valid configs, how many of a space's configs a recording holds. Each is one JSON file named by a hash of what
-the value depends on (the caller's key: contents or their digests, and the code that derives it), written whole
-or not at all; a file that is missing, damaged or fails the caller's check is derived again, and a cache that
-cannot be written costs only time. Any file of it can be deleted. (The store's parsed parts are kept the same
-way, as pickles: tuner.store.parts.)"""
+"""Values derived from files, kept in this user's cache (tuner.locations.user_cache) so that the next process
+need not derive them again: a count of a space's valid configs, how many of a space's configs a recording holds
+(tuner.kept.kept), the store's parts as parsed and its merged reads (tuner.store.parts, through Kept).
+
+Each value is one file, named by a hash of its folder and the caller's key (what the value depends on that is
+cheap to know: names, parameters, the code that derives it: code_digest), holding the value and what it was made
+from (the digests of the bytes read, where those are what the key cannot hold), written whole or not at all. A
+file that is missing, damaged, made from other bytes or failing the caller's check is derived again; the file is
+rewritten in place, so the cache does not grow as its sources change; a cache that cannot be written costs only
+time; any file of it can be deleted. Pickled: the store's frames come back exactly (dtypes, object columns), and
+the folder is the user's own."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tuner.atomic import write_atomically
 from tuner.locations import user_cache
@@ -21,22 +27,43 @@ from tuner.locations import user_cache
 T = TypeVar("T")
 
 
-def kept(kind: str, key: object, derive: Callable[[], T], valid: Callable[[object], bool]) -> T:
-    """The value kept under `key` (JSON-able) in the cache folder `kind`, if `valid` holds for it; else
-    `derive()`, kept for next time. An exception of `derive` is not kept: it is raised again next time."""
-    name = hashlib.sha256(json.dumps([kind, key], sort_keys=True).encode()).hexdigest()
-    path = user_cache(kind) / f"{name}.json"
-    try:
-        value = json.loads(path.read_text())["value"]
-        if valid(value):
-            return value
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    value = derive()
-    try:
-        write_atomically(path, lambda tmp: tmp.write_text(json.dumps({"value": value})), durable=False)
-    except (OSError, TypeError, ValueError):
-        pass
+class Kept:
+    """One kept value's file: `Kept(kind, key)` names it (`key` JSON-able), get() reads it back, put() writes it."""
+
+    def __init__(self, kind: str, key: object) -> None:
+        name = hashlib.blake2b(json.dumps([kind, key], sort_keys=True).encode(), digest_size=16).hexdigest()
+        self.path = user_cache(kind) / f"{name}.pickle"
+
+    def get(self, made_from: object = None, valid: Callable[[Any], bool] = lambda value: True) -> Any:
+        """The value kept, if it was made from `made_from` and `valid` holds for it; else None."""
+        try:
+            with self.path.open("rb") as f:
+                source, value = pickle.load(f)
+        except Exception:  # noqa: BLE001  (none kept, a damaged or foreign file: derived again)
+            return None
+        return value if source == made_from and value is not None and valid(value) else None
+
+    def put(self, value: object, made_from: object = None) -> None:
+        """Kept whole or not at all (write_atomically, no fsync: a cache)."""
+
+        def dump(tmp: Path) -> None:
+            with tmp.open("wb") as f:
+                pickle.dump((made_from, value), f, protocol=pickle.HIGHEST_PROTOCOL)
+
+        try:
+            write_atomically(self.path, dump, durable=False)
+        except (OSError, pickle.PicklingError):
+            pass
+
+
+def kept(kind: str, key: object, derive: Callable[[], T], valid: Callable[[Any], bool]) -> T:
+    """The value kept under `key` in the cache folder `kind`, if `valid` holds for it; else `derive()`, kept for
+    next time. An exception of `derive` is not kept: it is raised again next time."""
+    slot = Kept(kind, key)
+    value = slot.get(valid=valid)
+    if value is None:
+        value = derive()
+        slot.put(value)
     return value
 
 

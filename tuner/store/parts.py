@@ -12,21 +12,18 @@ import hashlib
 import io
 import itertools
 import json
-import pickle
 import re
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuner.atomic import write_atomically
-from tuner.kept import code_digest
-from tuner.locations import user_cache
+from tuner.kept import Kept, code_digest
 from tuner.store import schema
 from tuner.store.paths import read_roots
 from tuner.store.schema import Degraded, StoreRead, check, record, schema_for
@@ -129,9 +126,9 @@ def read_store(pattern: str, root: Path) -> StoreRead:
             degraded.add_part(part, _unreadable(e))
             continue
         read.append((part, data, hashlib.blake2b(data, digest_size=16).digest()))
-    whole = _kept_path("read", [pattern, str(Path(root).resolve())], rules)
+    whole = _kept("read", [pattern, str(Path(root).resolve())], rules)
     contents = [(str(part), digest.hex()) for part, _, digest in read]
-    kept = _kept(whole, contents)
+    kept = whole.get(contents, _is_parsed)
     if kept is not None:
         frame, left_out = kept
         degraded.merge(left_out)
@@ -144,7 +141,7 @@ def read_store(pattern: str, root: Path) -> StoreRead:
             frames.append(checked)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not left_out.parts:  # every part parsed: the same files give the same answer
-        _keep(whole, contents, (frame, left_out))
+        whole.put((frame, left_out), contents)
     degraded.merge(left_out)
     return StoreRead(frame, degraded)
 
@@ -166,8 +163,8 @@ def _read_part(
     known = _PARSED.get(key)
     if known is not None and known[0] == digest:
         return known[1], known[2]
-    kept_at = _kept_path("part", [str(part.resolve())], rules)
-    parsed = _kept(kept_at, digest.hex())
+    kept = _kept("part", [str(part.resolve())], rules)
+    parsed = kept.get(digest.hex(), _is_parsed)
     if parsed is None:
         left_out = Degraded()
         try:
@@ -180,52 +177,30 @@ def _read_part(
             checked = check(frame, rules, part, left_out)
         parsed = (checked, left_out)
         if checked is not None:  # a part that could not be parsed is tried again next time (the error may pass)
-            _keep(kept_at, digest.hex(), parsed)
+            kept.put(parsed, digest.hex())
     _PARSED[key] = (digest, *parsed)
     return parsed
 
 
-# What processes read before, kept in this user's cache (tuner.locations.user_cache("parts")): each part's rows as
+# What processes read before, kept in this user's cache (tuner.kept.Kept, folder "parts"): each part's rows as
 # checked, and each read's merged rows, with what was left out of them. A store holds hundreds of small parts
 # (GEMM's rows: 300 of them, 713 reads with their baselines), and parsing and merging them was most of each
 # command's time: `tuner best gemm` took 8 s on the build machine, 4.7 s with the parts kept, 2.3 s with the
 # merged reads kept too. One file a part (or a read: pattern and store), named by its path, schema and the code
-# and libraries that read it, holding the digests of the bytes it was made from: a file changed in any byte is
-# parsed again, and the cache does not grow as parts are rewritten. Pickled, not written as Parquet again: the
-# frames come back exactly (their dtypes, their object columns); the folder is the user's own, and any file of
-# it can be deleted.
-def _kept_path(kind: str, names: list[str], rules: dict[str, str] | None) -> Path:
+# and libraries that read it, made from the digests of the bytes read: a file changed in any byte is parsed again.
+def _kept(kind: str, names: list[str], rules: dict[str, str] | None) -> Kept:
     code = [code_digest(sys.modules[__name__], schema), pd.__version__, pa.__version__]
-    key = json.dumps([kind, names, rules, code], sort_keys=True)
-    return user_cache("parts") / f"{kind}-{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.pickle"
+    return Kept("parts", [kind, names, rules, code])
 
 
-def _kept(path: Path, made_from: object) -> Any:
-    """What `path` keeps, if it was made from `made_from` (the digests of the bytes read); else None."""
-    try:
-        with path.open("rb") as f:
-            source, value = pickle.load(f)
-    except Exception:  # noqa: BLE001  (none kept, a damaged or foreign file: parsed again)
-        return None
-    if source != made_from or not isinstance(value, tuple) or len(value) != 2:
-        return None
-    frame, left_out = value
-    if not (frame is None or isinstance(frame, pd.DataFrame)) or not isinstance(left_out, Degraded):
-        return None
-    return frame, left_out
-
-
-def _keep(path: Path, made_from: object, value: tuple[pd.DataFrame | None, Degraded]) -> None:
-    """Kept whole or not at all; a cache that cannot be written costs only time."""
-
-    def dump(tmp: Path) -> None:
-        with tmp.open("wb") as f:
-            pickle.dump((made_from, value), f, protocol=pickle.HIGHEST_PROTOCOL)
-
-    try:
-        write_atomically(path, dump, durable=False)
-    except (OSError, pickle.PicklingError):
-        pass
+def _is_parsed(value: object) -> bool:
+    """A part's or a read's kept value: (rows or None, what was left out)."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and (value[0] is None or isinstance(value[0], pd.DataFrame))
+        and isinstance(value[1], Degraded)
+    )
 
 
 def _unreadable(e: Exception) -> str:

@@ -167,3 +167,47 @@ def test_an_intact_cache_still_replays(results, capsys):
     damaged(results, "floyd-warshall-small", "5k", "int32", "intact")
     assert main(["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--quiet", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"]
+
+
+def test_results_must_name_a_folder_and_only_a_campaign_creates_it(tmp_path, capsys):
+    """A mistyped --results must not answer from the recordings the package ships, nor a file stand for a store;
+    a campaign's command may create the folder it is told to store into."""
+    missing = tmp_path / "no-such-store"
+    fails(["--results", str(missing), "best", "reduction"], capsys, "no such folder")
+    fails(["--results", str(missing), "results", "reduction"], capsys, "no such folder")
+    assert not missing.exists()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a store")
+    fails(["--results", str(a_file), "best", "reduction"], capsys, "not a folder")
+    fails(["--results", str(a_file), "tune", "reduction", "--simulate"], capsys, "not a folder")
+
+
+def test_a_warning_is_one_line_not_pythons_source_lines(tmp_path, capsys):
+    """A damaged part in the store: `tuner results` says so in one `warning:` line (no file, line number or
+    source line of the code that warned) and answers from the rest."""
+    root = tmp_path / "results"
+    folder = root / H100 / "reduction" / "evaluations"
+    folder.mkdir(parents=True)
+    (folder / "empty.parquet").write_bytes(b"")
+    main(["--results", str(root), "results", "reduction", "--size", "large"])
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "empty.parquet" in line]
+    assert said and all(line.startswith("warning: ") for line in said), err
+    assert "UserWarning" not in err and ".py:" not in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, resumes",
+    [(["tune", "reduction"], True), (["tune", "reduction", "--simulate"], False), (["best", "reduction"], False)],
+)
+def test_an_interrupt_says_resume_only_where_measurements_were_stored(monkeypatch, capsys, argv, resumes):
+    from tuner.cli import best, tune
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune, "command", interrupted)
+    monkeypatch.setattr(best, "command", interrupted)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted") and ("run the same command again" in err) == resumes, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tuner.cli import (
 from tuner.errors import TunerError
 
 WORKLOADS_ENV = "TUNER_WORKLOADS"  # read by tuner.locations.project(), here and in every process a command starts
+STORING = {"tune", "worker", "baseline"}  # the commands that write to the store (and may create its folder)
 
 
 def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
@@ -76,15 +78,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if workloads:  # through the environment: measuring processes and `tuner worker`s find workloads by name
             os.environ[WORKLOADS_ENV] = str(Path(workloads).resolve())
         args = build_parser(run_programs="run" in argv).parse_args(argv)
-        if args.workloads_dir is not None and args.command != "init" and not args.workloads_dir.is_dir():
-            raise TunerError(f"--workloads {args.workloads_dir}: no such folder (`tuner init NAME` creates one)")
-        return args.func(args)
+        _check_folders(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            return args.func(args)
     except TunerError as e:
         # soft_wrap: paths stay whole; escaped: "pip install 'gpu-tuner[distributed]'" is text, not markup
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 2
     except KeyboardInterrupt:
-        Console(stderr=True).print("interrupted: everything measured is stored; run the same command again to resume")
+        measuring = args is not None and args.command in STORING and not getattr(args, "simulate", False)
+        said = "; everything measured is stored; run the same command again to resume" if measuring else ""
+        Console(stderr=True).print(f"interrupted{said}", highlight=False)
         return 130
     except BrokenPipeError:  # `tuner results ... | head`: the reader has gone; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would raise
@@ -102,6 +107,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ.pop(WORKLOADS_ENV, None)
         else:
             os.environ[WORKLOADS_ENV] = saved
+
+
+def _check_folders(args: argparse.Namespace) -> None:
+    """--workloads and --results name folders: a typo must not answer from the built-ins alone (or the package's
+    recordings), nor a campaign create its store somewhere unintended."""
+    if args.workloads_dir is not None and args.command != "init" and not args.workloads_dir.is_dir():
+        raise TunerError(f"--workloads {args.workloads_dir}: no such folder (`tuner init NAME` creates one)")
+    results = args.results
+    if results is not None and results.exists() and not results.is_dir():
+        raise TunerError(f"--results {results}: not a folder")
+    if results is not None and not results.exists() and args.command not in STORING:
+        raise TunerError(f"--results {results}: no such folder (a campaign, `tuner tune`, creates it)")
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    """A warning as the CLI says everything else: one line on stderr, not Python's file, line and source."""
+    Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,13 @@ def command(args: argparse.Namespace) -> int:
         raise TunerError(f"no workload '{args.workload}' (known: {', '.join(sorted(found))})")
     names = [args.workload] if args.workload else sorted(found)
     root = Path(args.results or results_root())
-    docs = [describe(name, found[name].origin, root) for name in names]
+    docs = []
+    # counting a space and its recordings takes seconds the first time (then kept: tuner.kept); on a terminal, say
+    # what is being read meanwhile (rich shows a status only there)
+    with Console(stderr=True).status("") as status:
+        for name in names:
+            status.update(f"reading {name}: its space and recordings")
+            docs.append(describe(name, found[name].origin, root))
     broken = [d["error"] for d in docs if "error" in d]
     for error in broken:  # after the listing, on stderr: exit 2 says that something needs mending
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(error)}", highlight=False)

@@ -5,6 +5,7 @@ project (its workloads folder and results folder, from `tuner.toml` or `[tool.tu
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -56,16 +57,40 @@ class ProjectSettings:
     source: Path | None  # the settings file, if any
 
 
+SETTING_KEYS = ("workloads", "results")  # the keys of tuner.toml and of [tool.tuner]: folders, relative to the file
+
+
 def _settings_in(folder: Path) -> tuple[dict, Path] | None:
+    """The settings in `folder` (tuner.toml, else pyproject.toml's [tool.tuner]) and their file, checked; None
+    if it has neither."""
     tuner_toml = folder / "tuner.toml"
     if tuner_toml.is_file():
-        return _read_toml(tuner_toml), tuner_toml
+        return _checked(_read_toml(tuner_toml), tuner_toml, []), tuner_toml
     pyproject = folder / "pyproject.toml"
     if pyproject.is_file():
-        doc = _read_toml(pyproject)
-        if "tuner" in doc.get("tool", {}):
-            return doc["tool"]["tuner"], pyproject
+        tool = _read_toml(pyproject).get("tool", {})
+        if isinstance(tool, dict) and "tuner" in tool:
+            return _checked(tool["tuner"], pyproject, ["tool", "tuner"]), pyproject
     return None
+
+
+def _checked(doc: object, path: Path, key_path: list[str]) -> dict:
+    """`doc`, the settings table at `key_path` of `path`, once every key is known and every value is text: a
+    mistyped key would otherwise be ignored, and the project's workloads silently looked for elsewhere."""
+    from tuner.errors import TunerError
+
+    where = ".".join(key_path)
+    if not isinstance(doc, dict):
+        raise TunerError(f"{path}: at {where}: expected a table of settings ({', '.join(SETTING_KEYS)})")
+    for key, value in doc.items():
+        at = ".".join([*key_path, key])
+        if key not in SETTING_KEYS:
+            close = difflib.get_close_matches(key, SETTING_KEYS, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise TunerError(f"{path}: at {at}: unknown key '{key}' (known: {', '.join(SETTING_KEYS)}){hint}")
+        if not isinstance(value, str) or not value:
+            raise TunerError(f"{path}: at {at}: expected a folder (a non-empty string), got {value!r}")
+    return doc
 
 
 def _read_toml(path: Path) -> dict:

@@ -20,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="create a workload in the project's workloads folder (a worked example, "
         "your kernel with a space to fill in, or a T1 input file imported)",
     )
-    s.add_argument("name", help="the workload's name (lowercase letters, digits, '-' and '_')")
+    s.add_argument(
+        "name", help="the workload's name (lowercase letters, digits, '-' and '_'), not one `tuner list` shows"
+    )
     s.add_argument("--kernel", type=Path, metavar="FILE", help="your kernel source, copied into the workload's folder")
     s.add_argument(
         "--from-t1",

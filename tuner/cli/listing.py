@@ -42,8 +42,10 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
         searchspace_of = kt.searchspaces(s)
         configurations = space_size(s, searchspace_of, None)  # the space's configs whatever the dtype
     except TunerError as e:
-        where = "" if origin in str(e) else f" ({origin})"
-        return {"workload": name, "origin": origin, "error": f"workload '{name}'{where}: {e}"}
+        said = str(e)
+        if not said.startswith(f"workload '{name}'"):  # some errors name the workload already
+            said = f"workload '{name}'{'' if origin in said else f' ({origin})'}: {said}"
+        return {"workload": name, "origin": origin, "error": said}
     recorded = recordings(root, w.name, s, searchspace_of)
     return {
         "workload": w.name,
@@ -67,7 +69,7 @@ def command(args: argparse.Namespace) -> int:
     from tuner.store import results_root
     from tuner.workloads import discover
 
-    found = discover()  # a name defined twice is an error here, naming both places
+    found = discover()  # a name defined twice is listed once, its error (naming both places) in place of it
     if args.workload and args.workload not in found:
         raise TunerError(f"no workload '{args.workload}' (known: {', '.join(sorted(found))})")
     names = [args.workload] if args.workload else sorted(found)

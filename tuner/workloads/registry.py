@@ -1,10 +1,12 @@
 """Finding workloads, in this order: the built-ins; the user's workloads folder (`./workloads`, or what the
 project's settings name: tuner.locations.project); packages installed with an entry point in the group
-`gpu_tuner.workloads`. A name defined twice is an error that names both places.
+`gpu_tuner.workloads`. A name defined twice is an error that names both places, for the commands that use
+that name.
 
 A workload is a folder holding `space.yaml`, the kernel source(s) it names, and optionally `workload.py`
 defining `WORKLOAD` (an instance of a tuner.workloads.Workload subclass) for what YAML cannot say. Without
-it, the space declares its arguments and reference (tuner.workloads.declared)."""
+it, the space declares its arguments and reference (tuner.workloads.declared). Its name is the folder's (an
+installed package's: its entry point's), and the space's `workload:` key must say the same."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
+
+import yaml
 
 from tuner import locations
 from tuner.errors import TunerError
@@ -97,18 +101,44 @@ def _installed() -> list[Found]:
 
 
 @lru_cache(maxsize=8)
-def _discover(workloads_folder: Path, stamp: int | None = None) -> dict[str, Found]:
-    """`stamp`: the folder's modification time, so a workload added meanwhile (`tuner init` from a notebook)
-    is found."""
+def _discover(workloads_folder: Path, stamp: int | None = None) -> tuple[dict[str, Found], dict[str, str]]:
+    """Every workload by name (a name defined twice: where it was found first), and the names defined twice
+    with the error that says where. `stamp`: the folder's modification time, so a workload added meanwhile
+    (`tuner init` from a notebook) is found."""
     table: dict[str, Found] = {}
+    twice: dict[str, list[str]] = {}
     for f in [*_builtins(), *folder_workloads(workloads_folder), *_installed()]:
         if f.name in table:
-            raise TunerError(
-                f"workload '{f.name}' is defined twice: {table[f.name].origin} and {f.origin}; "
-                "rename one of the folders"
-            )
-        table[f.name] = f
-    return table
+            twice.setdefault(f.name, [table[f.name].origin]).append(f.origin)
+        else:
+            table[f.name] = f
+    return table, {name: _defined_twice(name, origins) for name, origins in twice.items()}
+
+
+def _defined_twice(name: str, origins: list[str]) -> str:
+    """The error of a name defined in each of `origins`, said by the commands that use that name only (a
+    built-in added by an upgrade, say, leaves the user's other workloads usable)."""
+    if origins[0] == "built-in":
+        fix = f"a built-in's name is reserved: rename {' and '.join(origins[1:])}"
+    else:
+        fix = "rename one of them"
+    return f"workload '{name}' is defined twice: {' and '.join(origins)}; {fix}"
+
+
+def taken(name: str, workloads_folder: Path) -> str | None:
+    """Where the workload `name` is already defined (its origin, as `tuner list` shows it) for a project whose
+    workloads folder is `workloads_folder`; None if the name is free. Installed packages are known by their
+    entry points, without importing them."""
+    if name in BUILTINS:
+        return "built-in"
+    folder = Path(workloads_folder) / name
+    if folder.exists():
+        return str(folder)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            dist = getattr(ep, "dist", None)
+            return f"package {dist.name if dist else '?'} ({ep.value})"
+    return None
 
 
 def _folder_stamp(folder: Path) -> int | None:
@@ -119,9 +149,10 @@ def _folder_stamp(folder: Path) -> int | None:
 
 
 def discover() -> dict[str, Found]:
-    """Every workload this project sees, by name, in discovery order."""
+    """Every workload this project sees, by name, in discovery order. A name defined twice is listed once
+    (where it was found first); get_workload() of it is the error that names both places."""
     folder = locations.project().workloads.resolve()
-    return _discover(folder, _folder_stamp(folder))
+    return _discover(folder, _folder_stamp(folder))[0]
 
 
 def _instantiate(found: Found) -> Workload:
@@ -151,10 +182,32 @@ def _instantiate(found: Found) -> Workload:
 
 @cache
 def _get(name: str, workloads_folder: Path, stamp: int | None) -> Workload:
-    table = _discover(workloads_folder, stamp)
+    table, twice = _discover(workloads_folder, stamp)
+    if name in twice:
+        raise TunerError(twice[name])
     if name not in table:
         raise TunerError(f"unknown workload '{name}'; known: {', '.join(sorted(table))}")
+    _check_declared_name(table[name])
     return _instantiate(table[name])
+
+
+def _check_declared_name(found: Found) -> None:
+    """The space's `workload:` key must be the workload's name (its folder's, or its entry point's): the name
+    every command and the store go by. A space that cannot be read is left for the loader to report."""
+    try:
+        doc = yaml.safe_load(found.space_path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return
+    declared = doc.get("workload") if isinstance(doc, dict) else None
+    if isinstance(declared, str) and declared != found.name:
+        if found.origin.startswith("package "):
+            named, fix = "the name of its entry point", "or rename the entry point"
+        else:
+            named, fix = "the name of its folder", "or rename the folder"
+        raise TunerError(
+            f"{found.space_path}: at workload: '{declared}' is not the workload's name '{found.name}' "
+            f"({named}); write `workload: {found.name}`, {fix}"
+        )
 
 
 def get_workload(name: str) -> Workload:
@@ -163,4 +216,6 @@ def get_workload(name: str) -> Workload:
 
 
 def all_workloads() -> list[Workload]:
+    """Every workload, by name; the first that cannot be loaded (a name defined twice, a broken module) is
+    the error."""
     return [get_workload(n) for n in sorted(discover())]

@@ -6,6 +6,7 @@ failure leaves nothing half-written; nothing is written outside the workloads fo
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -17,13 +18,16 @@ from pathlib import Path
 import yaml
 
 from tuner.errors import TunerError
+from tuner.workloads.registry import taken
 
 SPACE_FILE = "space.yaml"  # the name the registry looks for (tuner.workloads.registry.SPACE_FILE)
 
 
 def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None, t1: Path | None = None) -> Path:
     """Create `workloads_dir/name/` and return it: the saxpy example (neither `kernel` nor `t1`), a skeleton
-    around the user's `kernel`, or the import of a T1 file (with its kernel, or with `kernel` instead)."""
+    around the user's `kernel`, or the import of a T1 file (with its kernel, or with `kernel` instead). A name
+    a workload already has (a built-in's, an installed package's, a folder's in `workloads_dir`) is refused
+    before anything is written."""
     pattern = _workload_pattern()
     if not re.fullmatch(pattern, name):
         raise TunerError(
@@ -34,6 +38,12 @@ def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None,
     target = workloads_dir / name
     if target.exists():
         raise TunerError(f"{target}: already exists; choose another name, or remove it first")
+    where = taken(name, workloads_dir)
+    if where is not None:  # a second definition would make every use of the name an error
+        raise TunerError(
+            f"'{name}' is already the name of a workload ({where}); choose another name, "
+            f"e.g. `tuner init {_free_name(name, workloads_dir)}`"
+        )
     kernel = Path(kernel) if kernel is not None else None
     if kernel is not None and not kernel.is_file():
         raise TunerError(f"{kernel}: no such kernel file")
@@ -65,6 +75,12 @@ def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _free_name(name: str, workloads_dir: Path) -> str:
+    """A name like `name` that no workload has: my-NAME, else my-NAME-2, ..."""
+    candidates = (f"my-{name}" + (f"-{i}" if i > 1 else "") for i in itertools.count(1))
+    return next(c for c in candidates if taken(c, workloads_dir) is None)
 
 
 def _workload_pattern() -> str:

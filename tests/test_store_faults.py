@@ -20,7 +20,7 @@ from tuner.cli import main
 
 GPU_DIR = "nvidia-h100-80gb-hbm3"
 SOURCE = locations.BUILTIN_RESULTS / GPU_DIR / "reduction"
-BEST = ["best", "reduction", "--size", "seed", "--json"]
+BEST = ["best", "reduction", "--size", "seed", "--gpu", "NVIDIA H100 80GB HBM3", "--json"]
 
 
 def _copy(root: Path) -> Path:

@@ -72,22 +72,29 @@ def results(
     results: str | Path | None = None,
 ) -> pd.DataFrame:
     """Every stored evaluation of `workload` (one row per measurement: config, status, times, objective,
-    metrics, provenance), narrowed to a size, dtype and GPU where given. The columns: docs/store.md."""
+    metrics, provenance), narrowed to a size, dtype and GPU where given. The GPU as `best` takes it: its stored
+    name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload, size or dtype the
+    workload does not have, or a GPU it has nothing stored on. The columns: docs/store.md."""
     from tuner.store import load_evaluations
+    from tuner.store.gpu_choice import stored_gpu_name, unknown_gpu
+    from tuner.workloads import get_workload
 
+    w = get_workload(workload)  # an unknown workload, size or dtype is an error, not an empty table
+    sizes = w.space.resolve_size(size, w.parse_size) if size is not None else None
+    dtype = w.space.resolve_dtype(dtype) if dtype is not None else None
     df = load_evaluations(workload, Path(results) if results else None)
+    stored: list[str] = [] if df.empty else [str(g) for g in df["gpu"].unique()]
+    named = stored_gpu_name(stored, gpu) if gpu is not None else None
+    if gpu is not None and named is None:
+        raise unknown_gpu(gpu, stored, workload)
     if df.empty:
         return df
-    if size is not None:
-        from tuner.workloads import get_workload
-
-        w = get_workload(workload)
-        size_name, size_vars = w.space.resolve_size(size, w.parse_size)
-        df = df[(df["size"] == size_name) | (df["size_vars"] == json.dumps(size_vars, sort_keys=True))]
+    if sizes is not None:
+        df = df[(df["size"] == sizes[0]) | (df["size_vars"] == json.dumps(sizes[1], sort_keys=True))]
     if dtype is not None:
         df = df[df["dtype"] == dtype]
-    if gpu is not None:
-        df = df[df["gpu"] == gpu]
+    if named is not None:
+        df = df[df["gpu"] == named]
     return df.reset_index(drop=True)
 
 

@@ -15,7 +15,7 @@ from tuner.errors import TunerError
 from tuner.measure.provenance import local_device_name
 from tuner.space import format_size, size_distance
 from tuner.store import gpu_slug
-from tuner.store.gpu_choice import choose_gpu
+from tuner.store.gpu_choice import choose_gpu, stored_gpu_name, unknown_gpu
 from tuner.store.schema import Degraded, collect
 from tuner.workloads import Workload, get_workload
 
@@ -106,20 +106,22 @@ def select(
     df = store.load_evaluations(workload_name, root) if evaluations is None else evaluations
     if df.empty:
         raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
-    every = df[(df["workload"] == workload_name) & (df["dtype"] == dtype)]
+    every_workload = df[df["workload"] == workload_name]
+    every = every_workload[every_workload["dtype"] == dtype]
     df = every[every["status"] == "ok"]
     if df.empty:
         raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
 
-    notes, fallback = [], []
-    wanted_gpu = _stored_gpu_name(df["gpu"], gpu) if gpu else local_device_name(space)
+    notes: list[str] = []
+    fallback: list[str] = []
+    wanted_gpu = _wanted_gpu(every_workload["gpu"], gpu, notes) if gpu else local_device_name(space)
     chosen, found = choose_gpu(df, wanted_gpu, size)  # else the GPU with the most measurements at this size
-    if not found:
-        if wanted_gpu:
-            fallback.append("other-gpu")
-            notes.append(f"nothing measured on {wanted_gpu}; answering from {chosen}")
-        elif gpu is None:
-            notes.append(f"no GPU found here; answering from {chosen}")
+    if not found:  # no GPU here (and none named) too: the answer is not for this machine
+        fallback.append("other-gpu")
+        others = sorted(set(df["gpu"]) - {chosen})
+        stored = f"also stored: {', '.join(others)}; choose with --gpu" if others else "the one GPU stored"
+        why = f"nothing measured on {wanted_gpu}" if wanted_gpu else "no GPU found here"
+        notes.append(f"{why}; answering from {chosen} ({stored})")
     df = df[df["gpu"] == chosen]
 
     key = json.dumps(size, sort_keys=True)
@@ -135,12 +137,15 @@ def select(
     return Selection(workload, size_name, size, dtype, rows, notes, fallback, root)
 
 
-def _stored_gpu_name(stored: pd.Series, gpu: str) -> str:
-    """`gpu` as the store names it: given by its name or by its folder's (`nvidia-h200`, as --simulate offers)."""
-    if (stored == gpu).any():
+def _wanted_gpu(stored: pd.Series, gpu: str, notes: list[str]) -> str:
+    """`gpu` as the store names it (tuner.store.gpu_choice.stored_gpu_name), a note where only some of its words
+    named it; as given where it names no stored GPU (select then answers from another, saying which are stored)."""
+    name = stored_gpu_name(stored, gpu)
+    if name is None:
         return gpu
-    by_slug = {gpu_slug(name): name for name in stored.unique()}
-    return by_slug.get(gpu_slug(gpu), gpu)
+    if gpu_slug(name) != gpu_slug(gpu):
+        notes.append(f"GPU '{gpu}' taken as {name}, the one stored GPU of that name")
+    return name
 
 
 def best(
@@ -231,49 +236,78 @@ def _baselines(
     return out
 
 
-def best_per_gpu_and_size(workload_name: str, dtype: str | None = None, root: Path | None = None) -> list[dict]:
-    """Every (GPU, size) with a successful measurement, each with its best config (for export)."""
-    return export_answers(workload_name, dtype, root)[0]
+def best_per_gpu_and_size(
+    workload_name: str,
+    dtype: str | None = None,
+    root: Path | None = None,
+    *,
+    size: str | None = None,
+    gpu: str | None = None,
+) -> list[dict]:
+    """Every (GPU, size) with a successful measurement, each with its best config (for export); only `size`'s
+    and only `gpu`'s where given."""
+    return export_answers(workload_name, dtype, root, size=size, gpu=gpu)[0]
 
 
 def export_answers(
-    workload_name: str, dtype: str | None = None, root: Path | None = None
+    workload_name: str,
+    dtype: str | None = None,
+    root: Path | None = None,
+    *,
+    size: str | None = None,
+    gpu: str | None = None,
 ) -> tuple[list[dict], Degraded]:
     """best_per_gpu_and_size, with what the whole read left out (said once, not in each answer: each answer's
     `fallback` says "degraded" then)."""
     with collect() as degraded:
-        answers = [with_degraded(a, degraded) for a in _per_gpu_and_size(workload_name, dtype, root)]
+        answers = [with_degraded(a, degraded) for a in _per_gpu_and_size(workload_name, dtype, root, size, gpu)]
     for a in answers:
         a.pop("degraded", None)
     return answers, degraded
 
 
-def _per_gpu_and_size(workload_name: str, dtype: str | None, root: Path | None) -> list[dict]:
+def _per_gpu_and_size(
+    workload_name: str, dtype: str | None, root: Path | None, size: str | None, gpu: str | None
+) -> list[dict]:
     workload = get_workload(workload_name)
     df = store.load_evaluations(workload_name, root)
     if df.empty:
         raise TunerError(f"nothing stored for {workload_name}: run `tuner tune {workload_name}` first")
     dtypes = [workload.space.resolve_dtype(dtype)] if dtype else sorted(df["dtype"].unique())
+    ok = df[(df["status"] == "ok") & df["dtype"].isin(dtypes)]
+    if ok.empty:
+        raise TunerError(f"no successful {workload_name} measurement is stored for dtype {', '.join(dtypes)}")
+    if gpu:  # an exported file holds what was asked for, or the command fails: no other GPU's or size's answers
+        name = stored_gpu_name(df["gpu"], gpu)
+        if name is None or not (ok["gpu"] == name).any():
+            raise unknown_gpu(gpu, ok["gpu"], f"successful {workload_name}{' ' + dtypes[0] if dtype else ''}")
+        ok = ok[ok["gpu"] == name]
+    if size:
+        size_name, size_vars = workload.space.resolve_size(size, workload.parse_size)
+        at_size = ok[ok["size_vars"] == json.dumps(size_vars, sort_keys=True)]
+        if at_size.empty:
+            where = f" on {ok['gpu'].iloc[0]}" if gpu else ""
+            raise TunerError(
+                f"{workload_name} {size_name} was never measured{where}; measured sizes: "
+                + ", ".join(sorted(set(ok["size"].astype(str))))
+            )
+        ok = at_size
     base = store.load_baselines(workload_name, root)
     confirmed = confirmation.load(workload_name, Path(root or store.results_root()))
     out = []
-    for (gpu, size_vars, dt), _ in df[df["status"] == "ok"].groupby(["gpu", "size_vars", "dtype"]):
-        if dt not in dtypes:
-            continue
+    for (gpu_name, measured, dt), _ in ok.groupby(["gpu", "size_vars", "dtype"]):
         out.append(
             best(
                 workload_name,
-                format_size(json.loads(str(size_vars))),
+                format_size(json.loads(str(measured))),
                 str(dt),
-                gpu=str(gpu),
+                gpu=str(gpu_name),
                 root=root,
                 evaluations=df,
                 baselines=base,
                 confirmations=confirmed,
             )
         )
-    if not out:
-        raise TunerError(f"no successful {workload_name} measurement is stored for dtype {', '.join(dtypes)}")
     return out
 
 

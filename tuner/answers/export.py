@@ -42,13 +42,19 @@ def recording_text(
 ) -> tuple[str, dict]:
     """One recorded (GPU, size, dtype) with every config as Kernel Tuner's cache (`kt-cache`) or T4 results
     file (`t4`), and what was written (GPU, size, dtype, configs). The GPU and size are chosen as `tuner
-    best` chooses them, but only a size that was recorded on that GPU."""
+    best` chooses them, but only a size that was recorded on that GPU, and only the GPU named where one is."""
     from tuner.answers.best_config import select
+    from tuner.store import load_evaluations
+    from tuner.store.gpu_choice import unknown_gpu
     from tuner.store.kt_files import cache_text, store_cache_doc, t4_results
 
     if fmt not in RECORDING_FORMATS:
         raise TunerError(f"unknown recording format '{fmt}'; choose one of {', '.join(RECORDING_FORMATS)}")
-    sel = select(workload, size, dtype, gpu, root)
+    stored = load_evaluations(workload, root)
+    sel = select(workload, size, dtype, gpu, root, evaluations=stored)
+    if gpu and "other-gpu" in sel.fallback:
+        ok = stored[(stored["status"] == "ok") & (stored["dtype"] == sel.dtype)]
+        raise unknown_gpu(gpu, ok["gpu"], f"successful {workload} {sel.dtype}")
     if "nearest-size" in sel.fallback:
         raise TunerError(f"{workload}: {sel.notes[-1]}; export a recorded size")
     row = sel.rows.iloc[0]

@@ -21,7 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--matrix", help="spmv: a Matrix Market file; never tuned, it gets the config of the nearest matrix by features"
     )
     s.add_argument("--dtype")
-    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
+    s.add_argument(
+        "--gpu",
+        help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's "
+        "GPU); a GPU with nothing stored is answered from another, saying so and which are stored",
+    )
     s.add_argument("--json", action="store_true")
     add_allow_degraded(s)
     s.set_defaults(func=command)

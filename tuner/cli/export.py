@@ -17,8 +17,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("workload")
     s.add_argument("--format", choices=FORMATS, default="json")
     s.add_argument("--dtype")
-    s.add_argument("--size", help="t4, kt-cache: the recorded size (default: the space's default size)")
-    s.add_argument("--gpu", help="t4, kt-cache: the recorded GPU (default: as `tuner best` chooses)")
+    s.add_argument(
+        "--size",
+        help="json, yaml, header: only this size (default: every measured size); "
+        "t4, kt-cache: the recorded size (default: the space's default size)",
+    )
+    s.add_argument(
+        "--gpu",
+        help="json, yaml, header: only this GPU (default: every GPU); t4, kt-cache: the recorded GPU "
+        "(default: as `tuner best` chooses); a stored name, its folder's (nvidia-h200) or a word of one (h200)",
+    )
     s.add_argument("-o", "--output")
     s.add_argument(
         "--json", action="store_true", help="a JSON summary of what was written (without -o: the export in it, as text)"
@@ -36,7 +44,7 @@ def command(args: argparse.Namespace) -> int:
         from tuner.cli.export_recording import command as export_recording
 
         return export_recording(args)
-    answers, degraded = export_answers(args.workload, args.dtype, root=args.results)
+    answers, degraded = export_answers(args.workload, args.dtype, args.results, size=args.size, gpu=args.gpu)
     left_out = degraded.as_dict() if degraded else None
     text = render(args.workload, answers, args.format, left_out)
     if args.json:  # what was written, for scripts: the export itself goes to -o (or into the summary)

@@ -20,7 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--size", help="the size of the sweep plots (default: the space's default size)")
     s.add_argument("--matrix", help="spmv: a Matrix Market file (its nearest measured matrix by features)")
     s.add_argument("--dtype")
-    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
+    s.add_argument(
+        "--gpu",
+        help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's GPU)",
+    )
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write the page into")
     s.add_argument("--json", action="store_true", help="print a summary of what was written as JSON")
     s.set_defaults(func=command)

@@ -27,9 +27,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--size")
     s.add_argument("--matrix", help="spmv: a Matrix Market file (its nearest measured matrix by features)")
     s.add_argument("--dtype")
-    s.add_argument("--gpu", help="GPU name as stored (default: this machine's GPU)")
-    s.add_argument("--top", type=int, default=20, help="show the best N configs (default 20)")
-    s.add_argument("--all", action="store_true", help="show every config measured")
+    s.add_argument(
+        "--gpu",
+        help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's)",
+    )
+    shown = s.add_mutually_exclusive_group()
+    shown.add_argument("--top", type=int, default=20, help="show the best N configs (default 20)")
+    shown.add_argument("--all", action="store_true", help="show every config measured")
     s.add_argument(
         "--by", nargs="+", metavar="PARAM", help="one parameter: best and median per value; two: a grid of the best"
     )

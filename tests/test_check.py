@@ -267,9 +267,11 @@ def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_ref
     assert "no baseline of gemm for Fake GPU 9000: record one with `tuner baseline gemm`" in capsys.readouterr().err
     monkeypatch.setattr(tuner.answers.check, "_measuring_process", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
     assert main(["check", "--plant", "block_size=1024"]) == 2
-    assert "unknown parameters block_size" in capsys.readouterr().err
+    assert "--plant: reduction has no parameter block_size (it has variant, block_size_x," in capsys.readouterr().err
     assert main(["check", "--plant", "block_size_x=3"]) == 2
-    assert "values outside the space" in capsys.readouterr().err
+    assert "block_size_x=3 is not a value of block_size_x in reduction (it has 32, 64," in capsys.readouterr().err
+    assert main(["check", "--plant", "variant=1", "--plant", "items_per_thread=2"]) == 2  # before any worker starts
+    assert "breaks a restriction of the reduction space for seed float32" in capsys.readouterr().err
     assert main(["check", "--rounds", "2"]) == 2
     assert "at least 3 rounds" in capsys.readouterr().err
     assert main(["baseline", "reduction", "--size", "seed", "--rounds", "1", "--sessions", "2"]) == 2

@@ -21,8 +21,9 @@ from tuner import store
 from tuner.answers.baseline import MIN_ROUNDS, _measuring_process, load_baselines, noise_floor
 from tuner.answers.stats import THRESHOLD, compare, normalise
 from tuner.errors import TunerError
+from tuner.formatting import config_text
 from tuner.measure.provenance import gpu_info
-from tuner.space import format_size
+from tuner.space import Space, format_size
 from tuner.workloads import get_workload
 
 
@@ -164,16 +165,9 @@ def run_check(
         )
     df = mine if not mine.empty else df
     spaces = {name: get_workload(name).space for name in set(df["workload"])}
-    planted = plant or {}
-    for name, space in spaces.items() if planted else ():  # a planted parameter that no config has plants nothing
-        unknown = sorted(set(planted) - set(space.params))
-        bad = {k: v for k, v in planted.items() if k in space.params and v not in space.params[k]}
-        if unknown or bad:
-            raise TunerError(
-                f"--plant for {name}: "
-                + (f"unknown parameters {', '.join(unknown)} (it has {', '.join(space.params)})" if unknown else "")
-                + (f"values outside the space: {bad}" if bad else "")
-            )
+    check_plant(plant or {}, spaces)
+    for base in df.to_dict("records") if plant else ():  # said now, not after minutes of measuring
+        planted_config(base, spaces[base["workload"]], plant or {})
     results = [
         CheckResult(w, "", "", {}, "refused", f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`")
         for w in workloads or ()
@@ -183,11 +177,9 @@ def run_check(
         log(f"{res.workload}: refused ({res.reason})")
     for base in df.to_dict("records"):
         space = spaces[base["workload"]]
-        config = {**space.complete(json.loads(base["config"])), **(plant or {})}
+        config = planted_config(base, space, plant or {})
         t0 = time.monotonic()
         missing = [k for k in space.params if k not in config]
-        if plant and not missing and not space.is_valid(config, base["dtype"]):
-            raise TunerError(f"--plant {plant} breaks a restriction of the {base['workload']} space: {config}")
         if missing:  # recorded before the space gained these parameters: the config names no kernel of today's
             gpu, lifecycle = here, {}
             now = {
@@ -220,7 +212,7 @@ def run_check(
         if plant:
             res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
         if res.verdict == "regression" and retune:
-            res.retuned = _retune(base, retune, backend, device, log)
+            res.retuned = retuned(base, retune, log, backend=backend, device=device)
         log(
             f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s: worker "
             f"{lifecycle}, measured {now.get('measure_s')} s) {res.reason}"
@@ -229,8 +221,17 @@ def run_check(
     return results
 
 
-def _retune(base: dict, budget: int, backend: str, device: int, log: Callable[[str], object]) -> dict | None:
-    """A small fresh campaign (nothing served from the store) to see whether another config recovers."""
+def retuned(
+    base: dict,
+    budget: int,
+    log: Callable[[str], object],
+    *,
+    backend: str = "nvcuda",
+    device: int = 0,
+    replay: Path | None = None,
+) -> dict | None:
+    """A small fresh campaign (nothing served from the store) to see whether another config recovers; with
+    `replay` (the store that holds the baseline GPU's recordings), that campaign replayed from its recording."""
     import tempfile
 
     from tuner.campaign.local import run_campaign
@@ -240,18 +241,65 @@ def _retune(base: dict, budget: int, backend: str, device: int, log: Callable[[s
         out = run_campaign(
             CampaignRequest(
                 workload=base["workload"],
-                size=format_size(json.loads(base["size_vars"])),
+                # a recording is found by the size's name
+                size=base["size"] if replay else format_size(json.loads(base["size_vars"])),
                 dtype=base["dtype"],
                 strategy="tpe",
                 max_evals=budget,
                 backend=backend,
                 device=device,
-                results=Path(tmp),
+                results=replay or Path(tmp),
+                simulate=replay is not None,
+                gpu=base["gpu"] if replay else None,
                 quiet=True,
+                warm_start=replay is None,  # a replay's store is the real one: not served from it either
             )
         )
-    log(f"retuned {base['workload']} {base['size']} {base['dtype']}: {out.best}")
+    how = f" (replayed from the recording of {out.gpu})" if replay else ""
+    log(f"retuned {base['workload']} {base['size']} {base['dtype']}{how}: {out.best}")
     return out.best
+
+
+def check_plant(plant: dict, spaces: dict[str, Space]) -> None:
+    """--plant must change the config of every kernel checked (`spaces`, by workload): a parameter that a space
+    lacks, or a value that it does not have, would leave the config as it is, and the check would pass the very
+    change it was asked to catch. One line naming what is wrong, with the parameters or values there are."""
+    problems = []
+    for k, v in plant.items():
+        having = sorted(n for n, space in spaces.items() if k in space.params)
+        lacking = sorted(n for n in spaces if n not in having)
+        if lacking and having:
+            problems.append(
+                f"{' and '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no parameter {k}: name the "
+                f"workloads it applies to, `tuner check {' '.join(having)} --plant {k}=...`"
+            )
+        elif len(lacking) == 1:
+            problems.append(f"{lacking[0]} has no parameter {k} (it has {', '.join(spaces[lacking[0]].params)})")
+        elif lacking:
+            problems.append(f"none of {', '.join(lacking)} has a parameter {k}")
+        outside: dict[tuple, list[str]] = {}  # the values of k, and the workloads whose k has them
+        for n in having:
+            if v not in spaces[n].params[k]:
+                outside.setdefault(tuple(spaces[n].params[k]), []).append(n)
+        if outside:
+            problems.append(
+                f"{k}={v} is not a value of {k} in "
+                + ", ".join(f"{' and '.join(ns)} (it has {', '.join(map(str, vs))})" for vs, ns in outside.items())
+            )
+    if problems:
+        raise TunerError("--plant: " + "; ".join(problems))
+
+
+def planted_config(base: dict, space: Space, plant: dict) -> dict:
+    """The baseline's config (completed with the space's defaults) with `plant` applied; a planted config that
+    breaks a restriction of the space names no kernel, and is an error."""
+    config = {**space.complete(json.loads(base["config"])), **plant}
+    if plant and all(k in config for k in space.params) and not space.is_valid(config, base["dtype"]):
+        raise TunerError(
+            f"--plant {config_text(plant)} breaks a restriction of the {base['workload']} space for "
+            f"{base['size']} {base['dtype']}: {config_text(config)}"
+        )
+    return config
 
 
 def exit_code(results: list[CheckResult]) -> int:

@@ -4,21 +4,31 @@ CI without a GPU tests the gate itself (the statistics, the noise floors, the ve
 A baseline holds several worker sessions of rounds (tuner.answers.baseline). The replay holds its last
 session out: the other sessions are the baseline, the held-out one plays "now", measured in a worker session
 of its own as a real check's would be. Unchanged code should then pass; `slowdown` scales the held-out
-session's kernel times (not its reference's) by 1 + slowdown, a regression the gate must flag. Nothing is
-measured: the verdicts are check_one's on recorded figures, and each result says it was replayed."""
+session's kernel times (not its reference's) by 1 + slowdown, a regression the gate must flag; a planted
+config (--plant) scales them by how much longer that config took than the baseline's in the store's campaigns
+on the same GPU, size and dtype. Nothing is measured: the verdicts are check_one's on recorded figures, and each
+result says it was replayed. A re-tune (--retune) of a regression replays a campaign from the recording."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner import store
 from tuner.answers.baseline import MIN_ROUNDS, load_baselines
-from tuner.answers.check import CheckResult, check_one
+from tuner.answers.check import CheckResult, check_one, check_plant, planted_config, retuned
 from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
+from tuner.formatting import config_text
 from tuner.workloads import get_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tuner.space import Space
 
 GPU_KEYS = ("gpu", "driver", "cuda")
 
@@ -49,32 +59,89 @@ def simulate_check(
     *,
     threshold: float = THRESHOLD,
     slowdown: float = 0.0,
+    plant: dict | None = None,
+    retune: int = 0,
     root: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> list[CheckResult]:
-    """Every stored baseline (of `workloads`) checked against its own held-out session."""
+    """Every stored baseline (of `workloads`) checked against its own held-out session. `plant` scales that
+    session's kernel times by how much longer the planted config took in the store's campaigns (planted_ratio),
+    `slowdown` by 1 + slowdown; `retune` replays a campaign of that many evaluations for each regression."""
     if not -0.5 < slowdown < 10:
         raise TunerError(f"--plant-slowdown {slowdown}: give a fraction such as 0.1 (a 10% slower kernel)")
+    if retune < 0:
+        raise TunerError(f"--retune {retune}: give a number of evaluations (0: no re-tune)")
     for name in workloads or ():
         get_workload(name)
-    df = load_baselines(Path(root or store.results_root()))
+    root = Path(root or store.results_root())
+    df = load_baselines(root)
     if workloads:
         df = df[df["workload"].isin(workloads)]
     if df.empty:
         raise TunerError("no baseline stored to replay: record one with `tuner baseline WORKLOAD ...` on a GPU")
+    spaces = {name: get_workload(name).space for name in set(df["workload"])}
+    check_plant(plant or {}, spaces)
+    for base in df.to_dict("records") if plant else ():  # a planted config that breaks a restriction: said first
+        planted_config(base, spaces[base["workload"]], plant or {})
+    evaluations: dict[str, pd.DataFrame] = {}
     results = []
     for base in df.to_dict("records"):
+        space = spaces[base["workload"]]
         split = held_out(base)
+        scales = []  # (factor, why): what the held-out session's kernel times are scaled by
+        if split is not None and plant:
+            if base["workload"] not in evaluations:
+                evaluations[base["workload"]] = store.load_evaluations(base["workload"], root)
+            ratio, why = planted_ratio(base, space, planted_config(base, space, plant), evaluations[base["workload"]])
+            scales.append((ratio, f"planted {config_text(plant)}: {why}"))
+        if slowdown:
+            scales.append((1 + slowdown, f"--plant-slowdown {slowdown:g}"))
         if split is None:
             res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "refused")
             res.reason = "a replay needs a baseline of two sessions or more (take it with --sessions 6)"
+        elif any(factor is None for factor, _ in scales):
+            res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "refused")
+            res.reason = next(why for factor, why in scales if factor is None)
         else:
             earlier, now = split
-            now["rounds"] = [x * (1 + slowdown) for x in now["rounds"]]
+            factor = math.prod(f for f, _ in scales if f is not None)
+            now["rounds"] = [x * factor for x in now["rounds"]]
             res = check_one(earlier, {k: base[k] for k in GPU_KEYS}, now, threshold=threshold)
-            planted = f", its kernel times scaled by {1 + slowdown:g}" if slowdown else ""
+            planted = f", its kernel times scaled by {factor:.4g} ({'; '.join(w for _, w in scales)})" if scales else ""
             said = f"replayed: sessions 1-{earlier['sessions']} against session {earlier['sessions'] + 1}{planted}"
             res.reason = f"{said}; {res.reason}" if res.reason else said
+            if res.verdict == "regression" and retune:
+                try:
+                    res.retuned = retuned(base, retune, log, replay=root)
+                except TunerError as e:  # no recording to replay it from: the verdict stands, said
+                    res.reason += f"; not re-tuned: {e}"
         log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({res.reason})")
         results.append(res)
     return results
+
+
+def planted_ratio(base: dict, space: Space, config: dict, rows: pd.DataFrame) -> tuple[float | None, str]:
+    """How much longer the planted `config` took than the baseline's own config in the store's campaigns
+    (`rows`, the workload's evaluations) on the baseline's GPU, size and dtype: the ratio of their median times,
+    and where it comes from; None, and why, where either was never measured there."""
+    medians: dict[str, float] = {}
+    if not rows.empty:  # a store without campaigns of the workload reads as no columns at all
+        size = json.loads(base["size_vars"])
+        ok = rows[(rows["gpu"] == base["gpu"]) & (rows["dtype"] == base["dtype"]) & (rows["status"] == "ok")]
+        ok = ok[[json.loads(sv) == size for sv in ok["size_vars"]]]
+        medians = ok.groupby("config")["time_ms"].median().to_dict()
+    own = store.canonical_config(space.complete(json.loads(base["config"])))
+    planted = store.canonical_config(config)
+    if planted == own:
+        return 1.0, "the baseline's config has it already: nothing planted"
+    where = f"on {base['gpu']} at {base['size']} {base['dtype']}"
+    unmeasured = [
+        what for what, key in (("the planted config", planted), ("the baseline's", own)) if key not in medians
+    ]
+    if unmeasured:
+        return None, (
+            f"{' and '.join(unmeasured)} {'was' if len(unmeasured) == 1 else 'were'} never measured {where} in "
+            "the store's campaigns: no time to replay the planted kernel from (plant it on a GPU, or plant a "
+            "slowdown with --plant-slowdown)"
+        )
+    return float(medians[planted] / medians[own]), "its median time over the baseline config's in the store's campaigns"

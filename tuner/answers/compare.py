@@ -43,7 +43,7 @@ from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.file_replay import replay_file
 from tuner.measure.replay import replay
-from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy
+from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy, strategy_names
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store.kt_files import FileRecording, read_recording
 from tuner.store.recordings import find_recording
@@ -138,6 +138,15 @@ def space_size(rec: Recording) -> int:
 def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None) -> Any:
     """A strategy by name, with modifiers (MODIFIERS) after a '+'; `default` is `tuner tune`'s own, `default-cold`
     the same without its warm start."""
+    head, *given = name.split("+")
+    known = [WARM, COLD, *strategy_names()]
+    if head not in known:
+        raise TunerError(f"unknown strategy '{head}'; choose one of: {', '.join(known)}")
+    if given and head in (WARM, COLD):
+        raise TunerError(
+            f"'{name}': {head} takes no modifiers ({WARM} is {DEFAULT}, {COLD} is {DEFAULT_STRATEGY}: give that "
+            "with the modifiers)"
+        )
     base, *mods = {WARM: DEFAULT, COLD: DEFAULT_STRATEGY}.get(name, name).split("+")
     unknown = set(mods) - set(MODIFIERS)
     if unknown:

@@ -131,9 +131,13 @@ def check_gpu(req: CampaignRequest, space: Space) -> None:
         return
     missing = gpu_missing(kt.effective_backend(space, req.backend))
     if missing:
-        raise TunerError(
-            f"cannot measure here: {missing}; `tuner tune {req.workload} --simulate` replays a recorded campaign"
-        )
+        from tuner.store.recordings import sources
+
+        if sources(Path(req.results or store.results_root()), req.workload):
+            offer = f"`tuner tune {req.workload} --simulate` replays a recorded campaign"
+        else:  # a replay would only say that nothing is recorded
+            offer = f"nothing of {req.workload} is recorded for --simulate to replay: tune it on a machine with a GPU"
+        raise TunerError(f"cannot measure here: {missing}; {offer}")
 
 
 def default_name(workload: str, size_name: str, dtype: str, strategy: str, seed: int | None) -> str:

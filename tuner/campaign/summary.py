@@ -25,15 +25,17 @@ def stopped_line(stop_reason: str | None) -> str | None:
     return f"stopped ({stop_reason})" + (f": {STOP_REASONS[stop_reason]}" if stop_reason in STOP_REASONS else "")
 
 
-def chosen_line(best: dict | None, top: dict | None) -> str | None:
-    """A live campaign whose confirmation chose another config than its top row: which, and that `tuner best`
-    answers the chosen one."""
+def chosen_line(best: dict | None, top: dict | None, *, replayed: bool = False) -> str | None:
+    """A campaign whose confirmation chose another config than its top row: which, and that `tuner best`
+    answers the chosen one (`replayed`: a distributed replay, whose confirmation resamples the recorded times
+    and is kept apart from the store)."""
     if not best or not top or best["config"] == top["config"]:
         return None
+    again = " (replayed: resampled from their recorded times)" if replayed else ""
     return (
         f"the campaign's top row was {config_text(top['config'])} ({readable(top['value'])} {top['objective']}); "
-        "measured again side by side with its near-ties, the confirmation chose the best below, which "
-        "`tuner best` answers"
+        f"measured again side by side with its near-ties{again}, the confirmation chose the best above"
+        + ("" if replayed else ", which `tuner best` answers")
     )
 
 

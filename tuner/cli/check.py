@@ -34,13 +34,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="BUDGET",
-        help="re-tune a regressed kernel with this many evaluations and print the config found",
+        help="re-tune a regressed kernel with this many evaluations and print the config found (with --simulate: "
+        "a campaign replayed from the recording of the baseline's GPU)",
     )
     s.add_argument(
         "--plant",
         action="append",
         metavar="NAME=VALUE",
-        help="measure the baseline config with this parameter changed (validates the check on a runner)",
+        help="measure the baseline config with this parameter changed (validates the check on a runner; with "
+        "--simulate: the replayed times scaled by how much longer that config took in the store's campaigns)",
     )
     s.add_argument(
         "--simulate",
@@ -73,6 +75,8 @@ def command(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             raise TunerError(f"cannot write {path}: no folder {folder}")
     log = Console(stderr=True).print if args.json else console.print
+    if args.retune < 0:
+        raise TunerError(f"--retune {args.retune}: give a number of evaluations (0: no re-tune)")
     if args.plant_slowdown and not args.simulate:
         raise TunerError("--plant-slowdown is for --simulate (on a GPU, --plant changes the config itself)")
     if args.simulate:
@@ -82,6 +86,8 @@ def command(args: argparse.Namespace) -> int:
             args.workloads or None,
             threshold=args.threshold,
             slowdown=args.plant_slowdown,
+            plant=plant,
+            retune=args.retune,
             root=args.results,
             log=log,
         )
@@ -107,7 +113,7 @@ def _report(args: argparse.Namespace, results: list) -> int:
     if args.json:
         print(check_report.as_json(results))
     else:
-        console.print(check_report.markdown(results), highlight=False)
+        console.print(check_report.markdown(results), highlight=False, soft_wrap=True)  # a table: no line breaks
     if args.junit:
         write_text(args.junit, check_report.junit(results))
     if args.markdown:

@@ -71,9 +71,9 @@ def command(args: argparse.Namespace) -> int:
 
     if bool(args.workload) == bool(args.recording):
         raise TunerError("give a workload or --recording FILE (not both)")
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]  # checked by compare(), up front
     docs = []
-    with Progress(
+    progress = Progress(
         TextColumn("replaying"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -81,22 +81,31 @@ def command(args: argparse.Namespace) -> int:
         console=Console(stderr=True),
         transient=True,
         disable=args.quiet,
-    ) as progress:
-        task = progress.add_task("replays", total=None)
-        common = {
-            "strategies": strategies,
-            "repeats": args.repeats,
-            "budget": args.budget,
-            "jobs": args.jobs,
-            "first_seed": args.first_seed,
-            "on_start": lambda n: progress.update(task, total=n, completed=0),
-            "on_done": lambda: progress.advance(task),
-        }
+    )
+    task = progress.add_task("replays", total=None)
+
+    def on_start(n: int) -> None:  # shown once the replays start, so that an error before has no blank line above
+        progress.update(task, total=n, completed=0)
+        progress.start()
+
+    common = {
+        "strategies": strategies,
+        "repeats": args.repeats,
+        "budget": args.budget,
+        "jobs": args.jobs,
+        "first_seed": args.first_seed,
+        "on_start": on_start,
+        "on_done": lambda: progress.advance(task),
+    }
+    try:
         if args.recording:
             for path in args.recording:
                 docs.append(compare_file(Path(path), objective=args.objective, direction=args.direction, **common))
         else:
             docs.append(compare(args.workload, args.size, args.dtype, gpu=args.gpu, root=args.results, **common))
+    finally:
+        if progress.live.is_started:  # stopping prints a line break where stderr is no terminal
+            progress.stop()
     if len(docs) == 1:
         _one(docs[0], args)
     else:

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from tuner.errors import TunerError
 from tuner.kept import kept
 from tuner.locations import user_cache
-from tuner.store.gpu_choice import choose_gpu
+from tuner.store.gpu_choice import choose_gpu, stored_gpu_name
 from tuner.store.kt_files import closed_cache_text
 from tuner.store.parts import read_parts, recorded_gpu
 from tuner.store.paths import gpu_slug, read_roots, safe_name
@@ -151,10 +151,7 @@ def choose_recording(
     if gpu:
         by_gpu = {k: c for k, c in by_gpu.items() if k == gpu_slug(gpu)}
     if not by_gpu:
-        raise TunerError(
-            f"nothing recorded to replay for {workload} {size_name} {dtype}"
-            f"{' on ' + gpu if gpu else ''}: run `tuner tune` on a GPU first"
-        )
+        raise TunerError(str(unrecorded(root, workload, size_name, dtype, gpu)))
     if len(by_gpu) == 1:
         return replay_file(root, workload, next(iter(by_gpu.values()))), None
     names = {s.gpu_name or (s.file and recorded_gpu(s.file)) or folder: s for folder, s in by_gpu.items()}
@@ -168,6 +165,52 @@ def choose_recording(
         why = "no GPU found here; the GPU with the most measurements"
     note = f"replaying the recording from {chosen} ({why}; also recorded: {others}; choose with --gpu)"
     return replay_file(root, workload, names[chosen]), note
+
+
+def replay_gpu(root: Path, workload: str, gpu: str | None) -> tuple[str | None, str | None]:
+    """--gpu of a replay as the recordings of `workload` name it (tuner.store.gpu_choice.stored_gpu_name: its name,
+    its folder's, or whole words of one, `h200`), and a note where only some of its words named it; as given
+    where it names none (unrecorded then lists those there are)."""
+    if not gpu:
+        return gpu, None
+    name = stored_gpu_name({s.gpu_name or s.gpu for s in sources(root, workload)}, gpu)
+    if name is None:
+        return gpu, None
+    note = (
+        f"GPU '{gpu}' taken as {name}, the one recorded GPU of that name" if gpu_slug(name) != gpu_slug(gpu) else None
+    )
+    return name, note
+
+
+def unrecorded(root: Path, workload: str, size_name: str, dtype: str, gpu: str | None = None) -> str | None:
+    """Where a replay finds no recording of `workload` at this size and dtype (on `gpu`, as --gpu names it, and
+    as choose_recording looks): one line saying what is recorded instead (the GPUs, or the
+    sizes and dtypes on them), or that nothing is and a GPU must record it first. None where there is one."""
+    recorded = sources(root, workload)
+    if not recorded:
+        return (
+            f"nothing recorded to replay for {workload}: a replay needs a campaign measured on a GPU first "
+            f"(`tuner tune {workload}` on a machine with one)"
+        )
+    on = [s for s in recorded if not gpu or s.gpu == gpu_slug(gpu)]
+    if any((safe_name(s.size), s.dtype) == (safe_name(size_name), dtype) for s in on):
+        return None
+    names = {s.gpu: s.gpu_name or s.gpu for s in recorded}  # the GPUs' folders, which --gpu takes, and names
+    if not on:
+        return f"nothing recorded to replay for {workload} on {gpu}; it is recorded on " + ", ".join(
+            f"{name} (--gpu {folder})" for folder, name in sorted(names.items())
+        )
+    by_gpu: dict[str, list[str]] = {}
+    for s in on:
+        by_gpu.setdefault(names[s.gpu], []).append(f"{s.size} {s.dtype}")
+    shown = "; ".join(
+        f"on {name}: {', '.join(held[:8])}" + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+        for name, held in sorted(by_gpu.items())
+    )
+    return (
+        f"nothing recorded to replay for {workload} {size_name} {dtype}{' on ' + gpu if gpu else ''}; recorded "
+        f"{shown} (choose with --size and --dtype; `tuner list {workload}` shows every recording)"
+    )
 
 
 def _choose(

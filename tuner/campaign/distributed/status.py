@@ -12,6 +12,7 @@ from tuner import store
 from tuner.campaign.distributed.study import TrialCodec, load_campaign, lost_trials, retry_of, tally_trials
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.storage import open_storage, redact
+from tuner.campaign.summary import chosen_line, closing_notes
 from tuner.formatting import config_text, readable
 from tuner.measure import kt
 from tuner.measure.replay import recording_searchspace
@@ -157,6 +158,7 @@ def campaign_result(name: str, url: str, root: Path) -> CampaignResult:
             }
     if best:
         best["confirmed"] = bool(s["confirmed"])
+    chosen_instead = chosen_line(best, s["best"], replayed=s["simulated"])
     return CampaignResult(
         s["workload"],
         s["size"],
@@ -168,4 +170,5 @@ def campaign_result(name: str, url: str, root: Path) -> CampaignResult:
         failures=s["failures"],
         best=best,
         simulated=s["simulated"],
+        closing=closing_notes(chosen_instead),
     )

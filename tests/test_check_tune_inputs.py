@@ -177,3 +177,21 @@ def test_the_checks_markdown_is_not_wrapped_when_piped(capsys):
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert len(table) >= 3 and all(line.endswith("|") for line in table), table[:3]
     assert len(table[0]) > 80 and all(line.count("|") == table[0].count("|") for line in table)
+
+
+def test_a_damaged_baseline_is_said_and_fails_the_gate_unless_allowed(tmp_path, capsys):
+    """A baseline part that cannot be read leaves its kernels out of the check: a gate that passed without them
+    says so and exits 3 (as `tuner best` does), 0 with --allow-degraded."""
+    import shutil
+
+    from tuner.locations import BUILTIN_RESULTS
+
+    root, folder = tmp_path / "results", gpu_slug(H100)
+    for workload in ("reduction", "gemm"):
+        shutil.copytree(BUILTIN_RESULTS / folder / workload / "check", root / folder / workload / "check")
+    (root / folder / "gemm" / "check" / "baseline.parquet").write_bytes(b"not parquet")
+    capsys.readouterr()
+    assert main(["--results", str(root), "check", "--simulate"]) == 3
+    err = capsys.readouterr().err
+    assert "degraded store: 1 part(s) left out" in err and "gemm/check/baseline.parquet" in err, err
+    assert main(["--results", str(root), "check", "--simulate", "--allow-degraded"]) == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tuner.cli.common import console, parse_assignment, write_text
+from tuner.cli.common import DEGRADED_EXIT, DEGRADED_HELP, console, degraded_status, parse_assignment, write_text
 from tuner.errors import TunerError
 
 
@@ -62,11 +62,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true")
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
     s.add_argument("--device", type=int, default=0)
+    s.add_argument("--allow-degraded", action="store_true", help=DEGRADED_HELP)
+    s.epilog = (
+        "exit status: 0 every kernel passed; 1 a regression (or a kernel failed); 2 the check could not run or "
+        f"refused a kernel; {DEGRADED_EXIT} it passed, but the store had unreadable or malformed parts or rows "
+        "(a baseline left out is a kernel not checked), unless --allow-degraded"
+    )
     s.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
-    """Run the check, print and write its reports; the exit code is the verdict."""
+    """Run the check, print and write its reports; the exit code is the verdict, then whether the store was whole
+    (a damaged baseline part would otherwise leave its kernels out of the gate unsaid)."""
+    from tuner.store.schema import collect
+
+    with collect() as degraded:
+        code = _check(args)
+    return code or degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)
+
+
+def _check(args: argparse.Namespace) -> int:
     from tuner.answers import check
 
     plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None

@@ -69,6 +69,15 @@ def test_a_planted_config_the_store_never_measured_is_refused_not_passed(results
     code, done = checks(["check", "--simulate", "--plant", "finish=0"], capsys)
     assert code == 2 and done[0]["verdict"] == "refused"
     assert "never measured on" in done[0]["reason"] and "--plant-slowdown" in done[0]["reason"]
+    import shutil
+
+    from tuner.locations import BUILTIN_RESULTS
+
+    others = [g for g in ("nvidia-h200", "nvidia-h100-80gb-hbm3") if g != gpu_slug(row["gpu"].iloc[0])]
+    evaluations = BUILTIN_RESULTS / others[0] / "reduction" / "evaluations"  # campaigns of another GPU only
+    shutil.copytree(evaluations, results / others[0] / "reduction" / "evaluations")
+    code, done = checks(["check", "--simulate", "--plant", "finish=0"], capsys)
+    assert code == 2 and done[0]["verdict"] == "refused" and "never measured on" in done[0]["reason"]
 
 
 # ---- tuner check --simulate --retune -------------------------------------------------------------------------
@@ -195,3 +204,6 @@ def test_a_damaged_baseline_is_said_and_fails_the_gate_unless_allowed(tmp_path, 
     err = capsys.readouterr().err
     assert "degraded store: 1 part(s) left out" in err and "gemm/check/baseline.parquet" in err, err
     assert main(["--results", str(root), "check", "--simulate", "--allow-degraded"]) == 0
+    capsys.readouterr()
+    assert main(["--results", str(root), "check", "--simulate", "--plant-slowdown", "0.2"]) == 1  # the verdict first
+    assert "degraded store: 1 part(s) left out" in capsys.readouterr().err  # and the damage said all the same

@@ -76,7 +76,7 @@ def results(
     name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload, size or dtype the
     workload does not have, or a GPU it has nothing stored on. The columns: docs/store.md."""
     from tuner.store import load_evaluations
-    from tuner.store.gpu_choice import stored_gpu_name, unknown_gpu
+    from tuner.store.gpu_choice import required_gpu
     from tuner.workloads import get_workload
 
     w = get_workload(workload)  # an unknown workload, size or dtype is an error, not an empty table
@@ -84,9 +84,7 @@ def results(
     dtype = w.space.resolve_dtype(dtype) if dtype is not None else None
     df = load_evaluations(workload, Path(results) if results else None)
     stored: list[str] = [] if df.empty else [str(g) for g in df["gpu"].unique()]
-    named = stored_gpu_name(stored, gpu) if gpu is not None else None
-    if gpu is not None and named is None:
-        raise unknown_gpu(gpu, stored, workload)
+    named = required_gpu(stored, gpu, workload) if gpu is not None else None
     if df.empty:
         return df
     if sizes is not None:

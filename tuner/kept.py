@@ -56,14 +56,15 @@ class Kept:
             pass
 
 
-def kept(kind: str, key: object, derive: Callable[[], T], valid: Callable[[Any], bool]) -> T:
-    """The value kept under `key` in the cache folder `kind`, if `valid` holds for it; else `derive()`, kept for
-    next time. An exception of `derive` is not kept: it is raised again next time."""
+def kept(kind: str, key: object, derive: Callable[[], T], valid: Callable[[Any], bool], made_from: object = None) -> T:
+    """The value kept under `key` in the cache folder `kind`, if it was made from `made_from` and `valid` holds
+    for it; else `derive()`, kept for next time. An exception of `derive` is not kept: it is raised again next
+    time."""
     slot = Kept(kind, key)
-    value = slot.get(valid=valid)
+    value = slot.get(made_from, valid)
     if value is None:
         value = derive()
-        slot.put(value)
+        slot.put(value, made_from)
     return value
 
 

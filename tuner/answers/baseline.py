@@ -122,7 +122,7 @@ def take_baseline(
                 if kernel.config is None:
                     # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
                     answer = best_config.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
-                    if answer["fallback"] != "exact":
+                    if answer["fallback"] != "exact" or answer["gpu"] != gpu["gpu"]:  # not a GPU named alike
                         log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
                         continue
                     kernel.config = answer["config"]

@@ -14,8 +14,7 @@ from tuner.campaign import confirmation
 from tuner.errors import TunerError
 from tuner.measure.provenance import local_device_name
 from tuner.space import format_size, size_distance
-from tuner.store import gpu_slug
-from tuner.store.gpu_choice import choose_gpu, stored_gpu_name, unknown_gpu
+from tuner.store.gpu_choice import choose_gpu, named_gpu, required_gpu
 from tuner.store.schema import Degraded, collect
 from tuner.workloads import Workload, get_workload
 
@@ -140,12 +139,9 @@ def select(
 def _wanted_gpu(stored: pd.Series, gpu: str, notes: list[str]) -> str:
     """`gpu` as the store names it (tuner.store.gpu_choice.stored_gpu_name), a note where only some of its words
     named it; as given where it names no stored GPU (select then answers from another, saying which are stored)."""
-    name = stored_gpu_name(stored, gpu)
-    if name is None:
-        return gpu
-    if gpu_slug(name) != gpu_slug(gpu):
-        notes.append(f"GPU '{gpu}' taken as {name}, the one stored GPU of that name")
-    return name
+    name, note = named_gpu(stored, gpu)
+    notes.extend([note] if note else [])
+    return name or gpu
 
 
 def best(
@@ -278,10 +274,9 @@ def _per_gpu_and_size(
     if ok.empty:
         raise TunerError(f"no successful {workload_name} measurement is stored for dtype {', '.join(dtypes)}")
     if gpu:  # an exported file holds what was asked for, or the command fails: no other GPU's or size's answers
-        name = stored_gpu_name(df["gpu"], gpu)
-        if name is None or not (ok["gpu"] == name).any():
-            raise unknown_gpu(gpu, ok["gpu"], f"successful {workload_name}{' ' + dtypes[0] if dtype else ''}")
-        ok = ok[ok["gpu"] == name]
+        ok = ok[
+            ok["gpu"] == required_gpu(ok["gpu"], gpu, f"successful {workload_name}{' ' + dtypes[0] if dtype else ''}")
+        ]
     if size:
         size_name, size_vars = workload.space.resolve_size(size, workload.parse_size)
         at_size = ok[ok["size_vars"] == json.dumps(size_vars, sort_keys=True)]

@@ -125,6 +125,12 @@ def deciding(raw: dict, normalised: dict) -> str:
     return "normalised" if normalised and normalised["threshold"] <= raw["threshold"] else "raw"
 
 
+def check_retune(retune: int) -> None:
+    """--retune: a number of evaluations (0: no re-tune)."""
+    if retune < 0:
+        raise TunerError(f"--retune {retune}: give a number of evaluations (0: no re-tune)")
+
+
 def run_check(
     workloads: Sequence[str] | None = None,
     *,
@@ -141,6 +147,7 @@ def run_check(
 ) -> list[CheckResult]:
     if rounds < MIN_ROUNDS:
         raise TunerError(f"a check needs at least {MIN_ROUNDS} rounds to compare, got --rounds {rounds}")
+    check_retune(retune)
     root = Path(root or store.results_root())
     for name in workloads or ():  # an unknown name: an error, not an empty check
         get_workload(name)

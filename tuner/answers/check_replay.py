@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from tuner import store
 from tuner.answers.baseline import MIN_ROUNDS, load_baselines
-from tuner.answers.check import CheckResult, check_one, check_plant, planted_config, retuned
+from tuner.answers.check import CheckResult, check_one, check_plant, check_retune, planted_config, retuned
 from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
 from tuner.formatting import config_text
@@ -69,8 +69,7 @@ def simulate_check(
     `slowdown` by 1 + slowdown; `retune` replays a campaign of that many evaluations for each regression."""
     if not -0.5 < slowdown < 10:
         raise TunerError(f"--plant-slowdown {slowdown}: give a fraction such as 0.1 (a 10% slower kernel)")
-    if retune < 0:
-        raise TunerError(f"--retune {retune}: give a number of evaluations (0: no re-tune)")
+    check_retune(retune)
     for name in workloads or ():
         get_workload(name)
     root = Path(root or store.results_root())
@@ -128,7 +127,7 @@ def planted_ratio(base: dict, space: Space, config: dict, rows: pd.DataFrame) ->
     if not rows.empty:  # a store without campaigns of the workload reads as no columns at all
         size = json.loads(base["size_vars"])
         ok = rows[(rows["gpu"] == base["gpu"]) & (rows["dtype"] == base["dtype"]) & (rows["status"] == "ok")]
-        ok = ok[[json.loads(sv) == size for sv in ok["size_vars"]]]
+        ok = ok[ok["size_vars"].map(lambda sv: json.loads(sv) == size).astype(bool)]  # a mask also when empty
         medians = ok.groupby("config")["time_ms"].median().to_dict()
     own = store.canonical_config(space.complete(json.loads(base["config"])))
     planted = store.canonical_config(config)

@@ -26,7 +26,7 @@ from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_stra
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.space import Space
 from tuner.store import gpu_slug
-from tuner.store.recordings import choose_recording, replay_gpu
+from tuner.store.recordings import choose_recording
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -234,10 +234,9 @@ def campaign_strategy(
 def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed. Without
     --gpu and with several GPUs recorded, the recording is chosen as `tuner best` chooses, and said."""
-    wanted, taken = replay_gpu(root, req.workload, req.gpu)
-    here = None if wanted else local_gpu_name()
-    cachefile, note = choose_recording(root, req.workload, r.size_name, r.dtype, wanted, size=r.size, here=here)
-    gpu = store.recorded_gpu(cachefile) or wanted  # --gpu may be the folder's name: the warm start needs the GPU's
+    here = None if req.gpu else local_gpu_name()
+    cachefile, note = choose_recording(root, req.workload, r.size_name, r.dtype, req.gpu, size=r.size, here=here)
+    gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
     strategy = campaign_strategy(
         req,
         r.space,
@@ -283,7 +282,7 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
         best=summary["best"],
         simulated=True,
         replayed=run.coverage,
-        notes=[n for n in (taken, note) if n],
+        notes=[note] if note else [],
         closing=closing_notes(*closing),
         stop_reason=getattr(strategy, "stop_reason", None),
     )

@@ -68,7 +68,7 @@ def _workloads_option(argv: list[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; the exit status: 0, 1 (no result, or a regression), 2 (a clear error), 3 (`best`/`export`
+    """Run one command; the exit status: 0, 1 (no result, or a regression), 2 (a clear error), 3 (`best`/`export`/`check`
     answered from a degraded store: parts or rows left out; --allow-degraded makes it 0), 130, 141."""
     argv = sys.argv[1:] if argv is None else list(argv)
     saved = os.environ.get(WORKLOADS_ENV)

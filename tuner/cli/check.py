@@ -78,7 +78,8 @@ def command(args: argparse.Namespace) -> int:
 
     with collect() as degraded:
         code = _check(args)
-    return code or degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)
+    status = degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # said in any case
+    return code or status
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -90,8 +91,6 @@ def _check(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             raise TunerError(f"cannot write {path}: no folder {folder}")
     log = Console(stderr=True).print if args.json else console.print
-    if args.retune < 0:
-        raise TunerError(f"--retune {args.retune}: give a number of evaluations (0: no re-tune)")
     if args.plant_slowdown and not args.simulate:
         raise TunerError("--plant-slowdown is for --simulate (on a GPU, --plant changes the config itself)")
     if args.simulate:

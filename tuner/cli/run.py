@@ -17,9 +17,14 @@ def register(subparsers: argparse._SubParsersAction, programs: bool = True) -> N
     sub = s.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
     if not programs:
         return
-    from tuner.workloads import all_workloads
+    from tuner.errors import TunerError
+    from tuner.workloads import discover, get_workload
 
-    for w in all_workloads():
+    for name in sorted(discover()):
+        try:
+            w = get_workload(name)
+        except TunerError:  # a broken workload (`tuner list` says why) must not take the others' programs down
+            continue
         if w.run_help:
             prog = sub.add_parser(w.name, help=w.run_help, description=w.run_help)
             w.add_run_arguments(prog)

@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tuner.cli.common import console, size_text
 from tuner.errors import TunerError
 from tuner.formatting import config_text, readable
-
-if TYPE_CHECKING:
-    from tuner.campaign.request import CampaignRequest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,8 +110,6 @@ def command(args: argparse.Namespace) -> int:
             from tuner.workloads import get_workload
 
             check_gpu(req, get_workload(req.workload).space)
-        if req.simulate:  # --gpu and nothing to replay taken as a single-process replay takes them
-            replay_checked(req)
         result = run_distributed(
             req,
             args.workers,
@@ -170,23 +163,6 @@ def command(args: argparse.Namespace) -> int:
     for line in result.closing:  # why the search stopped; where `tuner best` answers otherwise, why
         console.print(line, highlight=False)
     return 0
-
-
-def replay_checked(req: CampaignRequest) -> None:
-    """A distributed replay's --gpu as the recordings name it (`h200`: NVIDIA H200, said), and where nothing
-    records its workload, size and dtype, one line saying what does, before any worker starts."""
-    from tuner import store
-    from tuner.campaign.request import resolve
-    from tuner.store.recordings import replay_gpu, unrecorded
-
-    root = Path(req.results or store.results_root())
-    req.gpu, taken = replay_gpu(root, req.workload, req.gpu)
-    if taken:
-        print(taken, file=sys.stderr)
-    r = resolve(req, distributed=True)
-    line = unrecorded(root, req.workload, r.size_name, r.dtype, req.gpu)
-    if line:
-        raise TunerError(line)
 
 
 def parse_devices(text: str | None, workers: int) -> list[int] | None:

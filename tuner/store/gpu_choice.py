@@ -47,6 +47,25 @@ def stored_gpu_name(stored: Iterable[str], gpu: str) -> str | None:
     return holding[0] if holding else None
 
 
+def named_gpu(stored: Iterable[str], gpu: str, kept: str = "stored") -> tuple[str | None, str | None]:
+    """stored_gpu_name, and a note where only some of the words of `gpu` named it (`kept`: how the GPUs are kept,
+    "stored" or "recorded")."""
+    name = stored_gpu_name(stored, gpu)
+    if name is None or gpu_slug(name) == gpu_slug(gpu):
+        return name, None
+    return name, f"GPU '{gpu}' taken as {name}, the one {kept} GPU of that name"
+
+
+def required_gpu(stored: Iterable[str], gpu: str, what: str) -> str:
+    """The GPU of `stored` that `gpu` names (stored_gpu_name), or the error that lists those stored (`what` was
+    measured there: e.g. `successful reduction`), where a command answers for that GPU only."""
+    stored = list(stored)
+    name = stored_gpu_name(stored, gpu)
+    if name is None:
+        raise unknown_gpu(gpu, stored, what)
+    return name
+
+
 def unknown_gpu(gpu: str, stored: Iterable[str], what: str) -> TunerError:
     """The error for a GPU that `stored_gpu_name` found none of `what` (e.g. `reduction`) stored on."""
     names = sorted({str(n) for n in stored})

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from tuner.errors import TunerError
 from tuner.kept import kept
 from tuner.locations import user_cache
-from tuner.store.gpu_choice import choose_gpu, stored_gpu_name
+from tuner.store.gpu_choice import choose_gpu, named_gpu
 from tuner.store.kt_files import closed_cache_text
 from tuner.store.parts import read_parts, recorded_gpu
 from tuner.store.paths import gpu_slug, read_roots, safe_name
@@ -142,10 +142,11 @@ def choose_recording(
     size: dict | None = None,
     here: str | None = None,
 ) -> tuple[Path, str | None]:
-    """The recording for this workload, size and dtype on `gpu`; with none named and several GPUs recorded,
-    chosen as `tuner best` chooses (tuner.store.gpu_choice: `here`, this machine's GPU, where it has one, else
-    the GPU with the most successful measurements at `size`, else overall). Returns it and, where it was
-    chosen among several, a line saying which and why."""
+    """The recording for this workload, size and dtype on `gpu` (as replay_gpu names it); with none named and
+    several GPUs recorded, chosen as `tuner best` chooses (tuner.store.gpu_choice: `here`, this machine's GPU,
+    where it has one, else the GPU with the most successful measurements at `size`, else overall). Returns it
+    and, where it was chosen among several or `gpu` named it by some of its words, a line saying so."""
+    gpu, taken = replay_gpu(root, workload, gpu)
     wanted = (safe_name(size_name), dtype)
     by_gpu = {s.gpu: s for s in sources(root, workload) if (safe_name(s.size), s.dtype) == wanted}
     if gpu:
@@ -153,7 +154,7 @@ def choose_recording(
     if not by_gpu:
         raise TunerError(str(unrecorded(root, workload, size_name, dtype, gpu)))
     if len(by_gpu) == 1:
-        return replay_file(root, workload, next(iter(by_gpu.values()))), None
+        return replay_file(root, workload, next(iter(by_gpu.values()))), taken
     names = {s.gpu_name or (s.file and recorded_gpu(s.file)) or folder: s for folder, s in by_gpu.items()}
     chosen, is_here = _choose(workload, dtype, names, root, here, size)
     others = ", ".join(sorted(n for n in names if n != chosen))
@@ -173,13 +174,8 @@ def replay_gpu(root: Path, workload: str, gpu: str | None) -> tuple[str | None, 
     where it names none (unrecorded then lists those there are)."""
     if not gpu:
         return gpu, None
-    name = stored_gpu_name({s.gpu_name or s.gpu for s in sources(root, workload)}, gpu)
-    if name is None:
-        return gpu, None
-    note = (
-        f"GPU '{gpu}' taken as {name}, the one recorded GPU of that name" if gpu_slug(name) != gpu_slug(gpu) else None
-    )
-    return name, note
+    name, note = named_gpu({s.gpu_name or s.gpu for s in sources(root, workload)}, gpu, "recorded")
+    return name or gpu, note
 
 
 def unrecorded(root: Path, workload: str, size_name: str, dtype: str, gpu: str | None = None) -> str | None:
@@ -288,11 +284,12 @@ def recordings(
             path = replay_file(root, workload, source, read_rows)
             text = path.read_text()
             digest = hashlib.sha256(text.encode()).hexdigest()
-            held = kept(
+            held = kept(  # one file a recording, however often its bytes change
                 "recordings-held",
-                [*key, defaults, digest],
+                [*key, defaults, str(path)],
                 functools.partial(_held, text, searchspace_of, dtype, defaults),
                 _is_count,
+                made_from=digest,
             )
             error = None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, TunerError) as e:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from tuner import store
@@ -15,10 +16,11 @@ from tuner.campaign.distributed.status import campaign_result, campaign_status
 from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
-from tuner.campaign.request import CampaignRequest
+from tuner.campaign.request import CampaignRequest, resolve
 from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, STORAGE_ENV, redact
 from tuner.errors import TunerError
 from tuner.formatting import readable
+from tuner.store.recordings import replay_gpu, unrecorded
 
 
 def run_distributed(
@@ -36,6 +38,8 @@ def run_distributed(
 ) -> CampaignResult:
     """`tuner tune ... --workers N`: create (or resume) the campaign and run N worker processes here,
     one per GPU; other hosts may join with `tuner worker`. Returns the campaign's result."""
+    if req.simulate:  # said before any worker starts, as a single-process replay says it
+        req = _replay_checked(req, log)
     camp, url = create_campaign(req, name, url, heartbeat_s=heartbeat_s, grace_s=grace_s)
     devices = list(devices) if devices is not None else [req.device + i for i in range(workers)]
     if workers < 0 or len(devices) != workers:
@@ -100,3 +104,17 @@ def run_distributed(
             for part in root.glob(f"*/{camp.workload}/cache-parts/{part_name(camp, worker_id(d, pid=p.pid))}"):
                 merge_cache_parts(part.parent.parent / main, [part])
     return campaign_result(camp.name, url, root)
+
+
+def _replay_checked(req: CampaignRequest, log: Callable[[str], object]) -> CampaignRequest:
+    """A replay's --gpu as the recordings name it (`h200`: NVIDIA H200, said), or one line saying what is recorded
+    where nothing records its workload, size and dtype."""
+    root = Path(req.results or store.results_root())
+    gpu, taken = replay_gpu(root, req.workload, req.gpu)
+    if taken:
+        log(taken)
+    r = resolve(req, distributed=True)
+    line = unrecorded(root, req.workload, r.size_name, r.dtype, gpu)
+    if line:
+        raise TunerError(line)
+    return replace(req, gpu=gpu)

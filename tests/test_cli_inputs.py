@@ -211,3 +211,16 @@ def test_an_interrupt_says_resume_only_where_measurements_were_stored(monkeypatc
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert err.startswith("interrupted") and ("run the same command again" in err) == resumes, err
+
+
+def test_nothing_recorded_outside_the_checkout_says_where_the_committed_recordings_are(tmp_path, capsys, monkeypatch):
+    """An editable install run in another project reads the checkout's committed recordings only inside it: a
+    replay with nothing recorded says where they are and how to read them."""
+    from tuner import locations
+
+    if locations.INSTALLED:
+        pytest.skip("an installed package reads its recordings from any folder")
+    root = tmp_path / "results"
+    root.mkdir()
+    err = fails(["--results", str(root), "tune", "reduction", "--simulate"], capsys, "nothing recorded to replay")
+    assert f"--results {locations.BUILTIN_RESULTS}" in err

@@ -26,10 +26,23 @@ def tune(
     """Run a campaign (or replay one with `simulate=True`) and return its outcome: the best config, its value,
     how many configs were evaluated and measured, failures by class. `budget`: evaluations (150) or a
     duration ("10m"); `options`: any other field of tuner.campaign.request.CampaignRequest (backend, device,
-    seed, timeout, patience, storage, warm_start, ...)."""
+    seed, timeout, patience, storage, warm_start, ...); TunerError for one it does not take, or a budget below 1."""
+    from dataclasses import fields
+
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest, parse_budget
+    from tuner.errors import TunerError
 
+    # the request's fields that are not parameters of tune() (the budget's two are set from `budget`)
+    own = ("workload", "size", "dtype", "strategy", "max_evals", "time_limit", "simulate", "results", "quiet")
+    known = sorted(f.name for f in fields(CampaignRequest) if f.name not in own)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        shown = [o for o in known if o != "measure_target"]  # a test hook
+        raise TunerError(
+            f"tune() has no option {', '.join(unknown)}; besides workload, size, dtype, strategy, budget, simulate, "
+            f"results and quiet it takes {', '.join(shown)}"
+        )
     max_evals, time_limit = parse_budget(None if budget is None else str(budget))
     if strategy is not None:
         options["strategy"] = strategy
@@ -74,7 +87,8 @@ def results(
     """Every stored evaluation of `workload` (one row per measurement: config, status, times, objective,
     metrics, provenance), narrowed to a size, dtype and GPU where given. The GPU as `best` takes it: its stored
     name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload, size or dtype the
-    workload does not have, or a GPU it has nothing stored on. The columns: docs/store.md."""
+    workload does not have, a GPU it has nothing stored on, or a `results` that is not a folder. The columns:
+    docs/store.md (an empty store: an empty frame with those columns)."""
     from tuner.store import load_evaluations
     from tuner.store.gpu_choice import required_gpu
     from tuner.workloads import get_workload
@@ -82,11 +96,11 @@ def results(
     w = get_workload(workload)  # an unknown workload, size or dtype is an error, not an empty table
     sizes = w.space.resolve_size(size, w.parse_size) if size is not None else None
     dtype = w.space.resolve_dtype(dtype) if dtype is not None else None
-    df = load_evaluations(workload, Path(results) if results else None)
+    df = load_evaluations(workload, _root(results))
     stored: list[str] = [] if df.empty else [str(g) for g in df["gpu"].unique()]
     named = required_gpu(stored, gpu, workload) if gpu is not None else None
-    if df.empty:
-        return df
+    if df.empty:  # nothing stored: still the schema's columns, so that df["objective_value"] is an empty column
+        return _with_schema(df)
     if sizes is not None:
         df = df[(df["size"] == sizes[0]) | (df["size_vars"] == json.dumps(sizes[1], sort_keys=True))]
     if dtype is not None:
@@ -97,7 +111,30 @@ def results(
 
 
 def load_store(results: str | Path | None = None) -> pd.DataFrame:
-    """Every evaluation in the store (default: the project's results folder), of every workload and GPU."""
+    """Every evaluation in the store (default: the project's results folder), of every workload and GPU, with
+    the columns of `results`. TunerError for a `results` that is not a folder (a typo must not read as an empty
+    store)."""
     from tuner.store import load_evaluations
 
-    return load_evaluations(None, Path(results) if results else None)
+    df = load_evaluations(None, _root(results))
+    return _with_schema(df) if df.empty else df
+
+
+def _root(results: str | Path | None) -> Path | None:
+    """The store's folder the user named; TunerError where it is not one (a typo must not read as an empty
+    store). None: the project's results folder."""
+    from tuner.errors import TunerError
+
+    if not results:
+        return None
+    if not Path(results).is_dir():
+        raise TunerError(f"results {results}: {'not a folder' if Path(results).exists() else 'no such folder'}")
+    return Path(results)
+
+
+def _with_schema(df: pd.DataFrame) -> pd.DataFrame:
+    """An empty frame with the evaluation schema's columns (tuner/store/schema.py), numbers as floats."""
+    from tuner.store.schema import EVALUATION, NUMBER
+
+    columns = {c: pd.Series(dtype=float if kind == NUMBER else object) for c, kind in EVALUATION.items()}
+    return pd.DataFrame({**columns, **{c: df[c] for c in df.columns if c not in columns}})

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.answers.compare_scores import INTERVAL, WITHIN
+from tuner.errors import TunerError
 
 
 def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
@@ -67,6 +68,18 @@ def markdown(doc: dict) -> str:
     lines = [caption(doc), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def check_plot_path(path: str) -> None:
+    """Before the replays: --plot names a format matplotlib writes (by its suffix: without one, matplotlib
+    would write another file, PATH.png)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        said = f"'.{suffix}' is not an image format matplotlib writes" if suffix else "no suffix to name its format"
+        raise TunerError(f"--plot {path}: {said}; give one of {', '.join('.' + f for f in formats)}")
 
 
 def plot(doc: dict, path: Path) -> None:

@@ -63,17 +63,19 @@ def parse_budget(text: str | None) -> tuple[int | None, float | None]:
     try:
         if text[-1] in units:
             seconds = float(text[:-1]) * units[text[-1]]
-            if not 0.001 <= seconds < 1e9:  # also NaN and inf
-                raise ValueError
-            return None, seconds
-        evals = int(text)
-        if evals <= 0:
-            raise ValueError
-        return evals, None
+        else:
+            evals = int(text)
     except (ValueError, IndexError):
         raise TunerError(
             f"budget '{text}' is neither a number of evaluations (150) nor a duration (90s, 10m, 2h)"
         ) from None
+    if text[-1] in units:  # a duration, but maybe none to run in
+        if not 0.001 <= seconds < 1e9:  # also NaN and inf
+            raise TunerError(f"budget '{text}': give a duration from 1ms (0.001s) to under 1e9 seconds")
+        return None, seconds
+    if evals < 1:  # a number, but no campaign
+        raise TunerError(f"budget '{text}': give at least 1 evaluation (or a duration: 90s, 10m, 2h)")
+    return evals, None
 
 
 def check_options(req: CampaignRequest) -> None:

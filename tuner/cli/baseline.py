@@ -17,14 +17,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("workloads", nargs="+")
     s.add_argument("--size", action="append", help="size(s) to baseline (default: every size stored)")
     s.add_argument("--dtype", action="append", help="dtype(s) (default: every dtype stored)")
-    s.add_argument("--rounds", type=int, default=10, help="rounds per session")
+    s.add_argument("--rounds", type=int, default=10, help="rounds per session (default 10)")
     s.add_argument(
         "--sessions",
         type=int,
         help="independent worker sessions per kernel (their spread sets the noise floor; default 6)",
     )  # tuner.answers.baseline.BASELINE_SESSIONS
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
-    s.add_argument("--device", type=int, default=0)
+    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     s.add_argument("--json", action="store_true", help="the baselines recorded, as JSON (progress on stderr)")
     s.set_defaults(func=command)
 

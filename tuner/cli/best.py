@@ -16,17 +16,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner best`."""
     s = subparsers.add_parser("best", help="best stored config for a GPU, size and dtype")
     s.add_argument("workload")
-    s.add_argument("--size")
+    s.add_argument(
+        "--size",
+        help="a named size of the space, or k=v,... (default: the space's default size; where not stored, the nearest stored size, saying so)",
+    )
     s.add_argument(
         "--matrix", help="spmv: a Matrix Market file; never tuned, it gets the config of the nearest matrix by features"
     )
-    s.add_argument("--dtype")
+    s.add_argument("--dtype", help="element type (default: the space's first)")
     s.add_argument(
         "--gpu",
         help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's "
         "GPU); a GPU with nothing stored is answered from another, saying so and which are stored",
     )
-    s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--json", action="store_true", help="the answer as one JSON document (config, value, baselines, provenance)"
+    )
     add_allow_degraded(s)
     s.set_defaults(func=command)
 

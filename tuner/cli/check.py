@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check", help="re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run"
     )
     s.add_argument("workloads", nargs="*", help="default: every workload with a baseline")
-    s.add_argument("--rounds", type=int, default=20)
+    s.add_argument("--rounds", type=int, default=20, help="rounds per kernel (default 20)")
     s.add_argument(
         "--threshold",
         type=float,
@@ -59,9 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--junit", help="write a JUnit XML report")
     s.add_argument("--markdown", help="write a markdown summary")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the verdicts as one JSON document on stdout")
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
-    s.add_argument("--device", type=int, default=0)
+    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     s.add_argument("--allow-degraded", action="store_true", help=DEGRADED_HELP)
     s.epilog = (
         "exit status: 0 every kernel passed; 1 a regression (or a kernel failed); 2 the check could not run or "

@@ -54,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--gpu", help="which recorded GPU to replay (where several are recorded)")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per CPU core)")
     s.add_argument(
-        "--plot", help="write a plot (PNG) here: convergence for one space, cold and warm scores for several"
+        "--plot",
+        help="write a plot here (its format by the suffix: .png, .svg, .pdf, ...): convergence for one space, "
+        "cold and warm scores for several",
     )
     s.add_argument("--markdown", help="write the table as markdown here")
     s.add_argument("--json", action="store_true", help="one JSON document on stdout (a list for several files)")
@@ -71,6 +73,7 @@ def command(args: argparse.Namespace) -> int:
 
     if bool(args.workload) == bool(args.recording):
         raise TunerError("give a workload or --recording FILE (not both)")
+    _check_outputs(args)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]  # checked by compare(), up front
     docs = []
     progress = Progress(
@@ -114,6 +117,21 @@ def command(args: argparse.Namespace) -> int:
         if path and not args.json:
             console.print(f"wrote the {what} to {path}", highlight=False)
     return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """--plot and --markdown can be written: found out now, not after minutes of replays."""
+    from tuner.answers.compare_report import check_plot_path
+
+    for option, path in (("--plot", args.plot), ("--markdown", args.markdown)):
+        if path:
+            folder = Path(path).resolve().parent
+            if not folder.is_dir():
+                raise TunerError(f"{option} {path}: no folder {folder}")
+            if Path(path).is_dir():
+                raise TunerError(f"{option} {path}: a folder; give a file in it")
+    if args.plot:
+        check_plot_path(args.plot)
 
 
 def _one(doc: dict, args: argparse.Namespace) -> None:

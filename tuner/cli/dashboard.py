@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     s.add_argument("campaign", nargs="?", help="the campaign (its Optuna study's name, as `tuner status` lists them)")
     s.add_argument("--storage", help="an Optuna storage URL (default: the studies under the results folder)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8080, help="the port to serve on (default 8080)")
     s.add_argument("--json", action="store_true", help="print where the dashboard serves (JSON) before serving")
     s.set_defaults(func=command)
 

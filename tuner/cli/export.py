@@ -16,7 +16,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = subparsers.add_parser("export", help="best configs per GPU and size as JSON, YAML or a C header")
     s.add_argument("workload")
     s.add_argument("--format", choices=FORMATS, default="json")
-    s.add_argument("--dtype")
+    s.add_argument(
+        "--dtype",
+        help="element type; json, yaml, header: only this one (default: every stored dtype); t4, kt-cache: the "
+        "recorded one (default: the space's first)",
+    )
     s.add_argument(
         "--size",
         help="json, yaml, header: only this size (default: every measured size); "

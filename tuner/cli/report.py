@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def command(args: argparse.Namespace) -> int:
     """Write the page; say where (and, with --json, what it holds)."""
     from tuner.report import write_report
+    from tuner.report.page import GOOD_NEWS
 
     summary = write_report(args.workload, size_text(args), args.dtype, args.output, gpu=args.gpu, root=args.results)
     if args.json:
@@ -39,10 +40,15 @@ def command(args: argparse.Namespace) -> int:
     else:
         for note in summary["notes"]:
             console.print(f"[yellow]note:[/] {escape(note)}")
-        empty = [s["title"] for s in summary["sections"].values() if s["empty"]]
+        empty = [s for s in summary["sections"].items() if s[1]["empty"]]
+        missing = [s["title"] for key, s in empty if key not in GOOD_NEWS]
+        good = [
+            s["empty"][0].lower() + s["empty"][1:].rstrip(".") for key, s in empty if key in GOOD_NEWS
+        ]  # as the page says it
         console.print(
             f"wrote {shown_path(summary['path'])}: {summary['figures']} figure(s)"
-            + (f"; no data for: {', '.join(empty)}" if empty else ""),
+            + (f"; no data for: {', '.join(missing)}" if missing else "")
+            + "".join(f"; {g}" for g in good),
             highlight=False,
             soft_wrap=True,  # the path stays whole
         )

@@ -24,9 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "or the best per value of one or two parameters (--by)",
     )
     s.add_argument("workload")
-    s.add_argument("--size")
+    s.add_argument(
+        "--size",
+        help="a named size of the space, or k=v,... (default: the space's default size; where not stored, the nearest stored size, saying so)",
+    )
     s.add_argument("--matrix", help="spmv: a Matrix Market file (its nearest measured matrix by features)")
-    s.add_argument("--dtype")
+    s.add_argument("--dtype", help="element type (default: the space's first)")
     s.add_argument(
         "--gpu",
         help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's)",

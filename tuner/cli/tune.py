@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--budget", help="evaluations (150) or a duration (90s, 10m, 2h); default: 100, the whole space for brute_force"
     )
     s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
-    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
-    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    s.add_argument("--seed", type=int, default=1, help="seed of the samplers and of the generated data (default 1)")
     s.add_argument(
         "--patience",
         type=int,
@@ -53,13 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--gpu", help="with --simulate: which recorded GPU to replay")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the outcome as one JSON document on stdout")
     s.add_argument(
         "--workers",
         type=int,
         metavar="N",
         help="spread the campaign over N worker processes here, one per GPU; 0: only create it for "
-        "`tuner worker` elsewhere (see README: Distributed campaigns)",
+        "`tuner worker` elsewhere (see docs/distributed.md)",
     )
     s.add_argument(
         "--devices", help="with --workers: the GPUs' ordinals, comma-separated (default: --device, --device+1, ...)"

@@ -39,6 +39,10 @@ class Section:
     empty: str = ""
 
 
+# the sections whose having nothing to draw is good news (no evaluation failed), not data missing
+GOOD_NEWS = frozenset({"failures"})
+
+
 def sections(data: ReportData) -> list[Section]:
     return [_convergence(data), _sweeps(data), _versus(data), _failures(data), _roofline(data)]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from tuner.cli.common import storage_url
 
@@ -16,7 +17,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(without a name: a line for each campaign in the storage)",
     )
     s.add_argument("campaign", nargs="?")
-    s.add_argument("--storage", help="the campaigns' Optuna storage URL (default: the SQLite file beside the results)")
+    s.add_argument(
+        "--storage",
+        help="the campaigns' Optuna storage URL (default: $TUNER_STORAGE, else the SQLite file beside the results)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=command)
 
@@ -29,9 +33,14 @@ def command(args: argparse.Namespace) -> int:
         format_status,
         format_summary,
     )
-    from tuner.campaign.storage import redact
+    from tuner.campaign.storage import redact, sqlite_path
+    from tuner.errors import TunerError
 
     url = storage_url(args)
+    # status only reads: opening a SQLite URL whose file is missing would create an empty database there
+    # (a typo left behind); the commands that create campaigns may make it
+    if url.startswith("sqlite") and sqlite_path(url) != ":memory:" and not Path(sqlite_path(url)).is_file():
+        raise TunerError(f"no campaign database at {redact(url)} (`tuner tune ... --workers N` creates it)")
     names = [args.campaign] if args.campaign else campaign_names(url)
     statuses = [campaign_status(name, url) for name in names]
     if args.json:

@@ -14,8 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("campaign")
     s.add_argument(
         "--storage",
-        help="the campaign's Optuna storage URL (sqlite:///..., postgresql://...; default: the "
-        "SQLite file beside the results)",
+        help="the campaign's Optuna storage URL (sqlite:///..., postgresql://...; default: $TUNER_STORAGE, else "
+        "the SQLite file beside the results)",
     )
     s.add_argument("--device", type=int, default=0, help="CUDA device ordinal")
     s.add_argument(

@@ -188,9 +188,15 @@ def replay_main(conn: Connection, spec: MeasureSpec) -> None:
     distributed campaign runs end to end without a GPU. TUNER_REPLAY_DELAY (seconds per evaluation) paces
     it, e.g. to rehearse killing a worker mid-way."""
     os.environ.update(spec.env)
-    serve(
-        conn, lambda: ReplayMeasurer(spec, os.environ["TUNER_REPLAY"], float(os.environ.get("TUNER_REPLAY_DELAY", "0")))
-    )
+    try:
+        serve(
+            conn,
+            lambda: ReplayMeasurer(spec, os.environ["TUNER_REPLAY"], float(os.environ.get("TUNER_REPLAY_DELAY", "0"))),
+        )
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        # its parent is gone (the pipe closed) or Ctrl-C reached the whole process group: the parent reports
+        # the interrupt; a replay has nothing unsaved, so it exits without a traceback of its own
+        return
 
 
 class ReplayMeasurer(Measurer):

@@ -24,7 +24,7 @@ from optuna.storages import RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from tuner.campaign.distributed.liveness import Heartbeat, Liveness
+from tuner.campaign.distributed.liveness import Heartbeat, Liveness, dead_trials
 from tuner.campaign.distributed.study import Campaign, TrialCodec, in_limbo, retry_of, tally_trials
 from tuner.search import optuna_private, trial_kinds
 from tuner.search.codec import Repair, penalty_for
@@ -127,7 +127,9 @@ class CampaignLoop(SearchLoop):
         return self.codec.config_of(frozen)
 
     def prior(self, trial: Trial, config: tuple) -> Prior | None:
-        held = prior_claim(self.study, self.codec, trial.number, config, limbo_s=self.camp.grace_s)
+        held = prior_claim(
+            self.study, self.codec, trial.number, config, limbo_s=self.camp.grace_s, storage=self.storage
+        )
         if held is None:
             return None
         return Prior(trial_kinds.cost(held) if held.state.is_finished() else None)
@@ -170,19 +172,29 @@ class CampaignLoop(SearchLoop):
 
 
 def prior_claim(
-    study: optuna.Study, codec: TrialCodec, number: int, config: tuple, settle_s: float = 5.0, limbo_s: float = 0.0
+    study: optuna.Study,
+    codec: TrialCodec,
+    number: int,
+    config: tuple,
+    settle_s: float = 5.0,
+    limbo_s: float = 0.0,
+    storage: RDBStorage | None = None,
 ) -> FrozenTrial | None:
     """The lowest-numbered other trial holding `config`: measured or served (ran or failed), running, or lost and
     about to be retried (in limbo for up to `limbo_s`, tuner.campaign.distributed.study.in_limbo). A
     lower-numbered trial still being asked (its params arrive one by one) is waited for, briefly, so that two
-    workers that drew the same config at the same moment both see who came first."""
+    workers that drew the same config at the same moment both see who came first. Given the `storage`, a running
+    trial whose worker is dead (past the grace `limbo_s`, liveness.dead_trials) holds nothing: it is retried."""
     deadline = time.monotonic() + settle_s
+    dead: set[int] | None = None
     while True:
         trials = study.get_trials(deepcopy=False)
         limbo = {t.number for t in in_limbo(trials, limbo_s)} if limbo_s else set()
+        if dead is None:  # once: a read of the heartbeats (on SQLite, under the write lock) per claim check
+            dead = dead_trials(storage, trials, limbo_s) if storage is not None and limbo_s else set()
         best, unsettled = None, False
         for t in trials:
-            if t.number >= number or not _claims(t, limbo):
+            if t.number >= number or t.number in dead or not _claims(t, limbo):
                 continue
             other = codec.config_of(t)
             if other is None:

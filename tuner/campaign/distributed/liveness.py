@@ -9,6 +9,7 @@ import time
 from datetime import datetime, timedelta
 
 import optuna
+import sqlalchemy
 from optuna.storages import RDBStorage
 from optuna.trial import Trial, TrialState
 
@@ -66,3 +67,40 @@ def adopt_orphans(study: optuna.Study, storage: RDBStorage, grace_s: float) -> N
     ]
     for trial_id in optuna_private.never_beat(storage, candidates):
         storage.record_heartbeat(trial_id)
+
+
+def dead_trials(storage: RDBStorage, trials: list, grace_s: float) -> set[int]:
+    """The numbers of RUNNING trials whose worker is gone: silent for longer than the grace period, or never
+    beat and older than it. Such a trial (one killed between its ask and its `worker` tag included) is failed
+    and retried by the next stale check, so it must not hold its config against the retry of an older lost
+    trial, which would be told `taken` and leave the config to a trial nobody measures."""
+    running = {optuna_private.trial_id(t): t for t in trials if t.state == TrialState.RUNNING}
+    if not running:
+        return set()
+    with storage.engine.connect() as conn:  # Optuna's schema; both times from the database clock, as its check
+        now = conn.execute(sqlalchemy.select(sqlalchemy.func.now())).scalar()
+        beats: dict[int, datetime | str] = dict(
+            conn.execute(
+                sqlalchemy.text("SELECT trial_id, heartbeat FROM trial_heartbeats WHERE trial_id IN :ids").bindparams(
+                    sqlalchemy.bindparam("ids", expanding=True)
+                ),
+                {"ids": list(running)},
+            ).all()
+        )
+    if isinstance(now, str):  # SQLite answers text
+        now = datetime.fromisoformat(now)
+    if now is None:
+        return set()
+    now = now.replace(tzinfo=None)
+    started_before = datetime.now() - timedelta(seconds=grace_s)  # Optuna stamps datetime_start in local time
+    dead = set()
+    for tid, t in running.items():
+        beat = beats.get(tid)
+        if isinstance(beat, str):
+            beat = datetime.fromisoformat(beat)
+        if beat is not None:
+            if now - beat.replace(tzinfo=None) > timedelta(seconds=grace_s):
+                dead.add(t.number)
+        elif t.datetime_start is not None and t.datetime_start < started_before:
+            dead.add(t.number)
+    return dead

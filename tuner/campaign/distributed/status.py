@@ -116,8 +116,10 @@ def format_status(s: dict) -> str:
         )
     if s.get("confirmed"):
         c = s["confirmed"]
+        # a simulated campaign's rounds are resampled from the recording's times (tuner.measure.replay), not measured
+        again = "replayed from the recording" if s["simulated"] else "measured again"
         lines.append(
-            f"confirmed among {c['finalists']} finalists measured again ({c['seconds']:.1f} s): {config_text(c['config'])}"
+            f"confirmed among {c['finalists']} finalists {again} ({c['seconds']:.1f} s): {config_text(c['config'])}"
         )
     for w, info in sorted(s["workers"].items()):
         where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, device {info.get('device', '?')})"

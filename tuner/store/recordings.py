@@ -147,13 +147,14 @@ def choose_recording(
     several GPUs recorded, chosen as `tuner best` chooses (tuner.store.gpu_choice: `here`, this machine's GPU,
     where it has one, else the GPU with the most successful measurements at `size`, else overall). Returns it
     and, where it was chosen among several or `gpu` named it by some of its words, a line saying so."""
-    gpu, taken = replay_gpu(root, workload, gpu)
+    recorded = sources(root, workload)  # read once (GEMM's: 0.6 s), for the name, the choice and the error
+    gpu, taken = replay_gpu(root, workload, gpu, recorded)
     wanted = (safe_name(size_name), dtype)
-    by_gpu = {s.gpu: s for s in sources(root, workload) if (safe_name(s.size), s.dtype) == wanted}
+    by_gpu = {s.gpu: s for s in recorded if (safe_name(s.size), s.dtype) == wanted}
     if gpu:
         by_gpu = {k: c for k, c in by_gpu.items() if k == gpu_slug(gpu)}
     if not by_gpu:
-        raise TunerError(str(unrecorded(root, workload, size_name, dtype, gpu)))
+        raise TunerError(str(unrecorded(root, workload, size_name, dtype, gpu, recorded)))
     if len(by_gpu) == 1:
         return replay_file(root, workload, next(iter(by_gpu.values()))), taken
     names = {s.gpu_name or (s.file and recorded_gpu(s.file)) or folder: s for folder, s in by_gpu.items()}
@@ -169,21 +170,32 @@ def choose_recording(
     return replay_file(root, workload, names[chosen]), note
 
 
-def replay_gpu(root: Path, workload: str, gpu: str | None) -> tuple[str | None, str | None]:
+def replay_gpu(
+    root: Path, workload: str, gpu: str | None, recorded: list[Source] | None = None
+) -> tuple[str | None, str | None]:
     """--gpu of a replay as the recordings of `workload` name it (tuner.store.gpu_choice.stored_gpu_name: its name,
     its folder's, or whole words of one, `h200`), and a note where only some of its words named it; as given
-    where it names none (unrecorded then lists those there are)."""
+    where it names none (unrecorded then lists those there are). `recorded`: sources(root, workload), if read."""
     if not gpu:
         return gpu, None
-    name, note = named_gpu({s.gpu_name or s.gpu for s in sources(root, workload)}, gpu, "recorded")
+    recorded = sources(root, workload) if recorded is None else recorded
+    name, note = named_gpu({s.gpu_name or s.gpu for s in recorded}, gpu, "recorded")
     return name or gpu, note
 
 
-def unrecorded(root: Path, workload: str, size_name: str, dtype: str, gpu: str | None = None) -> str | None:
+def unrecorded(
+    root: Path,
+    workload: str,
+    size_name: str,
+    dtype: str,
+    gpu: str | None = None,
+    recorded: list[Source] | None = None,
+) -> str | None:
     """Where a replay finds no recording of `workload` at this size and dtype (on `gpu`, as --gpu names it, and
-    as choose_recording looks): one line saying what is recorded instead (the GPUs, or the
-    sizes and dtypes on them), or that nothing is and a GPU must record it first. None where there is one."""
-    recorded = sources(root, workload)
+    as choose_recording looks): one line saying what is recorded instead (the GPUs, or the sizes and dtypes on
+    them), or that nothing is and a GPU must record it first. None where there is one. `recorded`:
+    sources(root, workload), if read."""
+    recorded = sources(root, workload) if recorded is None else recorded
     if not recorded:
         return (
             f"nothing recorded to replay for {workload}: a replay needs a campaign measured on a GPU first "

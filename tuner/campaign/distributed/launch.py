@@ -20,7 +20,7 @@ from tuner.campaign.request import CampaignRequest, resolve
 from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, STORAGE_ENV, redact
 from tuner.errors import TunerError
 from tuner.formatting import readable
-from tuner.store.recordings import replay_gpu, unrecorded
+from tuner.store.recordings import replay_gpu, sources, unrecorded
 
 
 def run_distributed(
@@ -110,11 +110,12 @@ def _replay_checked(req: CampaignRequest, log: Callable[[str], object]) -> Campa
     """A replay's --gpu as the recordings name it (`h200`: NVIDIA H200, said), or one line saying what is recorded
     where nothing records its workload, size and dtype."""
     root = Path(req.results or store.results_root())
-    gpu, taken = replay_gpu(root, req.workload, req.gpu)
+    recorded = sources(root, req.workload)
+    gpu, taken = replay_gpu(root, req.workload, req.gpu, recorded)
     if taken:
         log(taken)
     r = resolve(req, distributed=True)
-    line = unrecorded(root, req.workload, r.size_name, r.dtype, gpu)
+    line = unrecorded(root, req.workload, r.size_name, r.dtype, gpu, recorded)
     if line:
         raise TunerError(line)
     return replace(req, gpu=gpu)

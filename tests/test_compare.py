@@ -22,6 +22,7 @@ from tuner.answers.compare import (
     summarize,
     traces_of_spaces,
 )
+from tuner.answers.compare_report import plot_scores
 from tuner.answers.compare_scores import (
     best_so_far,
     calculated_random_search,
@@ -387,6 +388,10 @@ def test_cli_compares_several_recordings_cold_and_warm_in_80_columns(tmp_path, c
     assert main([*args[:5], "--json", "--quiet", "--repeats", "1", "--budget", "5", "--jobs", "1"]) == 0
     docs = json.loads(capsys.readouterr().out)
     assert [d["recording"] for d in docs] == [str(f) for f in files]
+    # the plot draws every strategy compared, as the table lists them
+    drawn = plot_scores(docs, tmp_path / "all.png")
+    assert drawn[:2] == ["default, cold", "default, warm"]
+    assert set(drawn[2:]) == {n for d in docs for n in d["strategies"]} - {"default", "default-cold"}
 
 
 @needs_recording

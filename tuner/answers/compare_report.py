@@ -139,11 +139,18 @@ def recording_name(doc: dict) -> str:
     return Path(doc["recording"]).name
 
 
+def _compared(docs: list[dict]) -> list[str]:
+    """Every strategy compared over the recordings, the default cold and warm first."""
+    from tuner.answers.compare import COLD, WARM
+
+    return [COLD, WARM, *dict.fromkeys(n for d in docs for n in d["strategies"] if n not in (COLD, WARM))]
+
+
 def summary_rows(docs: list[dict]) -> tuple[list[str], list[list[str]]]:
     """One row per recording: the default with its warm start off and on, then every other strategy's score."""
     from tuner.answers.compare import COLD, WARM
 
-    others = list(dict.fromkeys(n for d in docs for n in d["strategies"] if n not in (COLD, WARM)))
+    others = _compared(docs)[2:]
     header = ["recording", "configs", "budget", "cold", "warm", *others, "best kt"]
     rows = []
     for d in docs:
@@ -171,9 +178,9 @@ def summary_markdown(docs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_scores(docs: list[dict], path: Path) -> None:
-    """Grouped bars per recording: the default cold, warm, and the best Kernel Tuner strategy, each with its
-    bootstrap interval over the repeats."""
+def plot_scores(docs: list[dict], path: Path) -> list[str]:
+    """Grouped bars per recording, one for each strategy compared (the default cold and warm first), each with
+    its bootstrap interval over the repeats; returns the legend's labels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,27 +188,26 @@ def plot_scores(docs: list[dict], path: Path) -> None:
 
     from tuner.answers.compare import COLD, WARM
 
+    labels = {COLD: "default, cold", WARM: "default, warm"}
+    strategies = [n for n in _compared(docs) if any(n in d["strategies"] for d in docs)]
     names = [recording_name(d) for d in docs]
-    series = {  # the strategy each bar shows, per recording
-        "default, cold": [COLD for _ in docs],
-        "default, warm": [WARM for _ in docs],
-        "best Kernel Tuner strategy": [b[0] if (b := _best_kt(d)) else "" for d in docs],
-    }
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(docs) + 3), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(docs) * len(strategies) + 3), 4.5))
     x = np.arange(len(docs))
-    width = 0.8 / len(series)
-    for i, (label, strategies) in enumerate(series.items()):
-        values = np.array([_score(d, n) for d, n in zip(docs, strategies, strict=True)])
+    width = 0.8 / len(strategies)
+    for i, name in enumerate(strategies):
+        values = np.array([_score(d, name) for d in docs])
         # whiskers: the score's bootstrap interval over the repeats (none where a document has no interval)
-        lo, hi = np.array([_interval_of(d, n) for d, n in zip(docs, strategies, strict=True)]).T
+        lo, hi = np.array([_interval_of(d, name) for d in docs]).T
         whiskers = np.nan_to_num(np.maximum(0.0, [values - lo, hi - values]))
-        ax.bar(x + (i - 1) * width, np.nan_to_num(values), width, yerr=whiskers, capsize=2, label=label)
+        offset = (i - (len(strategies) - 1) / 2) * width
+        ax.bar(x + offset, np.nan_to_num(values), width, yerr=whiskers, capsize=2, label=labels.get(name, name))
     ax.axhline(0, color="k", linewidth=0.8)
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("methodology score")
-    ax.set_title("The default strategy with its warm start off and on, per recording", fontsize=10)
+    ax.set_title("Each strategy's score per recording (the default with its warm start off and on)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=max(1, len(strategies) // 6))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return [labels.get(name, name) for name in strategies]

@@ -138,7 +138,10 @@ def check_gpu(req: CampaignRequest, space: Space) -> None:
         if sources(Path(req.results or store.results_root()), req.workload):
             offer = f"`tuner tune {req.workload} --simulate` replays a recorded campaign"
         else:  # a replay would only say that nothing is recorded
-            offer = f"nothing of {req.workload} is recorded for --simulate to replay: tune it on a machine with a GPU"
+            offer = (
+                f"nothing of {req.workload} is recorded for --simulate to replay: tune it on a machine with a GPU "
+                f"(`tuner tune {req.workload} --dry-run` checks it here first)"
+            )
         raise TunerError(f"cannot measure here: {missing}; {offer}")
 
 

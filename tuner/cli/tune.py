@@ -1,10 +1,13 @@
-"""`tuner tune`: a tuning campaign on this GPU, spread over several (--workers), or replayed (--simulate)."""
+"""`tuner tune`: a tuning campaign on this GPU, spread over several (--workers), replayed (--simulate), or the
+workload checked without measuring (--dry-run)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+
+from rich.markup import escape
 
 from tuner.cli.common import console, size_text
 from tuner.errors import TunerError
@@ -52,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--simulate", action="store_true", help="replay from results/ in Kernel Tuner's simulation mode (no GPU)"
     )
     s.add_argument("--gpu", help="with --simulate: which recorded GPU to replay")
+    s.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="measure nothing: check the workload without a GPU (valid configs, parameters the kernel never "
+        "reads, a few configs compiled, the reference answer) and exit 1 on a problem",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="the outcome as one JSON document on stdout")
     s.add_argument(
@@ -79,6 +88,8 @@ def command(args: argparse.Namespace) -> int:
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest, parse_budget
 
+    if args.dry_run:
+        return _dry_run(args)
     max_evals, time_limit = parse_budget(args.budget)
     req = CampaignRequest(
         workload=args.workload,
@@ -162,6 +173,36 @@ def command(args: argparse.Namespace) -> int:
         console.print(f"baseline {name}: {readable(ms)} ms", highlight=False)
     for line in result.closing:  # why the search stopped; where `tuner best` answers otherwise, why
         console.print(line, highlight=False)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    """--dry-run: the workload's checks, a line each; exit 1 if any is a problem."""
+    from tuner.measure.dry_run import dry_run
+    from tuner.workloads import get_workload
+
+    if args.simulate or args.workers is not None:
+        raise TunerError("--dry-run measures nothing: leave out --simulate and --workers")
+    with console.status("") as status:
+        report = dry_run(
+            get_workload(args.workload),
+            size_text(args),
+            args.dtype,
+            backend=args.backend,
+            progress=lambda text: status.update(escape(text)),
+        )
+    if args.json:
+        print(json.dumps({**report.__dict__, "findings": [f.__dict__ for f in report.findings]}, indent=2))
+        return 1 if report.problems else 0
+    console.print(f"[bold]{report.workload}[/] {report.size} {report.dtype}: dry run, nothing measured")
+    style = {"ok": "green", "warning": "yellow", "problem": "red"}
+    for f in report.findings:
+        console.print(f"[{style[f.level]}]{f.level}[/]: {escape(f.text)}", highlight=False, soft_wrap=True)
+    if report.problems:
+        console.print(f"{report.problems} problem(s): a campaign would fail on them", highlight=False)
+        return 1
+    where = "" if report.on_cpu else " on a machine with a GPU"
+    console.print(f"next: tuner tune {args.workload}{where}", highlight=False)
     return 0
 
 

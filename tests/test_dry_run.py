@@ -1,0 +1,108 @@
+"""`tuner tune NAME --dry-run` (tuner.measure.dry_run): a workload checked without a GPU, compiled as a campaign
+compiles it (nvcc here, where cuda-python is not installed): what works passes, and each mistake a user makes in
+a new workload is one line and exit 1."""
+
+import json
+import shutil
+
+import pytest
+
+from tuner.cli import main
+from tuner.measure.dry_run import dry_run, unread_parameters
+from tuner.workloads import get_workload
+from tuner.workloads.declared import DeclaredWorkload
+from tuner.workloads.scaffold import init_workload
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+@pytest.fixture
+def saxpy(tmp_path, monkeypatch):
+    """The example workload of `tuner init`, in a project folder of its own (the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    folder = init_workload("my-saxpy", tmp_path / "workloads")
+    return folder
+
+
+@pytest.fixture
+def one_build(monkeypatch):
+    """One config compiled, not three, where the test is not about how many."""
+    monkeypatch.setattr("tuner.measure.dry_run.COMPILED", 1)
+
+
+def levels(report):
+    return [f.level for f in report.findings]
+
+
+def test_the_example_passes(saxpy, capsys):
+    report = dry_run(DeclaredWorkload("my-saxpy", saxpy / "space.yaml"), None, None)
+    assert (report.size, report.dtype, report.problems) == ("small", "float32", 0)
+    assert levels(report) == ["ok"] * 5  # valid configs, three builds, the reference
+    assert report.findings[0].text == "27 valid configs of 30 (2 parameters)"
+    assert sum("builds (sm_" in f.text for f in report.findings) == 3
+    assert main(["tune", "my-saxpy", "--dry-run", "--dtype", "float64"]) == 0
+    out = capsys.readouterr().out
+    assert "my-saxpy small float64: dry run, nothing measured" in out
+    assert "next: tuner tune my-saxpy on a machine with a GPU" in out
+
+
+def test_a_wrong_kernel_name_and_an_unread_parameter(saxpy, one_build, capsys):
+    space = saxpy / "space.yaml"
+    text = space.read_text().replace("  name: saxpy", "  name: saxpi").replace("\nparameters:\n", "\nparameters:\n  UNROLL: [1, 2]\n")
+    space.write_text(text)
+    assert main(["tune", "my-saxpy", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "problem: my-saxpy.cu has no __global__ function saxpi (the space's kernel.name); it has saxpy" in out
+    assert "warning: parameter UNROLL is not read by the kernel source" in out
+    assert "1 problem(s): a campaign would fail on them" in out
+
+
+def test_a_compile_error_quotes_the_compiler(saxpy, one_build, capsys):
+    kernel = saxpy / "my-saxpy.cu"
+    kernel.write_text(kernel.read_text().replace("+ threadIdx.x;", "+ threadIdx.x + no_such_name;", 1))
+    assert main(["tune", "my-saxpy", "--dry-run", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    problems = [f["text"] for f in doc["findings"] if f["level"] == "problem"]
+    assert len(problems) == 1
+    assert all("does not build: " in p and 'identifier "no_such_name" is undefined' in p for p in problems)
+
+
+def test_a_kernel_found_only_by_compiling(saxpy, one_build):
+    """Where the source's __global__ functions cannot be read (a macro makes them), the cubin built is searched."""
+    kernel = saxpy / "my-saxpy.cu"
+    text = kernel.read_text().replace("__global__ void saxpy(", "KERNEL(saxpy)(", 1)
+    kernel.write_text('#define KERNEL(name) extern "C" __global__ void name\n' + text.replace('extern "C" KERNEL', "KERNEL"))
+    workload = DeclaredWorkload("my-saxpy", saxpy / "space.yaml")
+    assert dry_run(workload, None, None).problems == 0
+    space = saxpy / "space.yaml"
+    space.write_text(space.read_text().replace("  name: saxpy", "  name: saxpy2"))
+    report = dry_run(DeclaredWorkload("my-saxpy", space), None, None)
+    assert report.problems == 1
+    assert all("no kernel named saxpy2 in what the source builds" in f.text for f in report.findings if f.level == "problem")
+
+
+def test_a_reference_that_raises_is_a_problem(saxpy, one_build):
+    class Broken(DeclaredWorkload):
+        def answer(self, args, size, dtype):
+            raise ValueError("shapes do not match")
+
+    report = dry_run(Broken("my-saxpy", saxpy / "space.yaml"), "n=1000", "float32")
+    assert report.findings[-1].level == "problem"
+    assert report.findings[-1].text == "the reference answer could not be computed: ValueError: shapes do not match"
+
+
+def test_dry_run_is_not_a_replay(saxpy, capsys):
+    assert main(["tune", "my-saxpy", "--dry-run", "--simulate"]) == 2
+    assert "--dry-run measures nothing: leave out --simulate and --workers" in capsys.readouterr().err
+
+
+def test_the_built_in_spaces_read_every_parameter():
+    from tuner.workloads import BUILTINS
+
+    assert {name: unread_parameters(get_workload(name).space) for name in BUILTINS} == {n: [] for n in BUILTINS}
+
+
+def test_cpu_code_builds_with_its_own_compiler(one_build, capsys):
+    assert main(["tune", "floyd-warshall-cpu", "--dry-run", "--size", "n=256"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("builds (g++)") == 1 and "next: tuner tune floyd-warshall-cpu\n" in out

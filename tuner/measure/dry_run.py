@@ -1,0 +1,250 @@
+"""`tuner tune NAME --dry-run`: a workload checked before any GPU time is spent on it. Everything a campaign
+does ahead of its first launch, done here without one: the space's valid configs for the size and dtype, the
+parameters the kernel never reads, a few configs compiled exactly as a campaign compiles them (Kernel Tuner's
+source for the config; NVRTC to a cubin where cuda-python is installed, else nvcc with the same options; host
+code with its own compiler), the kernel's symbol in what was built, and the arguments and the reference
+answer every config is verified against."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tuner.errors import TunerError
+from tuner.measure import kt
+from tuner.measure.compile_pool import CompileJob
+from tuner.measure.pipeline import cubin_options, kernel_tuner_source
+from tuner.space import Space
+from tuner.space.model import kt_block_names
+from tuner.workloads.base import Workload
+
+COMPILED = 3  # configs compiled: the first valid one and random others (a campaign compiles every one anyway)
+DEFAULT_CC = "90"  # the architecture compiled for where no GPU says its own (the H100 the project tunes on)
+
+
+@dataclass
+class Finding:
+    """One line of the check: `ok`, a `warning` (the campaign would run, perhaps not as meant) or a `problem`
+    (the campaign would fail or measure nothing)."""
+
+    level: str
+    text: str
+
+
+@dataclass
+class DryRun:
+    workload: str
+    size: str
+    dtype: str
+    on_cpu: bool  # CPU code: a campaign needs no GPU either
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def problems(self) -> int:
+        return sum(f.level == "problem" for f in self.findings)
+
+    def add(self, level: str, text: str) -> None:
+        self.findings.append(Finding(level, text))
+
+
+def dry_run(
+    workload: Workload,
+    size_text: str | None,
+    dtype: str | None,
+    *,
+    backend: str = "nvcuda",
+    cc: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> DryRun:
+    """Check `workload` at a size and dtype (the space's defaults where None); `cc`: the compute capability to
+    compile for (default: this machine's GPU's, else sm_90). Problems with the size or dtype raise."""
+    space = workload.space
+    size_name, size = space.resolve_size(size_text, workload.parse_size)
+    dtype = space.resolve_dtype(dtype)
+    out = DryRun(space.workload, size_name, dtype, space.on_cpu)
+
+    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space, dtype).list]
+    box = int(np.prod([len(v) for v in space.params.values()]))
+    if not configs:
+        out.add("problem", f"no valid config: the restrictions (and 1024 threads a block) rule out all {box}")
+        return out
+    out.add("ok", f"{len(configs)} valid configs of {box} ({len(space.params)} parameters)")
+    for name in unread_parameters(space):
+        out.add(
+            "warning",
+            f"parameter {name} is not read by the kernel source, the launch geometry or the metrics: "
+            "its values all build the same kernel",
+        )
+
+    declared = _kernel_declared(space)
+    if declared is not None:
+        out.add("problem", declared)
+    chosen = [configs[0], *random.Random(0).sample(configs[1:], min(COMPILED - 1, len(configs) - 1))]
+    cc = cc or _gpu_cc()
+    what = space.compiler if space.lang == "host" else f"sm_{cc or DEFAULT_CC}" + ("" if cc else ", no GPU here")
+    for config in chosen:
+        progress(f"compiling {_config_text(config)} for {what}")
+        error = compile_config(space, config, size, dtype, backend, cc or DEFAULT_CC, find_kernel=declared is None)
+        if error:
+            out.add("problem", f"{_config_text(config)} does not build: {error}")
+        else:
+            out.add("ok", f"{_config_text(config)} builds ({what})")
+
+    progress(f"building the arguments and the reference answer for {size_name}")
+    out.findings += _reference(workload, size, dtype)
+    return out
+
+
+def unread_parameters(space: Space) -> list[str]:
+    """Parameters that no word of the kernel source (and the local files it #includes), the launch geometry or
+    the metrics names: every value of one builds and launches the same program."""
+    text = _source_with_includes(space.kernel_source)
+    words = set(re.findall(r"[A-Za-z_]\w*", text))
+    words |= set(kt_block_names(space.block_names)) | set(space.block_names)
+    for expr in [*space.grid, *space.metrics.values()]:
+        words |= set(re.findall(r"[A-Za-z_]\w*", expr.text))
+    return [p for p in space.params if p not in words]
+
+
+def _source_with_includes(path: Path, seen: set[Path] | None = None) -> str:
+    """The source, comments dropped, and the sources it includes with quotes from beside it (recursively)."""
+    seen = seen if seen is not None else set()
+    path = path.resolve()
+    if path in seen or not path.is_file():
+        return ""
+    seen.add(path)
+    text = path.read_text(errors="replace")
+    text = re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
+    for include in re.findall(r'#\s*include\s*"([^"]+)"', text):
+        text += "\n" + _source_with_includes(path.parent / include, seen)
+    return text
+
+
+def _kernel_declared(space: Space) -> str | None:
+    """A problem where the source declares `__global__` functions and none is the space's kernel (None where it
+    is one, or where the source's declarations are not read here: host code, macros)."""
+    from tuner.workloads.scaffold import global_functions
+
+    if space.lang == "host":
+        return None
+    names = [name for name, _ in global_functions(_source_with_includes(space.kernel_source))]
+    if not names or space.kernel_name.split("<")[0].strip() in names:
+        return None
+    return (
+        f"{space.kernel_source.name} has no __global__ function {space.kernel_name} (the space's kernel.name); "
+        f"it has {', '.join(dict.fromkeys(names))}"
+    )
+
+
+def compile_config(
+    space: Space, config: dict, size: dict, dtype: str, backend: str, cc: str, find_kernel: bool = True
+) -> str | None:
+    """Build `config` as a campaign builds it; None if it builds, else the compiler's verdict (its last lines).
+    `find_kernel`: also look for the kernel's name in the cubin built."""
+    run_by = kt.effective_backend(space, backend)
+    try:
+        if run_by in (kt.HOST_BACKEND, kt.CPU_BACKEND):
+            from tuner.measure.hostcode import config_job
+            from tuner.measure.library_backend import build_library
+
+            build_library(config_job(space, config, dtype, size))
+            return None
+        options = kt.kernel_options(space, size, dtype, [], backend)
+        made = kernel_tuner_source(options, config)
+        if made is None:
+            return "Kernel Tuner would not compile it (too many threads a block)"
+        flags = cubin_options(space.compiler_options, cc) or tuple(space.compiler_options)
+        job = CompileJob(made[0], made[1], flags)
+        cubin = _nvrtc_or_nvcc(job)
+    except (RuntimeError, TunerError) as e:
+        return _tail(str(e))
+    name = space.kernel_name.split("<")[0].strip().encode()
+    if find_kernel and name not in cubin:  # NVRTC says so itself (its name expression); nvcc builds the file without it
+        return f"no kernel named {space.kernel_name} in what the source builds (the space's kernel.name)"
+    return None
+
+
+def _nvrtc_or_nvcc(job: CompileJob) -> bytes:
+    """The cubin of a job: NVRTC as a campaign compiles it, or nvcc with the same options where cuda-python
+    (the `cuda` extra) is not installed."""
+    try:
+        from tuner.measure.compile_pool import nvrtc_cubin
+
+        return nvrtc_cubin(job)[0]
+    except ImportError:
+        pass
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise TunerError("neither cuda-python (pip install 'gpu-tuner[cuda]') nor nvcc is here to compile with")
+    with tempfile.TemporaryDirectory(prefix="tuner-dry-run-") as tmp:
+        src, cubin = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
+        src.write_text(job.source)
+        done = subprocess.run(
+            [nvcc, "--cubin", *job.options, "-o", str(cubin), str(src)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.replace(str(src), "kernel.cu"))
+        return cubin.read_bytes()
+
+
+def _reference(workload: Workload, size: dict, dtype: str) -> list[Finding]:
+    """The arguments a campaign makes and the answer it verifies every config against, made once."""
+    start = time.perf_counter()
+    try:
+        args = workload.arguments(size, dtype, np.random.default_rng(0))
+    except Exception as e:  # the user's code: whatever it raises is the finding
+        return [Finding("problem", f"the arguments could not be made: {type(e).__name__}: {_tail(str(e))}")]
+    try:
+        answer = workload.answer(args, size, dtype)
+    except Exception as e:
+        return [Finding("problem", f"the reference answer could not be computed: {type(e).__name__}: {_tail(str(e))}")]
+    seconds = time.perf_counter() - start
+    found = [Finding("ok", f"{len(args)} arguments made, reference answer in {seconds:.2f} s")]
+    if answer is None or not any(a is not None for a in answer):
+        found.append(Finding("warning", "no reference answer: configs are timed but not verified"))
+    elif len(answer) != len(args):
+        found.append(
+            Finding(
+                "problem",
+                f"the answer has {len(answer)} entries for {len(args)} arguments (one each, None "
+                "where an argument is not an output)",
+            )
+        )
+    return found
+
+
+def _gpu_cc() -> str | None:
+    """This machine's GPU's compute capability ('90'), or None without one (nvidia-smi answers)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=compute_cap", "--format=csv,noheader", "-i", "0"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    cap = done.stdout.strip().replace(".", "")
+    return cap if done.returncode == 0 and cap.isdigit() else None
+
+
+def _config_text(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    """The last lines of a compiler's or a function's message, on one line each joined by ' | '."""
+    kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " | ".join(kept)

@@ -45,6 +45,7 @@ def test_init_makes_a_workload_that_list_shows_with_its_origin(project, capsys, 
     folder = project / "workloads" / "saxpy"
     assert (folder / "space.yaml").is_file() and (folder / "saxpy.cu").is_file()
     assert "workloads/saxpy" in out and "tuner list" in out and "tuner tune saxpy --budget 20" in out
+    assert "tuner tune saxpy --dry-run" in out
 
     docs = listed(capsys)
     saxpy = docs["saxpy"]

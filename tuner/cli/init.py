@@ -53,7 +53,8 @@ def command(args: argparse.Namespace) -> int:
     # a folder given with --workloads must be given again (TUNER_WORKLOADS or the settings file need not)
     tuner = f"tuner --workloads {shlex.quote(str(args.workloads_dir))}" if args.workloads_dir else "tuner"
     console.print(
-        f"next:\n  {escape(tuner)} list\n  {escape(tuner)} tune {args.name} --budget 20",
+        f"next:\n  {escape(tuner)} list\n  {escape(tuner)} tune {args.name} --dry-run   # checks it, no GPU needed"
+        f"\n  {escape(tuner)} tune {args.name} --budget 20",
         highlight=False,
         soft_wrap=True,
     )

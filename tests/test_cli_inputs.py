@@ -213,14 +213,16 @@ def test_an_interrupt_says_resume_only_where_measurements_were_stored(monkeypatc
     assert err.startswith("interrupted") and ("run the same command again" in err) == resumes, err
 
 
-def test_nothing_recorded_outside_the_checkout_says_where_the_committed_recordings_are(tmp_path, capsys, monkeypatch):
-    """An editable install run in another project reads the checkout's committed recordings only inside it: a
-    replay with nothing recorded says where they are and how to read them."""
+def test_an_editable_install_reads_the_checkouts_recordings_in_another_project(tmp_path, capsys, monkeypatch):
+    """Run in a project of its own, an editable install reads the recordings committed with the checkout, as a
+    wheel reads those it carries; inside the checkout, --results elsewhere reads that folder alone."""
     from tuner import locations
 
-    if locations.INSTALLED:
-        pytest.skip("an installed package reads its recordings from any folder")
     root = tmp_path / "results"
     root.mkdir()
-    err = fails(["--results", str(root), "tune", "reduction", "--simulate"], capsys, "nothing recorded to replay")
-    assert f"--results {locations.BUILTIN_RESULTS}" in err
+    if not locations.INSTALLED:  # a wheel reads what it carries from any folder
+        fails(["--results", str(root), "tune", "reduction", "--simulate"], capsys, "nothing recorded to replay")
+    monkeypatch.chdir(tmp_path)  # another project: its ./results, and the checkout's (or the wheel's) recordings
+    assert main(["tune", "reduction", "--size", "seed", "--simulate", "--budget", "3", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["simulated"]
+    assert locations.BUILTIN_RESULTS.is_dir() and not list(root.iterdir())  # a replay stores nothing

@@ -17,11 +17,14 @@ def results_root() -> Path:
 
 
 def read_roots(root: Path) -> list[Path]:
-    """The folders a query reads: the project's store, and, in an installed package, the recordings the
-    built-in workloads ship with (read-only package data; a campaign never writes there)."""
+    """The folders a query reads: the project's store, and the recordings the built-in workloads ship with
+    (read-only; a campaign never writes there): a wheel's package data, or a source checkout's committed store
+    where an editable install runs in another project. Inside the checkout its store is the project's own, and
+    `--results` elsewhere there reads that folder alone."""
     roots = [Path(root)]
     shipped = locations.BUILTIN_RESULTS
-    if locations.INSTALLED and shipped.is_dir() and shipped.resolve() != Path(root).resolve():
+    elsewhere = locations.INSTALLED or locations.project().folder != locations.CHECKOUT_ROOT
+    if elsewhere and shipped.is_dir() and shipped.resolve() != Path(root).resolve():
         roots.append(shipped)
     return roots
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from tuner import locations
 from tuner.errors import TunerError
 from tuner.kept import kept
 from tuner.locations import user_cache
@@ -199,7 +198,7 @@ def unrecorded(
     if not recorded:
         return (
             f"nothing recorded to replay for {workload}: a replay needs a campaign measured on a GPU first "
-            f"(`tuner tune {workload}` on a machine with one)" + _checkout_hint(root, workload)
+            f"(`tuner tune {workload}` on a machine with one)"
         )
     on = [s for s in recorded if not gpu or s.gpu == gpu_slug(gpu)]
     if any((safe_name(s.size), s.dtype) == (safe_name(size_name), dtype) for s in on):
@@ -219,20 +218,6 @@ def unrecorded(
     return (
         f"nothing recorded to replay for {workload} {size_name} {dtype}{' on ' + gpu if gpu else ''}; recorded "
         f"{shown} (choose with --size and --dtype; `tuner list {workload}` shows every recording)"
-    )
-
-
-def _checkout_hint(root: Path, workload: str) -> str:
-    """Where the recordings committed with a source checkout hold `workload` but its editable install runs in
-    another project: how to read them (a wheel carries them to any folder: tuner.store.paths.read_roots)."""
-    shipped = locations.BUILTIN_RESULTS
-    if locations.INSTALLED or not shipped.is_dir() or Path(root).resolve() == shipped.resolve():
-        return ""
-    if not sources(shipped, workload):
-        return ""
-    return (
-        f"; the recordings committed with the checkout ({shipped}) are read only inside it: run there, give "
-        f"--results {shipped}, or install it without -e"
     )
 
 

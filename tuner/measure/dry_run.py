@@ -22,6 +22,7 @@ import numpy as np
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.compile_pool import CompileJob
+from tuner.measure.hostcode import BUILD_TIMEOUT_S
 from tuner.measure.pipeline import cubin_options, kernel_tuner_source
 from tuner.space import Space
 from tuner.space.model import kt_block_names
@@ -188,9 +189,15 @@ def _nvrtc_or_nvcc(job: CompileJob) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tuner-dry-run-") as tmp:
         src, cubin = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
         src.write_text(job.source)
-        done = subprocess.run(
-            [nvcc, "--cubin", *job.options, "-o", str(cubin), str(src)], capture_output=True, text=True
-        )
+        try:
+            done = subprocess.run(
+                [nvcc, "--cubin", *job.options, "-o", str(cubin), str(src)],
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"nvcc did not finish in {BUILD_TIMEOUT_S} s") from None
         if done.returncode != 0:
             raise RuntimeError(done.stderr.replace(str(src), "kernel.cu"))
         return cubin.read_bytes()

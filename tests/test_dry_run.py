@@ -106,3 +106,24 @@ def test_cpu_code_builds_with_its_own_compiler(one_build, capsys):
     assert main(["tune", "floyd-warshall-cpu", "--dry-run", "--size", "n=256"]) == 0
     out = capsys.readouterr().out
     assert out.count("builds (g++)") == 1 and "next: tuner tune floyd-warshall-cpu\n" in out
+
+
+def test_a_reference_run_on_the_gpu_is_not_checked_without_one(saxpy, one_build):
+    space = saxpy / "space.yaml"
+    space.write_text(space.read_text().replace('  expression: {y: "a * x + y"}', "  config: {block_size_x: 256, WPT: 1}"))
+    report = dry_run(DeclaredWorkload("my-saxpy", space), "n=1000", "float32", gpu_here=False)
+    assert report.problems == 0
+    assert [(f.level, f.text) for f in report.findings[-2:]] == [
+        ("ok", "4 arguments made"),
+        ("warning", "the reference answer runs the space's reference config on a GPU: not checked here"),
+    ]
+
+
+def test_an_answer_of_the_wrong_length_is_a_problem(saxpy, one_build):
+    class Short(DeclaredWorkload):
+        def answer(self, args, size, dtype):
+            return [None]
+
+    report = dry_run(Short("my-saxpy", saxpy / "space.yaml"), "n=1000", "float32")
+    assert report.findings[-1].level == "problem"
+    assert report.findings[-1].text.startswith("the answer has 1 entries for 4 arguments")

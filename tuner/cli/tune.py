@@ -178,17 +178,21 @@ def command(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace) -> int:
     """--dry-run: the workload's checks, a line each; exit 1 if any is a problem."""
+    from tuner.campaign.request import gpu_missing
+    from tuner.measure import kt
     from tuner.measure.dry_run import dry_run
     from tuner.workloads import get_workload
 
     if args.simulate or args.workers is not None:
         raise TunerError("--dry-run measures nothing: leave out --simulate and --workers")
+    workload = get_workload(args.workload)
     with console.status("") as status:
         report = dry_run(
-            get_workload(args.workload),
+            workload,
             size_text(args),
             args.dtype,
             backend=args.backend,
+            gpu_here=gpu_missing(kt.effective_backend(workload.space, args.backend)) is None,
             progress=lambda text: status.update(escape(text)),
         )
     if args.json:

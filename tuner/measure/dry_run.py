@@ -64,10 +64,12 @@ def dry_run(
     *,
     backend: str = "nvcuda",
     cc: str | None = None,
+    gpu_here: bool = False,
     progress: Callable[[str], None] = lambda _: None,
 ) -> DryRun:
     """Check `workload` at a size and dtype (the space's defaults where None); `cc`: the compute capability to
-    compile for (default: this machine's GPU's, else sm_90). Problems with the size or dtype raise."""
+    compile for (default: this machine's GPU's, else sm_90); `gpu_here`: a reference that runs on the GPU can
+    run. Problems with the size or dtype raise."""
     space = workload.space
     size_name, size = space.resolve_size(size_text, workload.parse_size)
     dtype = space.resolve_dtype(dtype)
@@ -101,7 +103,7 @@ def dry_run(
             out.add("ok", f"{_config_text(config)} builds ({what})")
 
     progress(f"building the arguments and the reference answer for {size_name}")
-    out.findings += _reference(workload, size, dtype)
+    out.findings += _reference(workload, size, dtype, gpu_here)
     return out
 
 
@@ -203,29 +205,38 @@ def _nvrtc_or_nvcc(job: CompileJob) -> bytes:
         return cubin.read_bytes()
 
 
-def _reference(workload: Workload, size: dict, dtype: str) -> list[Finding]:
-    """The arguments a campaign makes and the answer it verifies every config against, made once."""
+def _reference(workload: Workload, size: dict, dtype: str, gpu_here: bool) -> list[Finding]:
+    """The arguments a campaign makes and the answer it verifies every config against, made once (a reference
+    that runs on the GPU, a trusted config or kernel, only where there is one)."""
     start = time.perf_counter()
     try:
         args = workload.arguments(size, dtype, np.random.default_rng(0))
     except Exception as e:  # the user's code: whatever it raises is the finding
         return [Finding("problem", f"the arguments could not be made: {type(e).__name__}: {_tail(str(e))}")]
+    decl = workload.space.declaration
+    if decl is not None and decl.kind in ("config", "kernel") and not gpu_here:
+        return [
+            Finding("ok", f"{len(args)} arguments made"),
+            Finding(
+                "warning", f"the reference answer runs the space's reference {decl.kind} on a GPU: not checked here"
+            ),
+        ]
     try:
         answer = workload.answer(args, size, dtype)
     except Exception as e:
         return [Finding("problem", f"the reference answer could not be computed: {type(e).__name__}: {_tail(str(e))}")]
     seconds = time.perf_counter() - start
     found = [Finding("ok", f"{len(args)} arguments made, reference answer in {seconds:.2f} s")]
-    if answer is None or not any(a is not None for a in answer):
-        found.append(Finding("warning", "no reference answer: configs are timed but not verified"))
-    elif len(answer) != len(args):
+    if answer is not None and len(answer) != len(args):
         found.append(
             Finding(
                 "problem",
-                f"the answer has {len(answer)} entries for {len(args)} arguments (one each, None "
-                "where an argument is not an output)",
+                f"the answer has {len(answer)} entries for {len(args)} arguments (one each, None where an argument "
+                "is not an output)",
             )
         )
+    elif answer is None or not any(a is not None for a in answer):
+        found.append(Finding("warning", "no reference answer: configs are timed but not verified"))
     return found
 
 

@@ -100,3 +100,19 @@ def test_dashboard_names_the_missing_campaign_and_those_there(study_db, capsys, 
     assert main(["dashboard", "nope", "--storage", study_db]) != 0
     err = capsys.readouterr().err
     assert "no campaign 'nope'" in err and "reduction-large-float32-tpe-s0-replay" in err
+
+
+def test_a_campaign_is_found_by_its_name_without_the_gpu_and_hashes(tmp_path):
+    """A campaign on one process names its study `<campaign>@<gpu>/<hashes>`: `tuner dashboard <campaign>` finds
+    it where the name is one study's, and lists them where it names several."""
+    from tuner.campaign.study_storages import find_study
+    from tuner.errors import TunerError
+
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    for name in ["gemm-auto-s1@nvidia-h100-80gb-hbm3/ab12-cd34", "red-auto-s1@nvidia-h100/1-2", "red-auto-s1@nvidia-h200/1-2"]:
+        optuna.create_study(study_name=name, storage=url)
+    found_url, study_id = find_study(tmp_path, "gemm-auto-s1", url)
+    assert found_url == url
+    assert optuna.storages.RDBStorage(url).get_study_name_from_id(study_id) == "gemm-auto-s1@nvidia-h100-80gb-hbm3/ab12-cd34"
+    with pytest.raises(TunerError, match="'red-auto-s1' names 2 studies .*: red-auto-s1@nvidia-h100/1-2, red-auto-s1@nvidia-h200/1-2"):
+        find_study(tmp_path, "red-auto-s1", url)

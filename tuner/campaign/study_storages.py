@@ -37,6 +37,18 @@ def find_study(root: Path, campaign: str | None, url: str | None) -> tuple[str, 
             return candidate, storage.get_study_id_from_name(campaign)
         except KeyError:
             continue
-    names = sorted({s.study_name for c in candidates for s in optuna.get_all_study_summaries(open_storage(c))})
+    studies = [(c, s) for c in candidates for s in optuna.get_all_study_summaries(open_storage(c))]
+    # a campaign on one process names its study `<campaign>@<gpu>/<kernel hash>-<space hash>`: its name alone
+    # will do where it names one study
+    named = [(c, s) for c, s in studies if s.study_name.startswith(f"{campaign}@")]
+    if len(named) == 1:
+        candidate, summary = named[0]
+        return candidate, open_storage(candidate).get_study_id_from_name(summary.study_name)
+    if named:
+        raise TunerError(
+            f"'{campaign}' names {len(named)} studies (one per GPU and kernel version); name one: "
+            + ", ".join(sorted(s.study_name for _, s in named))
+        )
+    names = sorted({s.study_name for _, s in studies})
     where = redact(url) if url else f"the storages under {root} ({redact(default_storage(root))} and the GPUs' folders)"
     raise TunerError(f"no campaign '{campaign}' in {where}" + (f"; there are: {', '.join(names)}" if names else ""))

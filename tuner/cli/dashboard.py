@@ -18,7 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "unit and direction; a failed or invalid config is a pruned trial whose user attribute `tuner.status` "
         "says why.",
     )
-    s.add_argument("campaign", nargs="?", help="the campaign (its Optuna study's name, as `tuner status` lists them)")
+    s.add_argument(
+        "campaign",
+        nargs="?",
+        help="the campaign: its Optuna study's name, or the campaign's name where that names one study (a campaign "
+        "on one process names its study <campaign>@<gpu>/<hashes>; a distributed one as `tuner status` lists it)",
+    )
     s.add_argument("--storage", help="an Optuna storage URL (default: the studies under the results folder)")
     s.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8080, help="the port to serve on (default 8080)")

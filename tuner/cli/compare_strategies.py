@@ -161,12 +161,27 @@ def _several(docs: list[dict], args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(docs, indent=2))
         return
-    _print_table("Methodology scores per recording (cold / warm: the default strategy)", *summary_rows(docs))
+    header, rows = summary_rows(docs)
+    # the scores are what the table is for: the other strategies' go first, then the budget and the configs,
+    # the default's cold and warm and the best Kernel Tuner strategy's last; a long file name is shortened
+    last = len(header) - 1
+    order = [*range(last - 1, 4, -1), 2, 1, last]
+    _print_table("Methodology scores per recording (cold / warm: the default strategy)", header, rows, order)
 
 
-def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    """The columns that fit the terminal, whole, and a line naming those left out."""
-    keep, left_out = _fitting(header, rows, console.width)
+FIRST_WIDTH = 24  # characters of the first column's cells kept, at least, when the table is too wide
+
+
+def _print_table(title: str, header: list[str], rows: list[list[str]], drop_order: list[int] | None = None) -> None:
+    """The columns that fit the terminal, whole, and a line naming those left out (`drop_order`: the columns
+    to leave out, first first; by default the middle ones from the right, then the last; the first three stay)."""
+    if drop_order is None:
+        drop_order = [*range(len(header) - 2, 2, -1), len(header) - 1]
+    # a long name in the first column (a recording's file) is shortened to FIRST_WIDTH before a score goes
+    shortest = [[_shortened(r[0], FIRST_WIDTH), *r[1:]] for r in rows]
+    keep, left_out = _fitting(header, shortest, console.width, drop_order)
+    room = console.width - 1 - _width(header, rows, keep[1:]) - 3
+    rows = [[_shortened(r[0], max(room, FIRST_WIDTH)), *r[1:]] for r in rows]
     table = Table(title=title, title_justify="left")
     for i in keep:
         table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
@@ -181,19 +196,29 @@ def _fmt(score: float) -> str:
     return "n/a" if math.isnan(score) else f"{score:.3f}"
 
 
-def _fitting(header: list[str], rows: list[list[str]], width: int) -> tuple[list[int], list[str]]:
-    """The columns that fit `width` whole (a rich table spends 3 characters a column on padding and rule, and
-    one more): the first three always; then the others, left out from the right-most middle column inwards
-    (the last column, the budget's or the best Kernel Tuner strategy's, kept) until the rest fits."""
+def _width(header: list[str], rows: list[list[str]], columns: list[int]) -> int:
+    """Characters these columns take whole (a rich table spends 3 a column on padding and rule)."""
+    cells = lambda i: [header[i], *(r[i] for r in rows)]  # noqa: E731
+    return sum(max(len(line) for c in cells(i) for line in c.split("\n")) + 3 for i in columns)
 
-    def need(i: int) -> int:
-        cells = [header[i], *(r[i] for r in rows)]
-        return max(len(line) for c in cells for line in c.split("\n")) + 3
 
+def _fitting(
+    header: list[str], rows: list[list[str]], width: int, drop_order: list[int]
+) -> tuple[list[int], list[str]]:
+    """The columns that fit `width` whole (and one character more), leaving out those of `drop_order` in its
+    order until the rest fits; the left-out names, in the table's order."""
     keep = list(range(len(header)))
-    left_out: list[str] = []
-    while 1 + sum(need(i) for i in keep) > width and len(keep) > 3:
-        drop = keep[-2] if len(keep) > 4 else keep[-1]
+    for drop in drop_order:
+        if 1 + _width(header, rows, keep) <= width:
+            break
         keep.remove(drop)
-        left_out.insert(0, header[drop])
+    left_out = [header[i] for i in range(len(header)) if i not in keep]
     return keep, left_out
+
+
+def _shortened(text: str, width: int) -> str:
+    """`text` in at most `width` characters, its middle replaced by an ellipsis."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]

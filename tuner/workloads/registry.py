@@ -10,13 +10,20 @@ installed package's: its entry point's), and the space's `workload:` key must sa
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import inspect
+import re
+import reprlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
 
 import yaml
 
@@ -50,7 +57,8 @@ class Found:
     space_path: Path
     sources_within: Path
     module: str | None = None  # an importable module defining WORKLOAD
-    module_file: Path | None = None  # a workload.py in the user's folder
+    module_file: Path | None = None  # its workload.py: the user's (loaded from the file), or an installed package's
+    error: str | None = None  # why it cannot be loaded (an entry point that names no package): its commands say it
 
 
 def _builtins() -> list[Found]:
@@ -74,27 +82,36 @@ def folder_workloads(folder: Path) -> list[Found]:
 
 def _installed() -> list[Found]:
     """Entry points name an importable package laid out as a user's workload folder (space.yaml, kernels,
-    optionally workload.py): `name = "pkg.subpackage"`."""
+    optionally workload.py): `name = "pkg.subpackage"`. Finding the package imports its parents (their
+    `__init__.py`): what they print goes to stderr, and one that cannot be imported, or names no package, is
+    that workload's error (said by the commands that use it, and by `tuner list`), not every command's."""
     found = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         package = ep.value.split(":")[0]
-        spec = importlib.util.find_spec(package)
+        dist = getattr(ep, "dist", None)
+        origin = f"package {dist.name if dist else '?'} ({ep.value})"
+        named = f"entry point '{ep.name}' of group {ENTRY_POINT_GROUP} names '{ep.value}'"
+        try:
+            spec = _user_code(named, partial(importlib.util.find_spec, package))
+        except TunerError as e:
+            found.append(Found(ep.name, origin, Path(), Path(), error=str(e)))
+            continue
         folders = list(spec.submodule_search_locations or []) if spec is not None else []
         if not folders:
-            raise TunerError(
-                f"entry point '{ep.name}' of group {ENTRY_POINT_GROUP} names '{ep.value}', which is not "
-                "an importable package (a folder with space.yaml)"
-            )
+            error = f"{named}, which is not an importable package (a folder with space.yaml)"
+            found.append(Found(ep.name, origin, Path(), Path(), error=error))
+            continue
         folder = Path(folders[0])
-        dist = getattr(ep, "dist", None)
-        module = f"{package}.workload" if (folder / MODULE_FILE).is_file() else None
+        module_file = folder / MODULE_FILE
+        has_module = module_file.is_file()
         found.append(
             Found(
                 ep.name,
-                f"package {dist.name if dist else '?'} ({ep.value})",
+                origin,
                 folder / SPACE_FILE,
                 folder,
-                module=module,
+                module=f"{package}.workload" if has_module else None,
+                module_file=module_file if has_module else None,
             )
         )
     return found
@@ -156,28 +173,157 @@ def discover() -> dict[str, Found]:
 
 
 def _instantiate(found: Found) -> Workload:
-    if found.module is not None:
-        workload = importlib.import_module(found.module).WORKLOAD
+    workload: object
+    if found.module is not None:  # a built-in's, or an installed package's workload.py
+        module_name = found.module
+        where: object = found.module_file or module_name
+        module = _user_code(where, partial(importlib.import_module, module_name))
     elif found.module_file is not None:
-        module_name = f"tuner_user_workload_{found.name.replace('-', '_')}"
-        spec = importlib.util.spec_from_file_location(module_name, found.module_file)
-        assert spec is not None and spec.loader is not None  # a .py file always has a spec and a loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
-        try:
-            spec.loader.exec_module(module)
-        except Exception as e:  # noqa: BLE001  (a user's module: whatever it raises is said in one line)
-            raise TunerError(f"{found.module_file}: cannot be imported: {type(e).__name__}: {e}") from None
-        workload = getattr(module, "WORKLOAD", None)
-        if not isinstance(workload, Workload):
-            raise TunerError(f"{found.module_file}: must define WORKLOAD, an instance of a tuner.Workload subclass")
+        where = found.module_file
+        module = _user_code(where, partial(_import_file, found.name, found.module_file))
     else:
         from tuner.workloads.declared import DeclaredWorkload
 
         workload = DeclaredWorkload()
+        where = None
+    if where is not None:
+        workload = _user_code(where, partial(getattr, module, "WORKLOAD", None))  # a module __getattr__ runs
+        if not isinstance(workload, Workload):
+            hint = ""
+            if isinstance(workload, type) and issubclass(workload, Workload):
+                hint = f" (WORKLOAD is the class {workload.__name__}: write WORKLOAD = {workload.__name__}())"
+            raise TunerError(f"{where}: must define WORKLOAD, an instance of a tuner.Workload subclass{hint}")
+        _check_hooks(workload, where)
+    assert isinstance(workload, Workload)
     workload.name = found.name
     workload.space_path, workload.sources_within, workload.origin = found.space_path, found.sources_within, found.origin
     return workload
+
+
+def _import_file(name: str, path: Path) -> Any:
+    """The user's workload.py, imported as the module `tuner_user_workload_<name>` (left out of sys.modules if
+    it cannot be imported, as `import` does)."""
+    module_name = "tuner_user_workload_" + re.sub(r"\W", "_", name)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None  # a .py file always has a spec and a loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+T = TypeVar("T")
+
+
+def _user_code(where: object, load: Callable[[], T]) -> T:
+    """`load()`, which runs a user's module (importing it): what it prints goes to stderr (stdout is the
+    tuner's: `tuner list --json`, say), and whatever it raises, sys.exit() included, is one line naming
+    `where` (a file, or an entry point). Ctrl-C stays Ctrl-C."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return load()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001  (a user's module: whatever it raises is said in one line)
+        raise TunerError(f"{where}: cannot be imported: {_said(e)}{_line_in(e, where)}") from None
+
+
+def _said(e: BaseException) -> str:
+    """An exception in one line: its type, and its message if it has one."""
+    message = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
+    if isinstance(e, SystemExit):
+        return f"it calls sys.exit({e.code!r})" if e.code is not None else "it calls sys.exit()"
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__
+
+
+def _line_in(e: BaseException, where: object) -> str:
+    """Where the exception was raised: " (line N)", the last line of the file `where` it went through; else
+    " (FILE, line N)", the innermost line of a file (not Python's import machinery) it went through."""
+    machinery = ("<", str(Path(importlib.__file__).parent), __file__)  # frozen modules, importlib, this file
+    lines = [(tb.tb_frame.f_code.co_filename, tb.tb_lineno) for tb in _traceback(e)]
+    lines = [(file, line) for file, line in lines if not file.startswith(machinery)]
+    here = [line for file, line in lines if file == str(where)]
+    if here:
+        return f" (line {here[-1]})"
+    return f" ({lines[-1][0]}, line {lines[-1][1]})" if lines else ""
+
+
+def _traceback(e: BaseException) -> list[TracebackType]:
+    tb, out = e.__traceback__, []
+    while tb is not None:
+        out.append(tb)
+        tb = tb.tb_next
+    return out
+
+
+@cache
+def _hooks() -> dict[str, inspect.Signature]:
+    """The hooks a workload may override, by name, with the signatures the tuner calls them by: the public
+    methods of tuner.Workload."""
+    return {
+        name: inspect.signature(f)
+        for name, f in vars(Workload).items()
+        if inspect.isfunction(f) and not name.startswith("_")
+    }
+
+
+def _check_hooks(workload: Workload, where: object) -> None:
+    """Every hook the workload overrides can be called as the tuner calls it (its positional arguments, as
+    tuner.Workload declares them): else one line naming `where`, each such hook, and the signature expected.
+    A method tuner.Workload does not have is the workload's own business."""
+    wrong = []
+    for name, expected in _hooks().items():
+        if inspect.getattr_static(workload, name) is vars(Workload)[name]:
+            continue  # not overridden
+        want = f"{name}{_shown(expected)}"
+        try:
+            hook = getattr(workload, name)
+        except Exception as e:  # noqa: BLE001  (a property that raises, say)
+            wrong.append(f"{type(workload).__name__}.{name} cannot be read ({_said(e)}): the hook is {want}")
+            continue
+        if not callable(hook):
+            shown = reprlib.repr(hook)
+            wrong.append(f"{type(workload).__name__}.{name} is {shown}, not a method: the hook is {want}")
+            continue
+        try:
+            signature = inspect.signature(hook)
+        except (TypeError, ValueError):  # a callable whose signature Python cannot say: left to run
+            continue
+        positional = [p for p in list(expected.parameters.values())[1:] if p.kind in _POSITIONAL]
+        try:
+            signature.bind(*positional)
+        except TypeError:
+            wrong.append(f"{_defined(workload, name, hook, where)} cannot be called as the hook {want}")
+    if wrong:
+        raise TunerError(f"{where}: {'; '.join(wrong)}")
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """A signature without its annotations: `(self, size, dtype)`."""
+    bare = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=bare, return_annotation=inspect.Signature.empty))
+
+
+def _defined(workload: Workload, name: str, hook: Callable, where: object) -> str:
+    """The hook as the user wrote it: `W.parse_size(self) (line 4)`; `(helpers.py, line 4)` from another file."""
+    function = getattr(hook, "__func__", hook)
+    try:
+        shown = f"{getattr(function, '__qualname__', name)}{_shown(inspect.signature(function))}"
+    except (TypeError, ValueError):
+        shown = f"{type(workload).__name__}.{name}"
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return shown
+    if code.co_filename == str(where):
+        return f"{shown} (line {code.co_firstlineno})"
+    return f"{shown} ({code.co_filename}, line {code.co_firstlineno})"
 
 
 @cache
@@ -187,6 +333,8 @@ def _get(name: str, workloads_folder: Path, stamp: int | None) -> Workload:
         raise TunerError(twice[name])
     if name not in table:
         raise TunerError(f"unknown workload '{name}'; known: {', '.join(sorted(table))}")
+    if table[name].error is not None:
+        raise TunerError(table[name].error)
     _check_declared_name(table[name])
     return _instantiate(table[name])
 

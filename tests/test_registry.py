@@ -121,6 +121,23 @@ def test_a_kernel_path_may_not_leave_the_workloads_folder(project):
         registry.get_workload("escape").space
 
 
+def test_a_part_in_the_project_and_in_the_shipped_recordings_is_read_once(project, monkeypatch):
+    """A user who copied shipped recordings into the project's store (or runs on a copy of the checkout's) gets
+    each campaign's rows once, not once per copy; the project's own root alone on request (a gate's baselines)."""
+    from tuner.store import load_evaluations, read_parts
+
+    shipped = project / "shipped"
+    shutil.copytree(locations.BUILTIN_RESULTS / "nvidia-h100-80gb-hbm3" / "reduction", shipped / "nvidia-h100-80gb-hbm3" / "reduction")
+    monkeypatch.setattr(locations, "INSTALLED", True)
+    monkeypatch.setattr(locations, "BUILTIN_RESULTS", shipped)
+    own, parts = project / "results", "*/reduction/evaluations/*.parquet"
+    n, answered = len(read_parts(parts, own)), len(load_evaluations("reduction", own))
+    assert n > 0 and read_parts(parts, own, shipped=False).empty
+    shutil.copytree(shipped, own)
+    assert len(read_parts(parts, own)) == len(read_parts(parts, own, shipped=False)) == n
+    assert len(load_evaluations("reduction", own)) == answered
+
+
 def test_an_installed_package_answers_from_the_recordings_it_ships(project, monkeypatch):
     """In a wheel, the built-ins' recordings are package data: read beside the (empty) project store."""
     from tuner.answers.best_config import best
@@ -136,5 +153,6 @@ def test_an_installed_package_answers_from_the_recordings_it_ships(project, monk
     assert best("reduction", "seed", "float32", gpu="NVIDIA H100 80GB HBM3", root=own)["fallback"] == "exact"
     assert {s.gpu_name for s in sources(own, "reduction")} == {"NVIDIA H100 80GB HBM3"}  # the shipped rows'
     assert len(json.loads(find_recording(own, "reduction", "seed", "float32").read_text())["cache"]) == 576
-    monkeypatch.setattr(locations, "INSTALLED", False)  # a checkout reads its own results only
+    monkeypatch.setattr(locations, "INSTALLED", False)  # inside the checkout --results reads that folder alone
+    monkeypatch.chdir(locations.CHECKOUT_ROOT)
     assert load_evaluations("reduction", own).empty

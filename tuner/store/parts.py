@@ -94,12 +94,12 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
     write_atomically(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
-def read_parts(pattern: str, root: Path) -> pd.DataFrame:
-    """The rows of every part matching `pattern` under the store `root` (and the recordings an installed
-    package ships: tuner.store.paths.read_roots), merged, as the schema of their folder admits them
-    (tuner.store.schema). What was left out goes to the tuner.store.schema.collect() around the read (an answer says
-    so), else is a warning."""
-    found = read_store(pattern, root)
+def read_parts(pattern: str, root: Path, shipped: bool = True) -> pd.DataFrame:
+    """The rows of every part matching `pattern` under the store `root` (and, unless `shipped` is False, the
+    recordings shipped with the built-in workloads: tuner.store.paths.read_roots), merged, as the schema of their
+    folder admits them (tuner.store.schema). What was left out goes to the tuner.store.schema.collect() around the
+    read (an answer says so), else is a warning."""
+    found = read_store(pattern, root, shipped)
     if found.degraded and not record(found.degraded):
         for path, reason in found.degraded.parts.items():
             warnings.warn(f"{path}: {reason}; left out: move it aside or copy it again", stacklevel=2)
@@ -109,11 +109,17 @@ def read_parts(pattern: str, root: Path) -> pd.DataFrame:
     return found.frame
 
 
-def read_store(pattern: str, root: Path) -> StoreRead:
+def read_store(pattern: str, root: Path, shipped: bool = True) -> StoreRead:
     """read_parts, with what it left out (StoreRead: .frame, .degraded), recorded nowhere."""
     rules = schema_for(pattern)
     degraded = Degraded()
-    parts = [p for r in read_roots(root) for p in sorted(Path(r).glob(pattern), key=_in_order)]
+    parts, seen = [], set()
+    for r in read_roots(root) if shipped else [Path(root)]:
+        for part in sorted(Path(r).glob(pattern), key=_in_order):
+            name = part.relative_to(r)  # a campaign's part copied into the project's store: its rows read once
+            if name not in seen:
+                seen.add(name)
+                parts.append(part)
     merged = _merged_chunks(parts)
     read = []
     for part in parts:
@@ -126,7 +132,7 @@ def read_store(pattern: str, root: Path) -> StoreRead:
             degraded.add_part(part, _unreadable(e))
             continue
         read.append((part, data, hashlib.blake2b(data, digest_size=16).digest()))
-    whole = _kept("read", [pattern, str(Path(root).resolve())], rules)
+    whole = _kept("read", [pattern, str(Path(root).resolve()), *([] if shipped else ["own"])], rules)
     contents = [(str(part), digest.hex()) for part, _, digest in read]
     kept = whole.get(contents, _is_parsed)
     if kept is not None:

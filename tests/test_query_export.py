@@ -243,6 +243,12 @@ def test_cli_results(filled, capsys, tmp_path):
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 7
     assert main(["results", "reduction", "--size", "seed", "--gpu", GPU, "--by", "nope"]) == 2
     assert "--by takes one or two" in capsys.readouterr().err
+    # JSON: every row unless --top; what the answer is drawn from said on stderr, stdout stays JSON
+    assert main(["results", "reduction", "--size", "n=5000000", "--gpu", GPU, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 200 and "note: size n=5000000 was never measured" in err
+    assert main(["results", "reduction", "--size", "seed", "--gpu", GPU, "--json", "--top", "2"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
 
 
 def test_results_of_a_time_objective_on_the_recorded_floyd_warshall_campaigns(capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -14,6 +15,9 @@ from tuner.formatting import Items
 
 if TYPE_CHECKING:
     from tuner.answers.best_config import Selection
+
+
+TOP = 20  # configs a table shows on screen unless --top or --all
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,13 +39,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's)",
     )
     shown = s.add_mutually_exclusive_group()
-    shown.add_argument("--top", type=int, default=20, help="show the best N configs (default 20)")
+    shown.add_argument(
+        "--top", type=int, help=f"show the best N configs (default {TOP} on screen, every one with --json)"
+    )
     shown.add_argument("--all", action="store_true", help="show every config measured")
     s.add_argument(
         "--by", nargs="+", metavar="PARAM", help="one parameter: best and median per value; two: a grid of the best"
     )
     s.add_argument("--csv", help="also write the table (every row) to this CSV file")
-    s.add_argument("--json", action="store_true", help="the table as JSON records")
+    s.add_argument(
+        "--json", action="store_true", help="the table as JSON records (every row, or --top N); notes go to stderr"
+    )
     s.set_defaults(func=command)
 
 
@@ -55,7 +63,7 @@ def command(args: argparse.Namespace) -> int:
         render,
     )
 
-    if args.top < 1:
+    if args.top is not None and args.top < 1:
         raise TunerError(f"--top {args.top}: show at least 1 config (--all for every one)")
     sel = select(args.workload, size_text(args), args.dtype, gpu=args.gpu, root=args.results)
     space = sel.workload.space
@@ -65,12 +73,15 @@ def command(args: argparse.Namespace) -> int:
     if args.csv:
         write_text(args.csv, shown.to_csv(index=grid))
     if args.json:
+        for note in sel.notes:  # what the answer is drawn from (another GPU, the nearest size): said, off stdout
+            print(f"note: {note}", file=sys.stderr)
         doc = shown.reset_index() if grid else shown
+        doc = doc.head(args.top) if args.top else doc
         print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
         return 0
     for note in sel.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
-    heading, out = render(sel, table, shown, args.by, None if args.all else args.top, console.width)
+    heading, out = render(sel, table, shown, args.by, None if args.all else args.top or TOP, console.width)
     console.print(heading, highlight=False)
     console.print(recorded_line(sel), highlight=False)
     console.print(out, highlight=False)

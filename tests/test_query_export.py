@@ -162,6 +162,11 @@ def test_export_header_compiles_and_selects_per_gpu_and_size(filled, tmp_path):
         exe = tmp_path / "probe"
         subprocess.run(["gcc", *defines, "-I", str(tmp_path), str(probe), "-o", str(exe)], check=True)
         assert subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip() == want
+    # the header lists the choices, and TUNER_REQUIRE_CONFIG makes a choice it lacks a compile error
+    assert " *   FAKE_GPU_9000 16M FLOAT32\n" in header.read_text()
+    wrong = subprocess.run(["gcc", "-DTUNER_REQUIRE_CONFIG", "-DTUNER_GPU_OTHER", "-I", str(tmp_path), str(probe),
+                            "-o", str(tmp_path / "never")], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "no tuned configuration of reduction" in wrong.stderr
 
 
 def test_run_config_takes_the_best_or_checks_the_given_one(filled):

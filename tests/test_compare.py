@@ -317,14 +317,11 @@ COMPLETE = [("reduction", size, dtype) for size, dtype in RECORDED] + [
 
 
 def _exported(tmp_path, workload, size, dtype, fmt="kt-cache", gz=False):
-    """The store's recording, exported as Kernel Tuner's file by `tuner export`."""
-    out = tmp_path / f"{workload}-{size}-{dtype}.{'t4.' if fmt == 't4' else ''}json"
+    """The store's recording, exported as Kernel Tuner's file by `tuner export` (a name ending in .gz: gzip)."""
+    out = tmp_path / f"{workload}-{size}-{dtype}.{'t4.' if fmt == 't4' else ''}json{'.gz' if gz else ''}"
     assert main(["export", workload, "--format", fmt, "--size", size, "--dtype", dtype, "--gpu", H100,
                  "-o", str(out)]) == 0
-    if gz:
-        packed = out.with_name(out.name + ".gz")
-        packed.write_bytes(gzip.compress(out.read_bytes()))
-        return packed
+    assert (out.read_bytes()[:2] == b"\x1f\x8b") == gz  # gzip's magic number
     return out
 
 

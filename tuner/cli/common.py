@@ -4,6 +4,7 @@ several commands take the same way (--size/--matrix, NAME=VALUE, the campaign st
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -19,9 +20,14 @@ console = Console()
 
 
 def write_text(path: str, text: str) -> None:
-    """Write `text` to `path`; a failure is one line naming the file."""
+    """Write `text` to `path`, gzip-compressed where its name ends in .gz (as Kernel Tuner's caches are
+    shared: `cache.json.gz`); a failure is one line naming the file."""
     try:
-        Path(path).write_text(text)
+        if str(path).endswith(".gz"):
+            with gzip.open(path, "wt") as f:
+                f.write(text)
+        else:
+            Path(path).write_text(text)
     except OSError as e:
         raise TunerError(f"cannot write {path}: {e.strerror}") from None
 

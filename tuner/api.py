@@ -88,7 +88,7 @@ def results(
     metrics, provenance), narrowed to a size, dtype and GPU where given. The GPU as `best` takes it: its stored
     name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload, size or dtype the
     workload does not have, a GPU it has nothing stored on, or a `results` that is not a folder. The columns:
-    docs/store.md (an empty store: an empty frame with those columns)."""
+    docs/store.md (an empty store: an empty frame with the columns every row has)."""
     from tuner.store import load_evaluations
     from tuner.store.gpu_choice import required_gpu
     from tuner.workloads import get_workload

@@ -49,7 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="Optuna strategies start from scratch, not from the best configs stored for other sizes",
     )
-    s.add_argument("--timeout", type=float, default=60.0, help="seconds one configuration may take before it is killed")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds one configuration may take before it is killed (default 60)",
+    )
     s.add_argument("--storage", help="Optuna storage URL (default: SQLite beside the results)")
     s.add_argument(
         "--simulate", action="store_true", help="replay from results/ in Kernel Tuner's simulation mode (no GPU)"

@@ -36,7 +36,7 @@ def caption(doc: dict) -> str:
     """What was compared, and how to read the table."""
     first = next(iter(doc["strategies"].values()))["methodology"]["evaluations"]
     return (
-        f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']}: {doc['configs']} recorded configs, "
+        f"{recording_name(doc)}{' on ' + doc['gpu'] if doc.get('gpu') else ''}: {doc['configs']} recorded configs, "
         f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats{_seeds(doc)}, "
         f"budget {doc['budget']} unique evaluations. @k: best found after k unique evaluations as a fraction of "
         f"the optimum (mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "

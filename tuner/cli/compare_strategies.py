@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.common import console, write_text
@@ -182,7 +183,7 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], drop_orde
     keep, left_out = _fitting(header, shortest, console.width, drop_order)
     room = console.width - 1 - _width(header, rows, keep[1:]) - 3
     rows = [[_shortened(r[0], max(room, FIRST_WIDTH)), *r[1:]] for r in rows]
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")  # a caption's [...] is text, not markup
     for i in keep:
         table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
     for r in rows:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.errors import TunerError
+from tuner.formatting import config_text
 from tuner.measure import kt
 from tuner.measure.compile_pool import CompileJob
 from tuner.measure.hostcode import BUILD_TIMEOUT_S
@@ -95,12 +96,12 @@ def dry_run(
     cc = cc or _gpu_cc()
     what = space.compiler if space.lang == "host" else f"sm_{cc or DEFAULT_CC}" + ("" if cc else ", no GPU here")
     for config in chosen:
-        progress(f"compiling {_config_text(config)} for {what}")
+        progress(f"compiling {config_text(config)} for {what}")
         error = compile_config(space, config, size, dtype, backend, cc or DEFAULT_CC, find_kernel=declared is None)
         if error:
-            out.add("problem", f"{_config_text(config)} does not build: {error}")
+            out.add("problem", f"{config_text(config)} does not build: {error}")
         else:
-            out.add("ok", f"{_config_text(config)} builds ({what})")
+            out.add("ok", f"{config_text(config)} builds ({what})")
 
     progress(f"building the arguments and the reference answer for {size_name}")
     out.findings += _reference(workload, size, dtype, gpu_here)
@@ -256,10 +257,6 @@ def _gpu_cc() -> str | None:
         return None
     cap = done.stdout.strip().replace(".", "")
     return cap if done.returncode == 0 and cap.isdigit() else None
-
-
-def _config_text(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
 def _tail(text: str, lines: int = 6) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from tuner.measure import kt
 from tuner.measure.protocol import MeasureSpec
 from tuner.measure.provenance import software, source_hash
 from tuner.measure.runner import IsolatedRunner
+from tuner.store.schema import record
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
@@ -59,11 +61,62 @@ def _baseline_path(root: Path, gpu: str, workload: str) -> Path:
     return store.workload_dir(root, gpu, workload) / BASELINE_FILE
 
 
-def load_baselines(root: Path | None = None, gpu: str | None = None) -> pd.DataFrame:
-    df = store.read_parts(f"*/*/{BASELINE_FILE}", root or store.results_root())
+def load_baselines(root: Path | None = None, gpu: str | None = None, *, shipped: bool = False) -> pd.DataFrame:
+    """The baselines of the project's store `root` (of `gpu`); with `shipped`, also those the recordings shipped
+    with the built-in workloads hold (tuner.store.paths.read_roots), which no gate of the project checks."""
+    df = store.read_parts(f"*/*/{BASELINE_FILE}", root or store.results_root(), shipped=shipped)
     if gpu and not df.empty:
         df = df[df["gpu"] == gpu]
     return df
+
+
+@dataclass
+class Baselines:
+    """The baselines a check compares with, and the baseline parts that could not be read (their kernels are
+    not in `frame`: a check must say so, and name them where a kernel it was asked for is among them)."""
+
+    frame: pd.DataFrame
+    unreadable: dict[str, str] = field(default_factory=dict)  # part: why it could not be read
+    shipped: bool = False  # those shipped with the built-in workloads: the project has none of its own
+
+    def unreadable_of(self, workloads: Iterable[str] | None = None, gpu: str | None = None) -> dict[str, str]:
+        """The unreadable parts of `workloads` (None: any) on `gpu`, known by their folder: <gpu>/<workload>/check/."""
+        names = None if workloads is None else set(workloads)
+        return {
+            path: why
+            for path, why in self.unreadable.items()
+            if (names is None or Path(path).parent.parent.name in names)
+            and (gpu is None or Path(path).parent.parent.parent.name == store.gpu_slug(gpu))
+        }
+
+
+def unreadable_text(parts: dict[str, str]) -> str:
+    """`parts` ({path: why}, baseline parts) as a clause: "the baseline part P (why) could not be read: move it
+    aside or record it again with `tuner baseline W`", W the workloads their folders name."""
+    named = "; ".join(f"{path} ({why})" for path, why in sorted(parts.items()))
+    workloads = " ".join(sorted({Path(path).parent.parent.name for path in parts}))
+    return (
+        f"the baseline part{'s' if len(parts) > 1 else ''} {named} could not be read: move "
+        f"{'them' if len(parts) > 1 else 'it'} aside or record {'them' if len(parts) > 1 else 'it'} again with "
+        f"`tuner baseline {workloads}`"
+    )
+
+
+def read_baselines(root: Path, *, shipped_if_none: bool = False) -> Baselines:
+    """The project's own baselines (the store `root` alone: a gate checks what the project recorded, not the
+    recordings shipped with the built-in workloads), with the parts that could not be read. With
+    `shipped_if_none` (`tuner check --simulate`, the README's demo), a project with no baseline at all gets those
+    shipped with the built-ins instead (Baselines.shipped), where an installed package reads them
+    (tuner.store.paths.read_roots). What was left out goes to the tuner.store.schema.collect() around the read,
+    else is a warning, as tuner.store.read_parts does."""
+    pattern = f"*/*/{BASELINE_FILE}"
+    found, shipped = store.read_store(pattern, root, shipped=False), False
+    if shipped_if_none and found.frame.empty and not found.degraded and len(store.read_roots(root)) > 1:
+        found, shipped = store.read_store(pattern, root, shipped=True), True
+    if found.degraded and not record(found.degraded):
+        for path, reason in found.degraded.parts.items():
+            warnings.warn(f"{path}: {reason}; left out: move it aside or copy it again", stacklevel=2)
+    return Baselines(found.frame, dict(found.degraded.parts), shipped and not found.frame.empty)
 
 
 def take_baseline(

@@ -5,7 +5,9 @@ again), normalises by the reference of the same round, and compares distribution
 This module holds the run, the verdict for one kernel, the refusal rules, the re-tune of a regressed kernel
 and the exit code; the reports are in tuner.answers.check_report. Exit 0 pass, 1 regression (slower, or a
 wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison, a baseline recorded
-before its space gained a parameter)."""
+before its space gained a parameter or timed otherwise than kernels are timed now). The baselines are the
+project's own (its store's root alone: never those shipped with the built-in workloads). A check whose
+baseline's config is no longer the stored best for its GPU, size and dtype says so (StoreRows)."""
 
 from __future__ import annotations
 
@@ -18,12 +20,20 @@ from pathlib import Path
 import pandas as pd
 
 from tuner import store
-from tuner.answers.baseline import MIN_ROUNDS, _measuring_process, load_baselines, noise_floor
+from tuner.answers.baseline import (
+    MIN_ROUNDS,
+    Baselines,
+    _measuring_process,
+    noise_floor,
+    read_baselines,
+    unreadable_text,
+)
 from tuner.answers.stats import THRESHOLD, compare, normalise
 from tuner.errors import TunerError
 from tuner.formatting import config_text
 from tuner.measure.provenance import gpu_info
 from tuner.space import Space, format_size
+from tuner.store.schema import record
 from tuner.workloads import get_workload
 
 
@@ -44,6 +54,7 @@ class CheckResult:
     noise_floor: float | None = None  # the slowdown this kernel must show to be flagged on this runner
     rounds: list = field(default_factory=list)  # this check's per-round medians (ms), for a closer look
     decided_by: str = ""  # "normalised" or "raw": whose verdict is the check's
+    stored_best: dict | None = None  # the stored best config, where the baseline's is no longer it (StoreRows)
 
     @property
     def exit_code(self) -> int:
@@ -131,6 +142,153 @@ def check_retune(retune: int) -> None:
         raise TunerError(f"--retune {retune}: give a number of evaluations (0: no re-tune)")
 
 
+def check_threshold(threshold: float) -> None:
+    """--threshold: a fraction above 0 and below 1 (5 is not 5%: a 500% slowdown would pass)."""
+    if not 0 < threshold < 1:  # NaN too
+        raise TunerError(
+            f"--threshold {threshold:g}: give a fraction such as 0.03 (a regression must be more than 3% slower)"
+        )
+
+
+def lacking_parameters(base: dict, space: Space, config: dict) -> str | None:
+    """Why the baseline is stale where its config (completed with the space's defaults) lacks parameters of
+    today's space: it names no kernel of today's (recorded before the space gained them)."""
+    missing = [k for k in space.params if k not in config]
+    if not missing:
+        return None
+    return (
+        f"its config lacks {', '.join(missing)}, parameters the space gained since; record it again with "
+        f"`tuner baseline {base['workload']}`"
+    )
+
+
+def timing_differs(base: dict, space: Space, timing: str) -> str | None:
+    """Why the baseline is stale where it was timed otherwise than kernels are timed now (`timing`, the worker's
+    protocol: tuner/measure/timing.py): e.g. taken before kernels' start events waited for their launch, its
+    times carry the launch overhead (8-20 us), which would hide a regression of that size in a short kernel."""
+    if store.timing_matches(base, space, timing):
+        return None
+    recorded = base.get("timing")
+    return (
+        f"timed {recorded if isinstance(recorded, str) else 'plain'}, kernels are timed {timing} now (tuner/measure/timing.py); record "
+        f"it again with `tuner baseline {base['workload']}`"
+    )
+
+
+def missing_baseline(workload: str, baselines: Baselines, gpu: str | None, none: str) -> str:
+    """Why a workload named on the command line has no baseline to check: its baseline part could not be read
+    (named), else `none`."""
+    damaged = baselines.unreadable_of([workload], gpu)
+    if damaged:
+        return unreadable_text(damaged)
+    return none
+
+
+@dataclass
+class _Read:
+    """StoreRows' read of one workload: its successful evaluations (of its baselines' GPUs, sizes and dtypes),
+    those by (GPU, size, dtype), its confirmations by the same, and what the read of the evaluations left out."""
+
+    rows: pd.DataFrame
+    groups: dict[tuple, pd.DataFrame]
+    confirmations: dict[tuple, pd.DataFrame]
+    left_out: store.Degraded
+
+
+class StoreRows:
+    """The evaluations (and confirmations) of each workload checked, read once per workload and only for the
+    GPUs, sizes and dtypes of its baselines: the times a planted config is replayed from (check_replay), and the
+    stored best config of each baseline's GPU, size and dtype, which `tuner best` and `tuner export` answer
+    (stored_best). Reading them adds nothing to the check's `degraded` (what a check leaves out is its
+    baselines): a plant, whose times come from them, records what its read left out (record_left_out)."""
+
+    def __init__(self, baselines: pd.DataFrame, root: Path) -> None:
+        self.root = root
+        self.baselines = baselines
+        self._read: dict[str, _Read] = {}
+
+    def _of(self, workload: str) -> _Read:
+        if workload not in self._read:
+            found = store.read_store(f"*/{workload}/evaluations/*.parquet", self.root)
+            rows, groups = found.frame, {}
+            if not rows.empty:
+                mine = self.baselines[self.baselines["workload"] == workload]
+                keys = set(_keyed(mine["gpu"], mine["size_vars"].map(_canonical_size), mine["dtype"]))
+                sizes = {sv: _canonical_size(sv) for sv in rows["size_vars"].unique()}
+                rows = rows.assign(size_key=rows["size_vars"].map(sizes))  # sizes told apart as JSON, not text
+                rows = rows[_keyed(rows["gpu"], rows["size_key"], rows["dtype"]).isin(keys)]
+                space = get_workload(workload).space
+                rows = store.without_superseded(store.complete_configs(rows, space), space)
+                rows = rows[rows["status"] == "ok"]
+                groups = {k: group for k, group in rows.groupby(["gpu", "size_key", "dtype"], sort=False)}
+            confirmations = store.read_store(f"*/{workload}/confirmations/*.parquet", self.root).frame
+            confirmed = {}  # by (GPU, size, dtype): best_row reads each baseline's alone, not every one again
+            if not confirmations.empty:
+                sizes = {sv: _canonical_size(sv) for sv in confirmations["size_vars"].unique()}
+                confirmations = confirmations.assign(size_key=confirmations["size_vars"].map(sizes))
+                confirmed = dict(iter(confirmations.groupby(["gpu", "size_key", "dtype"], sort=False)))
+            self._read[workload] = _Read(rows, groups, confirmed, found.degraded)
+        return self._read[workload]
+
+    def evaluations(self, workload: str) -> pd.DataFrame:
+        """The successful evaluations of `workload` on its baselines' GPUs, sizes and dtypes."""
+        return self._of(workload).rows
+
+    def record_left_out(self, workload: str) -> None:
+        """What the read of `workload`'s evaluations left out, to the schema.collect() around the check."""
+        left_out = self._of(workload).left_out
+        if left_out:
+            record(left_out)
+
+    def stored_best(self, base: dict, space: Space) -> tuple[dict, str] | None:
+        """Where the baseline's config is no longer the best stored for its GPU, size and dtype (a later campaign
+        found a better one: `tuner best` and `tuner export` answer it, and the gate checks a config no longer
+        shipped): that config, and a note saying so. None where it still is, or nothing is stored there."""
+        read = self._of(base["workload"])
+        key = (base["gpu"], _canonical_size(base["size_vars"]), base["dtype"])
+        ok = read.groups.get(key)
+        if ok is None or ok.empty:
+            return None
+        from tuner.answers.best_config import best_row
+
+        confirmations = read.confirmations.get(key, pd.DataFrame())
+        best = json.loads(best_row(ok, space.maximize, self.root, confirmations)["config"])
+        own = space.complete(json.loads(base["config"]))
+        if best == own:
+            return None
+        changed = {k: v for k, v in best.items() if own.get(k, object()) != v}
+        had = {k: own[k] for k in changed if k in own}
+        in_part = ""
+        if read.left_out:
+            left = [*read.left_out.parts, *read.left_out.rows]
+            in_part = f" (from a store read in part: {', '.join(sorted(left))} left out)"
+        return best, (
+            f"the baseline's config is no longer the stored best on {base['gpu']} at {base['size']} "
+            f"{base['dtype']}: `tuner best` answers {config_text(changed)}"
+            + (f" (the baseline has {config_text(had)})" if had else "")
+            + f"{in_part}; refresh with `tuner baseline {base['workload']} --size {base['size']} --dtype {base['dtype']}`"
+        )
+
+
+def _keyed(gpu: pd.Series, size: pd.Series, dtype: pd.Series) -> pd.Series:
+    """(GPU, size, dtype) as one text per row, to match many rows at once."""
+    return gpu.astype(str) + "\0" + size.astype(str) + "\0" + dtype.astype(str)
+
+
+def _canonical_size(size_vars: str) -> str:
+    return json.dumps(json.loads(size_vars), sort_keys=True)
+
+
+def note_stored_best(res: CheckResult, base: dict, space: Space, rows: StoreRows) -> None:
+    """The note (and `stored_best`) of a check whose baseline's config is no longer the stored best."""
+    if res.verdict == "stale":  # said already: record it again
+        return
+    found = rows.stored_best(base, space)
+    if found:
+        res.stored_best, note = found
+        res.reason = (res.reason + "; " if res.reason else "") + note
+
+
 def run_check(
     workloads: Sequence[str] | None = None,
     *,
@@ -145,6 +303,7 @@ def run_check(
     retune: int = 0,
     log: Callable[[str], object] = print,
 ) -> list[CheckResult]:
+    check_threshold(threshold)
     if rounds < MIN_ROUNDS:
         raise TunerError(f"a check needs at least {MIN_ROUNDS} rounds to compare, got --rounds {rounds}")
     check_retune(retune)
@@ -154,18 +313,25 @@ def run_check(
     here = gpu_info(device)
     if here["gpu"] == "unknown":
         raise TunerError("no CUDA GPU found: a check needs the GPU it compares")
-    df = load_baselines(root)
+    baselines = read_baselines(root)  # the project's own: not those shipped with the built-in workloads
+    df = baselines.frame
     if df.empty:
+        damaged = baselines.unreadable_of()
+        if damaged:
+            raise TunerError(f"no baseline could be read: {unreadable_text(damaged)}")
         raise TunerError("no baseline stored: record one with `tuner baseline WORKLOAD ...`")
     if workloads:
         df = df[df["workload"].isin(workloads)]
     mine = df[df["gpu"] == here["gpu"]]
     if mine.empty and not allow_different:
         of = f" of {', '.join(workloads)}" if workloads else ""
+        damaged = baselines.unreadable_of(workloads, here["gpu"])
         raise TunerError(
             f"no baseline{of} for {here['gpu']}"
             + (
-                f" (there are for {', '.join(sorted(df['gpu'].unique()))}); use --allow-different to compare anyway"
+                f": {unreadable_text(damaged)}"
+                if damaged
+                else f" (there are for {', '.join(sorted(df['gpu'].unique()))}); use --allow-different to compare anyway"
                 if not df.empty
                 else f": record one with `tuner baseline {' '.join(workloads or ['WORKLOAD'])}`"
             )
@@ -176,38 +342,38 @@ def run_check(
     for base in df.to_dict("records") if plant else ():  # said now, not after minutes of measuring
         planted_config(base, spaces[base["workload"]], plant or {})
     results = [
-        CheckResult(w, "", "", {}, "refused", f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`")
+        CheckResult(
+            w,
+            "",
+            "",
+            {},
+            "refused",
+            missing_baseline(
+                w, baselines, here["gpu"], f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`"
+            ),
+        )
         for w in workloads or ()
         if w not in set(df["workload"])
     ]  # named, so a CI gate must not pass it by
     for res in results:
         log(f"{res.workload}: refused ({res.reason})")
+    rows = StoreRows(df, root)
     for base in df.to_dict("records"):
         space = spaces[base["workload"]]
         config = planted_config(base, space, plant or {})
         t0 = time.monotonic()
-        missing = [k for k in space.params if k not in config]
-        if missing:  # recorded before the space gained these parameters: the config names no kernel of today's
+        lacking = lacking_parameters(base, space, config)
+        if lacking:  # recorded before the space gained these parameters: the config names no kernel of today's
             gpu, lifecycle = here, {}
-            now = {
-                "status": "stale baseline",
-                "error": f"its config lacks {', '.join(missing)}, parameters the "
-                f"space gained since; record it again with `tuner baseline {base['workload']}`",
-            }
+            now = {"status": "stale baseline", "error": lacking}
         else:
             runner, gpu = _measuring_process(
                 base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device, timeout
             )
             try:
-                if not store.timing_matches(base, space, gpu["timing"]):
-                    # e.g. taken before kernels' start events waited for their launch: its times carry the
-                    # launch overhead (8-20 us), which would hide a regression of that size in a short kernel
-                    now = {
-                        "status": "stale baseline",
-                        "error": f"timed {base.get('timing') or 'plain'}, kernels "
-                        f"are timed {gpu['timing']} now (tuner/measure/timing.py); record it again with "
-                        f"`tuner baseline {base['workload']}`",
-                    }
+                stale = timing_differs(base, space, gpu["timing"])
+                if stale:
+                    now = {"status": "stale baseline", "error": stale}
                 elif allow_different or not _refusal(base, gpu):
                     now = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
                 else:
@@ -218,6 +384,7 @@ def run_check(
         res = check_one(base, gpu, now, threshold=threshold, allow_different=allow_different)
         if plant:
             res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
+        note_stored_best(res, base, space, rows)
         if res.verdict == "regression" and retune:
             res.retuned = retuned(base, retune, log, backend=backend, device=device)
         log(

@@ -7,7 +7,11 @@ of its own as a real check's would be. Unchanged code should then pass; `slowdow
 session's kernel times (not its reference's) by 1 + slowdown, a regression the gate must flag; a planted
 config (--plant) scales them by how much longer that config took than the baseline's in the store's campaigns
 on the same GPU, size and dtype. Nothing is measured: the verdicts are check_one's on recorded figures, and each
-result says it was replayed. A re-tune (--retune) of a regression replays a campaign from the recording."""
+result says it was replayed. A re-tune (--retune) of a regression replays a campaign from the recording.
+As on a GPU (tuner.answers.check.run_check): the baselines are the project's own (a project with none replays
+those shipped with the built-in workloads, saying so), a workload named without one is refused, and a stale
+baseline (timed otherwise than kernels are timed now, or its config lacking parameters its space gained) is
+stale, not replayed."""
 
 from __future__ import annotations
 
@@ -18,11 +22,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner import store
-from tuner.answers.baseline import MIN_ROUNDS, load_baselines
-from tuner.answers.check import CheckResult, check_one, check_plant, check_retune, planted_config, retuned
+from tuner.answers.baseline import MIN_ROUNDS, read_baselines, unreadable_text
+from tuner.answers.check import (
+    CheckResult,
+    StoreRows,
+    check_one,
+    check_plant,
+    check_retune,
+    check_threshold,
+    lacking_parameters,
+    missing_baseline,
+    note_stored_best,
+    planted_config,
+    retuned,
+    timing_differs,
+)
 from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
 from tuner.formatting import config_text
+from tuner.measure.timing import PROTOCOL
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
@@ -64,38 +82,76 @@ def simulate_check(
     root: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> list[CheckResult]:
-    """Every stored baseline (of `workloads`) checked against its own held-out session. `plant` scales that
-    session's kernel times by how much longer the planted config took in the store's campaigns (planted_ratio),
-    `slowdown` by 1 + slowdown; `retune` replays a campaign of that many evaluations for each regression."""
+    """Every baseline of the project's store (of `workloads`) checked against its own held-out session; a
+    project with no baseline at all replays those shipped with the built-in workloads, and says so. `plant`
+    scales that session's kernel times by how much longer the planted config took in the store's campaigns
+    (planted_ratio), `slowdown` by 1 + slowdown; `retune` replays a campaign of that many evaluations for each
+    regression. A baseline a check on the GPU would not run (stale: timed otherwise than kernels are timed now,
+    or its config lacking parameters its space gained) is stale here too."""
+    check_threshold(threshold)
     if not -0.5 < slowdown < 10:
         raise TunerError(f"--plant-slowdown {slowdown}: give a fraction such as 0.1 (a 10% slower kernel)")
     check_retune(retune)
     for name in workloads or ():
         get_workload(name)
     root = Path(root or store.results_root())
-    df = load_baselines(root)
+    baselines = read_baselines(root, shipped_if_none=True)
+    df = baselines.frame
+    if baselines.shipped:
+        log(
+            f"no baseline in this project's store ({root}): replaying the {len(df)} baseline(s) shipped with the "
+            "built-in workloads (a gate checks the project's own: record them with `tuner baseline WORKLOAD ...`)"
+        )
     if workloads:
         df = df[df["workload"].isin(workloads)]
     if df.empty:
-        raise TunerError("no baseline stored to replay: record one with `tuner baseline WORKLOAD ...` on a GPU")
+        damaged = baselines.unreadable_of(workloads)
+        if damaged:
+            raise TunerError(f"no baseline could be read to replay: {unreadable_text(damaged)} (on a GPU)")
+        of = f" of {', '.join(workloads)}" if workloads else ""
+        named = " ".join(workloads or ["WORKLOAD ..."])
+        raise TunerError(f"no baseline{of} stored to replay: record one with `tuner baseline {named}` on a GPU")
     spaces = {name: get_workload(name).space for name in set(df["workload"])}
     check_plant(plant or {}, spaces)
     for base in df.to_dict("records") if plant else ():  # a planted config that breaks a restriction: said first
         planted_config(base, spaces[base["workload"]], plant or {})
-    evaluations: dict[str, pd.DataFrame] = {}
-    results = []
+    results = [
+        CheckResult(
+            w,
+            "",
+            "",
+            {},
+            "refused",
+            missing_baseline(w, baselines, None, f"no baseline stored to replay: record one with `tuner baseline {w}`"),
+        )
+        for w in workloads or ()
+        if w not in set(df["workload"])
+    ]  # named, so a CI gate must not pass it by (as on a GPU)
+    for res in results:
+        log(f"{res.workload}: refused ({res.reason})")
+    rows = StoreRows(df, root)
+    shipped = "; a baseline shipped with the built-in workloads" if baselines.shipped else ""
     for base in df.to_dict("records"):
         space = spaces[base["workload"]]
+        # as a check on the GPU would: stale where the config lacks parameters, or was timed otherwise than
+        # a worker times kernels now (tuner.measure.timing.PROTOCOL)
+        stale = lacking_parameters(base, space, planted_config(base, space, plant or {})) or timing_differs(
+            base, space, PROTOCOL
+        )
         split = held_out(base)
         scales = []  # (factor, why): what the held-out session's kernel times are scaled by
-        if split is not None and plant:
-            if base["workload"] not in evaluations:
-                evaluations[base["workload"]] = store.load_evaluations(base["workload"], root)
-            ratio, why = planted_ratio(base, space, planted_config(base, space, plant), evaluations[base["workload"]])
+        if split is not None and plant and not stale:
+            rows.record_left_out(base["workload"])  # the plant's times come from the evaluations
+            config = planted_config(base, space, plant)
+            ratio, why = planted_ratio(base, space, config, rows.evaluations(base["workload"]))
             scales.append((ratio, f"planted {config_text(plant)}: {why}"))
         if slowdown:
             scales.append((1 + slowdown, f"--plant-slowdown {slowdown:g}"))
-        if split is None:
+        gpu = {k: base[k] for k in GPU_KEYS}
+        if stale:
+            res = check_one(base, gpu, {"status": "stale baseline", "error": stale})
+            res.reason = f"replayed: {res.reason}"
+        elif split is None:
             res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "refused")
             res.reason = "a replay needs a baseline of two sessions or more (take it with --sessions 6)"
         elif any(factor is None for factor, _ in scales):
@@ -105,7 +161,7 @@ def simulate_check(
             earlier, now = split
             factor = math.prod(f for f, _ in scales if f is not None)
             now["rounds"] = [x * factor for x in now["rounds"]]
-            res = check_one(earlier, {k: base[k] for k in GPU_KEYS}, now, threshold=threshold)
+            res = check_one(earlier, gpu, now, threshold=threshold)
             planted = f", its kernel times scaled by {factor:.4g} ({'; '.join(w for _, w in scales)})" if scales else ""
             said = f"replayed: sessions 1-{earlier['sessions']} against session {earlier['sessions'] + 1}{planted}"
             res.reason = f"{said}; {res.reason}" if res.reason else said
@@ -114,6 +170,8 @@ def simulate_check(
                     res.retuned = retuned(base, retune, log, replay=root)
                 except TunerError as e:  # no recording to replay it from: the verdict stands, said
                     res.reason += f"; not re-tuned: {e}"
+        res.reason += shipped
+        note_stored_best(res, base, space, rows)
         log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({res.reason})")
         results.append(res)
     return results

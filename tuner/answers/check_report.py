@@ -1,4 +1,9 @@
-"""The reports of `tuner check` (tuner.answers.check): a markdown table, JUnit XML for CI, and JSON."""
+"""The reports of `tuner check` (tuner.answers.check): a markdown table, JUnit XML for CI, and JSON.
+
+Each says, besides the verdicts, what the gate could not see: the store's parts (or rows) left out by a damaged
+store (`degraded`, as tuner.store.schema.Degraded.as_dict() gives it: a baseline part left out is kernels not
+checked, exit 3 unless allowed), and, where the check could not run at all (exit 2), the error, so that a CI
+step that publishes the reports always finds them."""
 
 from __future__ import annotations
 
@@ -15,7 +20,41 @@ def _fmt(d: dict) -> str:
     return f"{d['change']:+.1%} [{d['ci'][0]:+.1%}, {d['ci'][1]:+.1%}]"
 
 
-def markdown(results: list[CheckResult]) -> str:
+def left_out(degraded: dict | None) -> list[tuple[str, str]]:
+    """(path, what was left out of it) for each part of a degraded read."""
+    if not degraded:
+        return []
+    out = [(p["path"], p["reason"]) for p in degraded.get("parts", [])]
+    out += [(r["path"], f"{r['count']} row(s) left out: {r['reason']}") for r in degraded.get("rows", [])]
+    return out
+
+
+def degraded_line(degraded: dict | None, allowed: bool = False) -> str:
+    """One line saying the gate is degraded and naming what could not be read ("" where nothing was)."""
+    parts = left_out(degraded)
+    if not parts:
+        return ""
+    named = "; ".join(f"`{path}` ({why})" for path, why in parts)
+    verdict = "allowed by --allow-degraded" if allowed else "exit 3, unless --allow-degraded"
+    return (
+        f"**degraded**: the store could not be read in full, and what it left out is not checked (a baseline part "
+        f"left out is kernels not checked; {verdict}): {named}"
+    )
+
+
+def markdown(
+    results: list[CheckResult],
+    *,
+    degraded: dict | None = None,
+    allowed: bool = False,
+    error: str | None = None,
+) -> str:
+    """The table of verdicts, then a line for what the store left out; where the check could not run (`error`),
+    that line alone."""
+    if error is not None:
+        return f"**error**: the check could not run (exit 2): {error}\n" + (
+            f"\n{degraded_line(degraded, allowed)}\n" if left_out(degraded) else ""
+        )
     lines = [
         "| kernel | size | dtype | verdict | baseline ms | now ms | raw change [99% CI] | "
         "normalised change [99% CI] | reference | flagged above | note |",
@@ -27,17 +66,34 @@ def markdown(results: list[CheckResult]) -> str:
             f"| {r.workload} | {r.size} | {r.dtype} | **{r.verdict}** | {r.baseline_ms or '':.6} | "
             f"{r.now_ms or '':.6} | {_fmt(r.raw)} | {_fmt(r.normalised)} | {r.reference} | {floor} | {r.reason} |"
         )
+    if left_out(degraded):
+        lines += ["", degraded_line(degraded, allowed)]
     return "\n".join(lines) + "\n"
 
 
-def junit(results: list[CheckResult]) -> str:
+def junit(
+    results: list[CheckResult],
+    *,
+    degraded: dict | None = None,
+    allowed: bool = False,
+    error: str | None = None,
+) -> str:
+    """A testsuite of one testcase per kernel checked; each part the store left out is a testcase with an
+    error element (skipped where --allow-degraded allowed it), and a check that could not run one testcase with
+    its error."""
+    parts = left_out(degraded)
+    errors = sum(r.exit_code == 2 for r in results) + (0 if allowed else len(parts)) + (error is not None)
     suite = ET.Element(
         "testsuite",
         name="tuner check",
-        tests=str(len(results)),
+        tests=str(len(results) + len(parts) + (error is not None)),
         failures=str(sum(r.verdict in ("regression", "failed") for r in results)),
-        errors=str(sum(r.exit_code == 2 for r in results)),
+        errors=str(errors),
+        skipped=str(len(parts) if allowed else 0),
     )
+    if error is not None:
+        case = ET.SubElement(suite, "testcase", classname="tuner.check", name="check")
+        ET.SubElement(case, "error", message="the check could not run").text = error
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=f"tuner.{r.workload}", name=f"{r.size}-{r.dtype}")
         text = f"raw {_fmt(r.raw)}; normalised {_fmt(r.normalised)}; {r.reason}"
@@ -47,8 +103,17 @@ def junit(results: list[CheckResult]) -> str:
             ET.SubElement(case, "error", message=r.verdict).text = text
         else:
             ET.SubElement(case, "system-out").text = text
+    for path, why in parts:
+        case = ET.SubElement(suite, "testcase", classname="tuner.store", name=path)
+        said = f"{path}: {why}; left out of the check (a baseline part left out is kernels not checked)"
+        ET.SubElement(case, "skipped" if allowed else "error", message="degraded store: left out").text = said
     return ET.tostring(suite, encoding="unicode")
 
 
-def as_json(results: list[CheckResult]) -> str:
-    return json.dumps({"exit_code": exit_code(results), "checks": [asdict(r) for r in results]}, indent=2, default=str)
+def as_json(results: list[CheckResult], *, code: int | None = None, degraded: dict | None = None) -> str:
+    """{"exit_code": the process's (the verdicts', else `code`), "checks": [...], "degraded": what the store left
+    out, where it did}."""
+    doc: dict = {"exit_code": exit_code(results) if code is None else code, "checks": [asdict(r) for r in results]}
+    if left_out(degraded):
+        doc["degraded"] = degraded
+    return json.dumps(doc, indent=2, default=str)

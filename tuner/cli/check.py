@@ -24,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--threshold",
         type=float,
         default=0.03,  # tuner.answers.stats.THRESHOLD (imported lazily)
-        help="smallest slowdown reported, as a fraction (default 0.03: a 5%% slowdown is caught)",
+        help="the practical threshold, as a fraction above 0 and below 1: a kernel is a regression when it is "
+        "significantly slower by more than this, or than its own noise floor where that is higher (default 0.03: "
+        "3%%)",
     )
     s.add_argument(
         "--allow-different", action="store_true", help="compare even across GPU models or major driver/CUDA versions"
@@ -73,16 +75,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run the check, print and write its reports; the exit code is the verdict, then whether the store was whole
-    (a damaged baseline part would otherwise leave its kernels out of the gate unsaid)."""
+    (a damaged baseline part would otherwise leave its kernels out of the gate unsaid). The reports say what the
+    store left out, and carry the process's exit code; a check that could not run at all (exit 2) still writes
+    --junit and --markdown, with its error, for a CI step that publishes them whatever happened."""
+    from tuner.answers import check
     from tuner.store.schema import collect
 
-    with collect() as degraded:
-        code = _check(args)
-    status = degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # said in any case
-    return code or status
+    try:
+        with collect() as degraded:
+            results = _check(args)
+    except Exception as e:  # exit 2 (a TunerError, or a bug: tuner.cli.main says which): the reports say why
+        degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # the damage said too
+        said = str(e) if isinstance(e, TunerError) else f"{type(e).__name__}: {e} (a bug to report)"
+        _write_reports(args, [], degraded.as_dict() if degraded else None, error=said)
+        raise
+    left = degraded.as_dict() if degraded else None
+    status = degraded_status(left, args.allow_degraded)  # said in any case
+    code = check.exit_code(results) or status
+    _report(args, results, code, left)
+    return code
 
 
-def _check(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace) -> list:
     from tuner.answers import check
 
     plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None
@@ -90,13 +104,14 @@ def _check(args: argparse.Namespace) -> int:
         folder = Path(path).resolve().parent
         if not folder.is_dir():
             raise TunerError(f"cannot write {path}: no folder {folder}")
+    check.check_threshold(args.threshold)
     log = Console(stderr=True).print if args.json else console.print
     if args.plant_slowdown and not args.simulate:
         raise TunerError("--plant-slowdown is for --simulate (on a GPU, --plant changes the config itself)")
     if args.simulate:
         from tuner.answers.check_replay import simulate_check
 
-        results = simulate_check(
+        return simulate_check(
             args.workloads or None,
             threshold=args.threshold,
             slowdown=args.plant_slowdown,
@@ -105,8 +120,7 @@ def _check(args: argparse.Namespace) -> int:
             root=args.results,
             log=log,
         )
-        return _report(args, results)
-    results = check.run_check(
+    return check.run_check(
         args.workloads or None,
         rounds=args.rounds,
         threshold=args.threshold,
@@ -118,18 +132,35 @@ def _check(args: argparse.Namespace) -> int:
         retune=args.retune,
         log=log,
     )  # stdout: the JSON
-    return _report(args, results)
 
 
-def _report(args: argparse.Namespace, results: list) -> int:
-    from tuner.answers import check, check_report
+def _report(args: argparse.Namespace, results: list, code: int, degraded: dict | None) -> None:
+    from tuner.answers import check_report
 
     if args.json:
-        print(check_report.as_json(results))
+        print(check_report.as_json(results, code=code, degraded=degraded))
     else:
-        console.print(check_report.markdown(results), highlight=False, soft_wrap=True)  # a table: no line breaks
-    if args.junit:
-        write_text(args.junit, check_report.junit(results))
-    if args.markdown:
-        write_text(args.markdown, check_report.markdown(results))
-    return check.exit_code(results)
+        table = check_report.markdown(results, degraded=degraded, allowed=args.allow_degraded)
+        console.print(table, highlight=False, soft_wrap=True)  # a table: no line breaks
+    _write_reports(args, results, degraded)
+
+
+def _write_reports(args: argparse.Namespace, results: list, degraded: dict | None, error: str | None = None) -> None:
+    """--junit and --markdown; with `error` (the check could not run), each that can be written is, and a
+    failure to write one is not said over the error."""
+    from tuner.answers import check_report
+
+    allowed = args.allow_degraded
+    for path, text in (
+        (args.junit, lambda: check_report.junit(results, degraded=degraded, allowed=allowed, error=error)),
+        (args.markdown, lambda: check_report.markdown(results, degraded=degraded, allowed=allowed, error=error)),
+    ):
+        if not path:
+            continue
+        if error is None:
+            write_text(path, text())
+            continue
+        try:
+            write_text(path, text())
+        except TunerError:  # e.g. its folder missing: the error already says what stopped the check
+            pass

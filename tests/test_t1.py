@@ -273,6 +273,18 @@ def test_triad(tmp_path):
     assert_valid_space(doc, tmp_path / "space.yaml")
 
 
+def test_a_bool_parameter_becomes_0_and_1(tmp_path):
+    """A space's values are never booleans (`#define FLAG True` would not compile): a T1 bool is 0 and 1, its
+    Default too."""
+    doc = copy.deepcopy(TRIAD)
+    doc["ConfigurationSpace"]["TuningParameters"].append({"Name": "FAST", "Type": "bool", "Values": "[True, False]",
+                                                          "Default": True})
+    space = imported(tmp_path, doc, "triad")
+    assert space["parameters"]["FAST"] == [1, 0] and space["reference"]["config"]["FAST"] == 1
+    assert not isinstance(space["reference"]["config"]["FAST"], bool)
+    assert_valid_space(space, tmp_path / "space.yaml")
+
+
 def test_kernel_tuner_problem_size_and_grid_divisors(tmp_path):
     doc = imported(tmp_path, CONVOLUTION)
     assert doc["launch"] == {

@@ -16,6 +16,7 @@ the arguments and the reference from it)."""
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from tuner.space.array_expressions import ARRAY_FUNCTIONS, ArrayExpression
-from tuner.space.errors import SpaceError, kernel_path
+from tuner.space.errors import SpaceError, kernel_path, one_of
 from tuner.space.expressions import Expression
 
 DTYPE_VAR = "$dtype"
@@ -228,12 +229,29 @@ def _check_expressions(texts: dict, seen: dict, outputs: list, size_vars: set, f
             e = ArrayExpression(text)
             e.check_names(known)
         except ValueError as err:
-            fail(["reference", "expression", name], f"{err} in '{text}'")
+            fail(["reference", "expression", name], f"{err}{_method_hint(text)} in '{text}'")
         expressions[name] = e
     for name in outputs:
         if name not in expressions:
             fail(["reference", "expression"], f"no expression for output '{name}' (arguments.{seen[name]})")
     return expressions
+
+
+def _method_hint(text: object) -> str:
+    """What to say besides the allowed functions of an expression that calls a method (`x.reshape(n)`): that
+    methods cannot be called, and the function to call instead."""
+    try:
+        tree = ast.parse(str(text), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method, on = node.func.attr, ast.unparse(node.func.value)
+            if len(on) > 40:
+                on = "x"
+            instead = f": write {method}({on}, ...)" if method in ARRAY_FUNCTIONS else ""
+            return f"; methods cannot be called ({on}.{method}(...)){instead}"
+    return ""
 
 
 def _check_config(config: dict, doc: dict, params: set, fail: Fail) -> None:
@@ -249,7 +267,7 @@ def _check_config(config: dict, doc: dict, params: set, fail: Fail) -> None:
     if missing:
         fail(at, f"missing parameter(s) {', '.join(missing)} (only those with a default may be left out)")
     for k, v in config.items():
-        if k in values and v not in values[k]:
+        if k in values and not one_of(v, values[k]):  # true is not 1, 2.0 is not 2
             fail([*at, k], f"{v!r} is not one of its values ({', '.join(map(str, values[k]))})")
     full = {**{k: v for k, v in defaults.items() if k not in config}, **config}
     own = [(f"dtype {d}'s ", r) for d, e in doc.get("dtypes", {}).items() for r in (e or {}).get("restrictions", [])]

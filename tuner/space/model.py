@@ -17,11 +17,13 @@ import numpy as np
 
 from tuner.errors import TunerError
 from tuner.space.declaration import Declaration
+from tuner.space.errors import SpaceError, one_of, value_kind
 from tuner.space.expressions import Expression
 
 # names every metric expression may read besides the parameters and the size variables
 METRIC_INPUTS = ("time", "itemsize")
 BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's, for dimensions launch leaves
+SIZE_MIN, SIZE_MAX = 1, 2**63 - 1  # a size variable's limits where size_limits gives none
 
 
 def kt_block_names(block: list) -> list[str]:
@@ -121,7 +123,7 @@ class Space:
                 + (f"missing {', '.join(sorted(missing))} " if missing else "")
                 + (f"unknown {', '.join(sorted(unknown))}" if unknown else "")
             )
-        bad = {k: v for k, v in config.items() if v not in self.params[k]}
+        bad = {k: v for k, v in config.items() if not one_of(v, self.params[k])}  # true is not 1
         if bad:
             raise TunerError(
                 f"{what}: values outside the space: "
@@ -132,8 +134,29 @@ class Space:
         return dict(config)
 
     def grid_dims(self, config: dict, size: dict) -> list:
+        """The grid, in blocks, a config launches at a size: launch.grid's expressions, then 1 for the dimensions
+        it leaves. An expression that raises, is not a whole number (a fraction that int() would truncate:
+        too few blocks) or is below 1 is a SpaceError naming launch.grid.<i>, the config and the size."""
         scope = {**size, **config}
-        return [int(g(scope)) for g in self.grid] + [1] * (3 - len(self.grid))
+        return [self._grid_dim(i, g, scope, config, size) for i, g in enumerate(self.grid)] + [1] * (3 - len(self.grid))
+
+    def _grid_dim(self, i: int, g: Expression, scope: dict, config: dict, size: dict) -> int:
+        def fail(what: str) -> SpaceError:
+            return SpaceError(
+                self.path, ["launch", "grid", i], f"'{g.text}' for {config} at size {format_size(size)} {what}"
+            )
+
+        try:
+            value = g(scope)
+        except Exception as e:  # noqa: BLE001  (any error of evaluating it: ZeroDivisionError, ValueError...)
+            raise fail(f"cannot be evaluated: {type(e).__name__}: {' '.join(str(e).split())}") from None
+        if value_kind(value) not in ("int", "float"):
+            raise fail(f"is {value!r}, not a number of blocks")
+        if value_kind(value) == "float" and not float(value).is_integer():
+            raise fail(f"is {value}, not a whole number of blocks (use ceil() or //)")
+        if value < 1:
+            raise fail(f"is {value}, fewer than 1 block (every dimension of a grid has at least 1)")
+        return int(value)
 
     def block_dims(self, config: dict) -> tuple[int, int, int]:
         """The thread block a config launches, as Kernel Tuner reads it (kt_block_names; a name the config
@@ -156,17 +179,28 @@ class Space:
     def itemsize(self, dtype: str) -> int:
         return np.dtype(dtype).itemsize
 
-    def compute_metrics(self, row: dict, size: dict, dtype: str) -> dict:
-        """Metrics of one measured config; `time` is the median of its repeats, in ms."""
+    def compute_metrics(self, row: dict, size: dict, dtype: str, *, strict: bool = False) -> dict:
+        """Metrics of one measured config; `time` is the median of its repeats, in ms. A metric undefined for
+        the config is NaN; `strict` (the loader's check, with a sample time): a SpaceError naming the metric,
+        the size, the dtype, the time and the config instead, for one that raises or is not a finite number."""
         times = row.get("times")
         time = statistics.median(times) if times else row.get("time")
-        scope = {**size, **{k: row[k] for k in self.params}, "time": time, "itemsize": self.itemsize(dtype)}
+        config = {k: row[k] for k in self.params}
+        scope = {**size, **config, "time": time, "itemsize": self.itemsize(dtype)}
         out = {}
         for name, expr in self.metrics.items():
+            what = None
             try:
                 out[name] = float(expr(scope))
-            except (ZeroDivisionError, OverflowError, ValueError):  # a metric undefined for this config
+            except Exception as e:  # noqa: BLE001  (a metric undefined for this config: ZeroDivisionError...)
                 out[name] = float("nan")
+                what = f"cannot be evaluated: {type(e).__name__}: {' '.join(str(e).split())}"
+            if strict and not math.isfinite(out[name]):
+                where = (
+                    f"for {config} at size {format_size(size)}, {dtype} (itemsize {scope['itemsize']}), time {time} ms"
+                )
+                what = what or f"is {out[name]}, not a finite number"
+                raise SpaceError(self.path, ["metrics", name], f"'{expr.text}' {where} {what}")
             scope[metric_var(name)] = out[name]
         return out
 
@@ -189,7 +223,7 @@ class Space:
         if not text.strip():
             raise TunerError(f"empty size: give one of {', '.join(self.sizes)} (or leave --size out for the default)")
         if text in self.sizes:
-            return text, dict(self.sizes[text])
+            return text, self._within_limits(dict(self.sizes[text]))
         values = None
         if parse_hook is not None:
             values = parse_hook(text)
@@ -209,16 +243,21 @@ class Space:
             )
         if set(values) != set(self.size_vars):
             raise TunerError(f"size '{text}' for {self.workload} must set exactly {', '.join(self.size_vars)}")
-        for k, v in values.items():
-            lim = self.size_limits.get(k, {})
-            lo, hi = lim.get("min", 1), lim.get("max", 2**63 - 1)
-            if v < lo or (hi is not None and v > hi):
-                raise TunerError(f"impossible size for {self.workload}: {k}={v} (allowed {lo}..{hi if hi else 'any'})")
+        self._within_limits(values)
         for name, named in self.sizes.items():
             if named == values:
                 return name, values
         values = {k: values[k] for k in self.size_vars}  # one name for a size however its variables were ordered
         return format_size(values), values
+
+    def _within_limits(self, values: dict) -> dict:
+        """`values`, once each is within its size_limits (a named size too: a Space made without the loader,
+        which refuses a named size outside them)."""
+        for k, v in values.items():
+            lo, hi = size_range(self.size_limits.get(k, {}))
+            if not lo <= v <= hi:
+                raise TunerError(f"impossible size for {self.workload}: {k}={v} (allowed {lo}..{hi})")
+        return values
 
     def resolve_dtype(self, dtype: str | None) -> str:
         dtype = dtype or next(iter(self.dtypes))
@@ -255,6 +294,11 @@ class Space:
 def format_size(values: dict) -> str:
     """The `k=v,...` spelling of a problem size, as `--size` reads it and as ad-hoc sizes are named."""
     return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def size_range(limits: dict) -> tuple[int, int]:
+    """The values a size variable may take under its entry of size_limits ({min, max}, either left out)."""
+    return limits.get("min", SIZE_MIN), limits.get("max", SIZE_MAX)
 
 
 def size_distance(a: dict, b: dict) -> float:

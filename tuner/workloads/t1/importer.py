@@ -164,6 +164,8 @@ class _Importer:
             bad = [v for v in values if not fits(v)]
             if bad or not values:
                 self.fail([*at, "Values"], f"expected {kind} values, got {bad[0]!r}" if bad else "no values")
+            if kind == "bool":  # a space's values are never booleans: #define FLAG True would not compile
+                values = [int(v) for v in values]
             params[name] = list(dict.fromkeys(values))  # our spaces list each value once
         return params
 

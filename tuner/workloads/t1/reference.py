@@ -7,6 +7,7 @@ import jsonschema
 
 from tuner.errors import TunerError
 from tuner.space.declaration import check_declaration
+from tuner.space.errors import one_of
 from tuner.space.expressions import Expression
 from tuner.space.loader import _schema
 from tuner.workloads.declared import first_valid_config
@@ -41,9 +42,13 @@ def reference_of(t1: T1File, outputs: list, params: dict, restrictions: list, no
     if not outputs:
         notes.append("No argument is an output, so results are not checked.")
         return {}, {}
-    defaults = {p["Name"]: p.get("Default") for p in t1.doc["ConfigurationSpace"]["TuningParameters"]}
+    # a bool Default as the parameter's values hold it (0 and 1: the importer's parameters()); else the value
+    defaults = {
+        p["Name"]: int(p["Default"]) if isinstance(p.get("Default"), bool) else p.get("Default")
+        for p in t1.doc["ConfigurationSpace"]["TuningParameters"]
+    }
     config = None
-    if all(defaults.get(k) in v for k, v in params.items()):
+    if all(one_of(defaults.get(k), v) for k, v in params.items()):
         candidate = {k: defaults[k] for k in params}
         if all(bool(Expression(r)(candidate)) for r in restrictions):
             config, which = candidate, "the file's Default values"

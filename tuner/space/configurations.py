@@ -1,7 +1,9 @@
 """How many configurations a space holds, counted lazily before anything enumerates them (Kernel Tuner's
 Searchspace keeps every valid config in memory: a space of 10^9 would get the tool killed), and the checks
 of its values that make every restriction evaluable: at most MAX_CONFIGS valid configs, at least one, and
-no restriction that raises for a config visited (its error named with the config).
+no restriction that raises for a config visited (its error named with the config). A config counts only where it
+can be launched: at most MAX_THREADS threads a block, the product of the parameters Kernel Tuner reads as the
+block (tuner.space.model.kt_block_names), as Kernel Tuner's Searchspace counts it (tuner.measure.kt.searchspace).
 
 A count is kept in the user's cache (tuner.kept, folder "space-counts"), keyed by everything it
 depends on: the parameters' values, the restrictions' text, the limits below and the code that counts and
@@ -17,16 +19,19 @@ import sys
 import time
 from pathlib import Path
 
-from constraint import FunctionConstraint, Problem
+import yaml
+from constraint import FunctionConstraint, MaxProdConstraint, Problem
 
 from tuner.kept import code_digest, kept
 from tuner.space import expressions
 from tuner.space.errors import SpaceError
 from tuner.space.expressions import Expression
+from tuner.space.model import kt_block_names
 
 MAX_CONFIGS = 1_000_000  # valid configs: Kernel Tuner holds ~400 bytes each, and lists them in ~1.5 s per 10^6
 MAX_EVALUATIONS = 20_000_000  # restriction evaluations while counting (a few seconds at most)
 MAX_SECONDS = 20.0
+MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi (Kernel Tuner's max_threads: tuner.measure.kt)
 
 
 class _Budget(Exception):
@@ -34,33 +39,60 @@ class _Budget(Exception):
 
 
 def count_configurations(
-    path: str | Path, params: dict, restrictions: list[Expression], dtype_restrictions: dict | None = None
+    path: str | Path,
+    params: dict,
+    restrictions: list[Expression],
+    dtype_restrictions: dict | None = None,
+    block_names: list[str] | None = None,
 ) -> int:
-    """The number of configs of `params` (name -> values) that meet every restriction, counted by
-    python-constraint's solver over our own checked expressions (each restriction is tested as soon as its
-    variables are set, so a restriction prunes whole branches). A SpaceError (naming `path`) when none is
-    valid, more than MAX_CONFIGS are, a restriction raises, or counting takes too long. Each dtype of
-    `dtype_restrictions` (dtype -> its own checked expressions) is counted with the space's too, and must
-    leave a valid config."""
+    """The number of configs of `params` (name -> values) that meet every restriction and can be launched (at
+    most MAX_THREADS threads a block: `block_names` is the space's launch.block, read as kt_block_names reads
+    it; None: the launch.block of the space file at `path`), counted by python-constraint's solver over our own
+    checked expressions (each restriction is tested as soon as its variables are set, so a restriction prunes
+    whole branches). A SpaceError (naming `path`) when none is valid or none can be launched, more than
+    MAX_CONFIGS are, a restriction raises, or counting takes too long. Each dtype of `dtype_restrictions`
+    (dtype -> its own checked expressions) is counted with the space's too, and must leave a valid config."""
+    given = _launch_block(path) if block_names is None else list(block_names)
+    block = [n for n in kt_block_names(given) if n in params]
     return kept(
         "space-counts",
-        _count_key(params, restrictions, dtype_restrictions or {}),
-        lambda: _count_all(path, params, restrictions, dtype_restrictions or {}),
+        _count_key(params, restrictions, dtype_restrictions or {}, block),
+        lambda: _count_all(path, params, restrictions, dtype_restrictions or {}, _Block(block, bool(given))),
         lambda v: isinstance(v, int) and 0 < v <= MAX_CONFIGS,
     )
 
 
-def _count_all(path: str | Path, params: dict, restrictions: list[Expression], dtype_restrictions: dict) -> int:
+def _launch_block(path: str | Path) -> list:
+    """The space file's launch.block (none for a 'host' kernel, which has no launch), for a caller that does not
+    give it: the loader has checked the file, and the C parser reads it again in a few ms."""
+    doc = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    launch = doc.get("launch") if isinstance(doc, dict) else None
+    block = launch.get("block") if isinstance(launch, dict) else None
+    return [str(b) for b in block] if isinstance(block, list) else []
+
+
+class _Block:
+    """The parameters whose product is the thread block (those of kt_block_names the space has), and where a
+    space whose every config exceeds MAX_THREADS is told its mistake (launch.block, or the parameter)."""
+
+    def __init__(self, names: list[str], launched: bool) -> None:
+        self.names = names
+        self.at = ["launch", "block"] if launched else ["parameters", *names[:1]] if len(names) == 1 else ["parameters"]
+
+
+def _count_all(
+    path: str | Path, params: dict, restrictions: list[Expression], dtype_restrictions: dict, block: _Block
+) -> int:
     space = [(["restrictions", i], e) for i, e in enumerate(restrictions)]
-    count = _count(path, params, space, ["restrictions"], "the restrictions")
+    count = _count(path, params, space, ["restrictions"], "the restrictions", block)
     for dtype, extra in dtype_restrictions.items():
         where = ["dtypes", dtype, "restrictions"]
         own = [([*where, i], e) for i, e in enumerate(extra)]
-        _count(path, params, [*space, *own], where, f"the space's restrictions and {dtype}'s")
+        _count(path, params, [*space, *own], where, f"the space's restrictions and {dtype}'s", block)
     return count
 
 
-def _count_key(params: dict, restrictions: list[Expression], dtype_restrictions: dict) -> list:
+def _count_key(params: dict, restrictions: list[Expression], dtype_restrictions: dict, block: list[str]) -> list:
     """What a count depends on. Values are named with their type (1, 1.0 and True are one key of a dict, but
     not one value here); the code is this module's and the expression evaluator's source."""
     return [
@@ -68,13 +100,47 @@ def _count_key(params: dict, restrictions: list[Expression], dtype_restrictions:
         [e.text for e in restrictions],
         {dtype: [e.text for e in exprs] for dtype, exprs in sorted(dtype_restrictions.items())},
         [MAX_CONFIGS, MAX_EVALUATIONS, MAX_SECONDS],
+        [block, MAX_THREADS],
         code_digest(expressions, sys.modules[__name__]),
     ]
 
 
-def _count(path: str | Path, params: dict, restrictions: list[tuple[list, Expression]], where: list, whose: str) -> int:
-    """count_configurations over `restrictions`, each with its key path; `where`: the key path of the list,
-    `whose`: how the message names them."""
+def _count(
+    path: str | Path, params: dict, restrictions: list[tuple[list, Expression]], where: list, whose: str, block: _Block
+) -> int:
+    """count_configurations over `restrictions`, each with its key path, under the thread limit; `where`: the
+    key path of the list, `whose`: how the message names them."""
+    count = _solve(path, params, restrictions, where, block.names)
+    if count == 0 and block.names:  # the restrictions leave some, none of which can be launched?
+        left = _solve(path, params, restrictions, where, [])
+        if left:
+            many = f"{left:,}" if left <= MAX_CONFIGS else f"more than {MAX_CONFIGS:,}"
+            raise SpaceError(
+                path,
+                block.at,
+                f"no configuration can be launched: all {many} {'valid ones' if restrictions else 'of them'} have "
+                f"more than {MAX_THREADS} threads a block ({' * '.join(block.names)})",
+            )
+    if count == 0:
+        at = where if restrictions else ["parameters"]
+        product = math.prod(len(v) for v in params.values())
+        raise SpaceError(path, at, f"{whose} leave no valid configuration of {product:,}")
+    if count > MAX_CONFIGS:
+        product = math.prod(len(v) for v in params.values())
+        raise SpaceError(
+            path,
+            ["parameters"],
+            f"more than {MAX_CONFIGS:,} valid configurations ({product:,} before the restrictions): "
+            "give fewer values or restrict them",
+        )
+    return count
+
+
+def _solve(
+    path: str | Path, params: dict, restrictions: list[tuple[list, Expression]], where: list, block: list
+) -> int:
+    """How many configs (up to MAX_CONFIGS + 1) meet `restrictions` with at most MAX_THREADS threads a block, the
+    product of the `block` parameters (whole numbers >= 1: the loader checked them)."""
     product = math.prod(len(v) for v in params.values())
     problem = Problem()
     for name, values in params.items():
@@ -86,8 +152,10 @@ def _count(path: str | Path, params: dict, restrictions: list[tuple[list, Expres
             problem.addConstraint(FunctionConstraint(_test(path, key_path, expr, names, spent)), names)
         elif not _holds(path, key_path, expr, {}):
             raise SpaceError(path, key_path, f"'{expr.text}' holds for no configuration")
+    if block:
+        problem.addConstraint(MaxProdConstraint(MAX_THREADS), block)
     try:
-        count = sum(1 for _ in itertools.islice(problem.getSolutionIter(), MAX_CONFIGS + 1))
+        return sum(1 for _ in itertools.islice(problem.getSolutionIter(), MAX_CONFIGS + 1))
     except _Budget:
         raise SpaceError(
             path,
@@ -95,17 +163,6 @@ def _count(path: str | Path, params: dict, restrictions: list[tuple[list, Expres
             f"counting the valid configurations of {product:,} (the product of the parameters' value counts) "
             f"took more than {MAX_EVALUATIONS:,} evaluations or {MAX_SECONDS:.0f} s: give fewer values",
         ) from None
-    if count > MAX_CONFIGS:
-        raise SpaceError(
-            path,
-            ["parameters"],
-            f"more than {MAX_CONFIGS:,} valid configurations ({product:,} before the restrictions): "
-            "give fewer values or restrict them",
-        )
-    if count == 0:
-        at = where if restrictions else ["parameters"]
-        raise SpaceError(path, at, f"{whose} leave no valid configuration of {product:,}")
-    return count
 
 
 def _test(path: str | Path, key_path: list, expr: Expression, names: list, spent: dict) -> object:

@@ -197,7 +197,7 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
         )
 
     source = kernel_path(path, doc["kernel"]["source"], ["kernel", "source"], sources_within)
-    configurations = count_configurations(path, params, checked, dtype_checked)
+    configurations = count_configurations(path, params, checked, dtype_checked, [str(b) for b in launch["block"]])
     declaration = check_declaration(doc, path, size_vars, set(params), list(doc["dtypes"]))
 
     verify = doc.get("verify", {})

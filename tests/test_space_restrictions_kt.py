@@ -15,7 +15,7 @@ from kernel_tuner.util import check_restrictions
 
 from tuner.errors import TunerError
 from tuner.locations import BUILTIN_SPACES
-from tuner.measure import kt
+from tuner.measure import kt, kt_restrictions
 from tuner.space import load_space
 from tuner.space.configurations import MAX_THREADS, count_configurations
 from tuner.space.expressions import Expression
@@ -235,8 +235,8 @@ def test_tuning_options_get_the_same_restrictions_and_mean_them(tmp_path):
 
 def test_a_checked_restriction_copies_and_pickles():
     params = {"a": [1, 2, 3], "b": [1, 2]}
-    (r,) = kt.restrictions_for_kernel_tuner(["ceil(a / 2) == b"], params)
-    assert isinstance(r, kt.CheckedRestriction) and "ceil(a / 2) == b" in repr(r)
+    (r,) = kt_restrictions.restrictions_for_kernel_tuner(["ceil(a / 2) == b"], params)
+    assert isinstance(r, kt_restrictions.CheckedRestriction) and "ceil(a / 2) == b" in repr(r)
     want = [(a + 1) // 2 == b for a, b in itertools.product([1, 2, 3], [1, 2])]
     for other in (copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
         assert [other.holds_for_values(a, b) for a, b in itertools.product([1, 2, 3], [1, 2])] == want

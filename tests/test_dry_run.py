@@ -127,3 +127,15 @@ def test_an_answer_of_the_wrong_length_is_a_problem(saxpy, one_build):
     report = dry_run(Short("my-saxpy", saxpy / "space.yaml"), "n=1000", "float32")
     assert report.findings[-1].level == "problem"
     assert report.findings[-1].text.startswith("the answer has 1 entries for 4 arguments")
+
+
+def test_a_kernel_that_includes_a_header_beside_it_builds(saxpy, one_build):
+    """Kernel Tuner builds from a copy of the text: the kernel's folder goes on the include path (build_flags)."""
+    (saxpy / "scale.h").write_text("#define SCALE_BY(x) (x)\n")
+    kernel = saxpy / "my-saxpy.cu"
+    kernel.write_text('#include "scale.h"\n' + kernel.read_text().replace("+ threadIdx.x;", "+ SCALE_BY(threadIdx.x);", 1))
+    workload = DeclaredWorkload("my-saxpy", saxpy / "space.yaml")
+    assert workload.space.build_flags[-1] == f"-I{saxpy.resolve()}"
+    assert workload.space.build_flags[:-1] == workload.space.compiler_options  # provenance keeps the options
+    report = dry_run(workload, None, None)
+    assert report.problems == 0, report.findings

@@ -166,7 +166,7 @@ def compile_config(
         made = kernel_tuner_source(options, config)
         if made is None:
             return "Kernel Tuner would not compile it (too many threads a block)"
-        flags = cubin_options(space.compiler_options, cc) or tuple(space.compiler_options)
+        flags = cubin_options(space.build_flags, cc) or tuple(space.build_flags)
         job = CompileJob(made[0], made[1], flags)
         cubin = _nvrtc_or_nvcc(job)
     except (RuntimeError, TunerError) as e:

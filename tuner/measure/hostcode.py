@@ -76,7 +76,7 @@ def config_job(space: Space, config: dict, dtype: str, size: dict | None = None)
     kernel_options = kt.kernel_options(space, size or {}, dtype, [], "nvcuda")
     made = kernel_tuner_source(kernel_options, {k: complete[k] for k in space.params})
     nvcc = shutil.which("nvcc") is not None
-    target = {"compiler": space.compiler, "compiler_options": list(space.compiler_options), "nvcc_available": nvcc}
+    target = {"compiler": space.compiler, "compiler_options": space.build_flags, "nvcc_available": nvcc}
     suffix = kernel_options.kernel_source.get_user_suffix()
     job = None if made is None else plan(*made, target, suffix)
     if made is not None and job is None and space.compiler == "g++":  # CUDA code: the C backend turns to nvcc
@@ -115,9 +115,9 @@ def build_source(space: Space, source: str, name: str, what: str = "") -> Callab
     if compiler is None:
         raise TunerError(f"{space.compiler} is not on the PATH: it builds {space.workload}")
     if space.compiler == "nvcc":
-        options = ["-O3", "-shared", "-Xcompiler=-fPIC", *space.compiler_options]
+        options = ["-O3", "-shared", "-Xcompiler=-fPIC", *space.build_flags]
     else:
-        options = ["-shared", "-fPIC", *space.compiler_options]
+        options = ["-shared", "-fPIC", *space.build_flags]
     key = hashlib.sha256("\0".join([source, *options]).encode()).hexdigest()[:20]
     lib = cache_dir() / f"{space.workload}-{key}.so"
     if not lib.exists():

@@ -178,7 +178,7 @@ def device_options(space: Space, dtype: str, device: int) -> Options:
         platform=0,
         quiet=True,
         compiler=space.compiler if space.lang == "host" else None,
-        compiler_options=list(space.compiler_options),
+        compiler_options=space.build_flags,
     )
 
 

@@ -269,6 +269,15 @@ class Space:
     def source_text(self) -> str:
         return self.kernel_source.read_text()
 
+    @property
+    def build_flags(self) -> list[str]:
+        """What a build of the kernel is given: the compiler options, and the kernel's folder on the include
+        path where the source #includes a file with quotes (Kernel Tuner builds from a copy of the text, in
+        memory or a temporary file, where such an include would not be found). Not recorded as provenance:
+        the folder is this machine's, the options (build_options) are what decides the binary."""
+        local = re.search(r'^\s*#\s*include\s*"', self.source_text, re.M)
+        return [*self.compiler_options, *([f"-I{self.kernel_source.parent}"] if local else [])]
+
     @cached_property
     def space_hash(self) -> str:
         """space_hash_for(None): the space whatever the dtype (every dtype's own restrictions hashed in)."""

@@ -173,7 +173,7 @@ class DeclaredWorkload(Workload):
                 config,
                 kt_block_names(space.block_names),
                 lang,
-                list(space.compiler_options),
+                space.build_flags,
                 self.device,
                 constants,
             )

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -14,13 +15,15 @@ from tuner import store
 from tuner.campaign.distributed.cache_parts import merge_cache_parts, part_name
 from tuner.campaign.distributed.status import campaign_result, campaign_status
 from tuner.campaign.distributed.study import create_campaign
-from tuner.campaign.distributed.worker import measuring_process, worker_id
+from tuner.campaign.distributed.worker import PARENT_ENV, measuring_process, stopped_like_ctrl_c, worker_id
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.request import CampaignRequest, resolve
 from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, STORAGE_ENV, redact
 from tuner.errors import TunerError
 from tuner.formatting import readable
 from tuner.store.recordings import replay_gpu, sources, unrecorded
+
+STOP_S = 30.0  # how long a stopped worker has to store its last row and stop its measuring process before SIGKILL
 
 
 def run_distributed(
@@ -37,7 +40,9 @@ def run_distributed(
     log: Callable[[str], object] = print,
 ) -> CampaignResult:
     """`tuner tune ... --workers N`: create (or resume) the campaign and run N worker processes here,
-    one per GPU; other hosts may join with `tuner worker`. Returns the campaign's result."""
+    one per GPU; other hosts may join with `tuner worker`. Returns the campaign's result. A SIGTERM stops it as
+    Ctrl-C does (KeyboardInterrupt: the workers stopped, what they measured stored, resumed by running it again);
+    should this process be killed outright, its workers stop on their own (worker.stopped_like_ctrl_c)."""
     if req.simulate:  # said before any worker starts, as a single-process replay says it
         req = _replay_checked(req, log)
     camp, url = create_campaign(req, name, url, heartbeat_s=heartbeat_s, grace_s=grace_s)
@@ -50,51 +55,57 @@ def run_distributed(
     root = Path(req.results or store.results_root())
     if workers == 0:
         return campaign_result(camp.name, url, root)
-    procs = []
+    procs: list[subprocess.Popen] = []
     # each worker launches its measuring process first thing, so that its set-up (a CUDA context, the inputs)
     # overlaps the worker's own imports and study loading: seconds of a campaign's wall time
     launch = json.dumps(measuring_process(camp, measure_target))
-    for d in devices:
-        cmd = (
-            [
-                sys.executable,
-                "-m",
-                "tuner",
-                "--results",
-                str(root),
-                "worker",
-                camp.name,
-                "--device",
-                str(d),
-                "--quiet",
-                "--launch",
-                launch,
-            ]
-            + (["--allow-mixed-gpus"] if allow_mixed_gpus else [])
-            + (["--measure-target", measure_target] if measure_target else [])
-        )
-        # the URL (it may hold a password) through the environment, which only this user can read, not the
-        # command line, which every user sees in `ps`
-        env = {**os.environ, STORAGE_ENV: url}
-        procs.append(subprocess.Popen(cmd, stdout=2, env=env))  # their messages to our stderr: stdout may carry --json
-    try:
-        for p in procs:  # each wait returns as its worker exits (the campaign's end is not a polling period late)
-            while True:
-                try:
-                    p.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    if not req.quiet:
-                        s = campaign_status(camp.name, url)
-                        log(
-                            f"{s['done']}/{s['total']} done, {s['running']} running"
-                            + (f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else "")
-                        )
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait()
+    # the URL (it may hold a password) through the environment, which only this user can read, not the command
+    # line, which every user sees in `ps`; our pid, so that a worker stops when this process dies, SIGKILL included
+    env = {**os.environ, STORAGE_ENV: url, PARENT_ENV: str(os.getpid())}
+    # a SIGTERM stops the campaign as Ctrl-C does: the workers are stopped (_stop), what they measured is stored.
+    # The workers are started and waited for on this one thread: on Linux a worker's signal on its parent's death
+    # comes when the parent's thread that started it ends (worker._signal_on_parent_death)
+    with stopped_like_ctrl_c():
+        try:
+            for d in devices:
+                cmd = (
+                    [
+                        sys.executable,
+                        "-m",
+                        "tuner",
+                        "--results",
+                        str(root),
+                        "worker",
+                        camp.name,
+                        "--device",
+                        str(d),
+                        "--quiet",
+                        "--launch",
+                        launch,
+                    ]
+                    + (["--allow-mixed-gpus"] if allow_mixed_gpus else [])
+                    + (["--measure-target", measure_target] if measure_target else [])
+                )
+                # their messages to our stderr: stdout may carry --json
+                procs.append(subprocess.Popen(cmd, stdout=2, env=env))
+            for p in procs:  # each wait returns as its worker exits (the campaign's end is not a polling period late)
+                while True:
+                    try:
+                        p.wait(timeout=10)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if not req.quiet:
+                            s = campaign_status(camp.name, url)
+                            log(
+                                f"{s['done']}/{s['total']} done, {s['running']} running"
+                                + (
+                                    f", best {readable(s['best']['value'])} {s['best']['objective']}"
+                                    if s["best"]
+                                    else ""
+                                )
+                            )
+        finally:
+            _stop(procs)
     failed = [p.returncode for p in procs if p.returncode != 0]
     if len(failed) == len(procs):
         raise TunerError(f"every worker failed (exit codes {failed}); see their messages above")
@@ -104,6 +115,22 @@ def run_distributed(
             for part in root.glob(f"*/{camp.workload}/cache-parts/{part_name(camp, worker_id(d, pid=p.pid))}"):
                 merge_cache_parts(part.parent.parent / main, [part])
     return campaign_result(camp.name, url, root)
+
+
+def _stop(procs: list[subprocess.Popen], wait_s: float = STOP_S) -> None:
+    """The workers still running (this process interrupted, or failed): each is sent SIGTERM, which stops it as
+    Ctrl-C does (one that a Ctrl-C reached already ignores it, its clean-up going on), and given `wait_s` in all to
+    exit before it is killed."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        p.terminate()
+    deadline = time.monotonic() + wait_s
+    for p in live:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _replay_checked(req: CampaignRequest, log: Callable[[str], object]) -> CampaignRequest:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages import RDBStorage
+from optuna.trial import Trial, TrialState
 
 from tuner import store
 from tuner.campaign.distributed.campaign_loop import CampaignLoop
@@ -29,6 +30,7 @@ from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import Session, known_rows, store_row
 from tuner.formatting import readable
 from tuner.measure import kt
+from tuner.search import trial_kinds
 from tuner.search.ahead import Pace, compile_ahead
 from tuner.search.loop import Proposal
 from tuner.space import Space
@@ -66,7 +68,7 @@ class Scheduler:
         self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
         limit, self.prefetch = compile_ahead(session.runner)  # the pipeline is made here, before the threads
         self.pace = Pace(limit)
-        self.loop = CampaignLoop(
+        self.loop = BudgetLoop(
             study, storage, camp, searchspace, me, halted=self._halted, on_retry=self._read_known_rows, log=log
         )
         runner = session.runner
@@ -219,3 +221,33 @@ class Scheduler:
             return True
         finally:
             self.loop.release(trial)
+
+
+class BudgetLoop(CampaignLoop):
+    """A worker's search loop that claims a trial, then checks the budget. CampaignLoop.wanted() looks at the study
+    (done + running < budget) before its ask: workers that look at the same moment all ask, and a campaign went
+    past its budget (201/200 with four workers). So a trial asked past the budget is told `surplus`: past it when
+    the trials before it in number (done, running or queued; those that hold one config counted once) fill the
+    budget. Numbers order the trials as every worker sees them, so of trials asked together the later ones give
+    way; a queued trial keeps the number it was queued with, and the ask takes the lowest-numbered queued one
+    first. A trial numbered below the budget is never past it (no read)."""
+
+    def config_of(self, trial: Trial) -> tuple | None:
+        config = super().config_of(trial)
+        return None if config is not None and self.past_budget(trial.number) else config
+
+    def past_budget(self, number: int) -> bool:
+        budget = self.camp.max_evals
+        if budget is None or number < budget:
+            return False
+        configs, unnamed = set(), 0
+        for t in self.study.get_trials(deepcopy=False):
+            if t.number < number and (
+                t.state in (TrialState.RUNNING, TrialState.WAITING) or trial_kinds.holds_result(t)
+            ):
+                config = self.codec.config_of(t)
+                if config is None:
+                    unnamed += 1  # still being asked: counted, a config of its own or not
+                else:
+                    configs.add(config)
+        return len(configs) + unnamed >= budget

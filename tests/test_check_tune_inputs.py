@@ -158,7 +158,7 @@ def test_a_distributed_campaign_says_that_its_confirmation_chose_among_near_ties
     doc = {"workload": "reduction", "size": "large", "dtype": "float32", "gpu": H100, "strategy": "auto", "done": 20,
            "failures": {}, "best": top, "confirmed": {"config": {"vector": 4}}, "simulated": True}
     rows = pd.DataFrame([{"config": store.canonical_config({"vector": 4}), "objective_value": 3034.0, "time_ms": 0.354}])
-    monkeypatch.setattr(status, "campaign_status", lambda name, url: doc)
+    monkeypatch.setattr(status, "campaign_status", lambda name, url, root=None: doc)
     monkeypatch.setattr(status, "campaign_rows", lambda *args: rows)
     result = status.campaign_result("c", "sqlite:///unused", Path("."))
     assert result.best["config"] == {"vector": 4} and result.best["value"] == 3034.0

@@ -118,8 +118,12 @@ def select(
     if not found:  # no GPU here (and none named) too: the answer is not for this machine
         fallback.append("other-gpu")
         others = sorted(set(df["gpu"]) - {chosen})
-        stored = f"also stored: {', '.join(others)}; choose with --gpu" if others else "the one GPU stored"
-        why = f"nothing measured on {wanted_gpu}" if wanted_gpu else "no GPU found here"
+        stored = (
+            f"also stored: {', '.join(others)}; choose with --gpu" if others else f"the one GPU with {dtype} stored"
+        )
+        # the GPU may hold other dtypes of the workload: then it is this dtype it lacks
+        of = f" {dtype}" if wanted_gpu in set(every_workload["gpu"]) else ""
+        why = f"nothing{of} measured on {wanted_gpu}" if wanted_gpu else "no GPU found here"
         notes.append(f"{why}; answering from {chosen} ({stored})")
     df = df[df["gpu"] == chosen]
 
@@ -128,12 +132,28 @@ def select(
         measured = {k: json.loads(k) for k in df["size_vars"].unique()}
         key, how = _nearest_size(workload, size, measured)
         fallback.append("nearest-size")
-        notes.append(
-            f"size {size_name} was never measured on {df['gpu'].iloc[0]}; nearest measured{how}: "
-            + format_size(measured[key])
-        )
+        notes.append(_size_note(workload_name, size_name, str(df["gpu"].iloc[0]), root, how, measured[key]))
     rows = every[(every["gpu"] == df["gpu"].iloc[0]) & (every["size_vars"] == key)]
     return Selection(workload, size_name, size, dtype, rows, notes, fallback, root)
+
+
+def _size_note(workload_name: str, size_name: str, gpu: str, root: Path | None, how: str, nearest: dict) -> str:
+    """The note of a nearest-size answer: that the size was never measured on `gpu`, unless parts of that GPU's
+    folder of the store could not be read (or rows of them were left out): then that the store could not be read
+    in full, naming them, as they may hold it."""
+    nearest_said = f"nearest measured{how}: {format_size(nearest)}"
+    pattern = f"{store.gpu_slug(gpu)}/{workload_name}/evaluations/*.parquet"
+    left = store.read_store(pattern, Path(root or store.results_root())).degraded  # parsed already: kept
+    damaged = dict(left.parts)
+    for path, by_reason in left.rows.items():
+        damaged.setdefault(path, "rows left out: " + ", ".join(f"{n} with {r}" for r, n in by_reason.items()))
+    if not damaged:
+        return f"size {size_name} was never measured on {gpu}; {nearest_said}"
+    named = "; ".join(f"{path}: {why}" for path, why in sorted(damaged.items()))
+    return (
+        f"size {size_name} was not found on {gpu}, but the store could not be read in full: left out, {named} "
+        f"(it may hold it: move it aside or copy it again); {nearest_said}"
+    )
 
 
 def _wanted_gpu(stored: pd.Series, gpu: str, notes: list[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     that names where it comes from (the others are listed as usual)."""
     from tuner.measure import kt
     from tuner.store.recordings import recordings, space_size
+    from tuner.store.schema import collect
     from tuner.workloads import get_workload
 
     try:
@@ -46,7 +48,8 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
         if not said.startswith(f"workload '{name}'"):  # some errors name the workload already
             said = f"workload '{name}'{'' if origin in said else f' ({origin})'}: {said}"
         return {"workload": name, "origin": origin, "error": said}
-    recorded = recordings(root, w.name, s, searchspace_of)
+    with collect() as left_out:  # parts of the store that could not be read: their recordings are not listed
+        recorded = recordings(root, w.name, s, searchspace_of)
     return {
         "workload": w.name,
         "origin": w.origin,
@@ -61,6 +64,8 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
         "objective": {"metric": s.objective, "maximize": s.maximize},
         # what `tuner tune --simulate` can replay: per GPU, size and dtype, the space's configs recorded
         "recordings": [{**r.as_dict(), "path": shown_path(r.path) if r.path else None} for r in recorded],
+        # what was left out (as `tuner best --json` says it): the recordings listed may be incomplete
+        **({"degraded": left_out.as_dict()} if left_out else {}),
     }
 
 
@@ -81,6 +86,7 @@ def command(args: argparse.Namespace) -> int:
         for name in names:
             status.update(f"reading {name}: its space and recordings")
             docs.append(describe(name, found[name].origin, root))
+    _warn_left_out(docs)
     broken = [d["error"] for d in docs if "error" in d]
     for error in broken:  # after the listing, on stderr: exit 2 says that something needs mending
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(error)}", highlight=False)
@@ -125,11 +131,39 @@ def _print_all(docs: list[dict]) -> None:
                 Items(sizes),
                 Items(d["dtypes"]),
                 _objective(d),
-                _recorded(d["recordings"]),
+                _recorded(d["recordings"]) + (f"; {_incomplete(d, short=True)}" if d.get("degraded") else ""),
             ]
         )
     console.print(fitted(_FIELDS, rows, console.width, title="workloads", vertical="records"))
     console.print("[dim]one workload in full, with every recording: tuner list WORKLOAD[/]", highlight=False)
+
+
+def _warn_left_out(docs: list[dict]) -> None:
+    """One warning for each part of the store left out (unreadable, or not as the schema wants it), and for each
+    part's rows left out: the listing is drawn from the rest."""
+    said = set()
+    for d in docs:
+        left = d.get("degraded") or {"parts": [], "rows": []}
+        for part in left["parts"]:
+            if part["path"] not in said:
+                said.add(part["path"])
+                warnings.warn(
+                    f"{part['path']}: {part['reason']}; left out: move it aside or copy it again", stacklevel=2
+                )
+        for rows in left["rows"]:
+            warnings.warn(f"{rows['path']}: rows left out: {rows['count']} with {rows['reason']}", stacklevel=2)
+
+
+def _incomplete(d: dict, short: bool = False) -> str:
+    """How many parts (and rows) of the store were left out of the listing of `d`, as a clause ("" if none)."""
+    left = d.get("degraded")
+    if not left:
+        return ""
+    parts, rows = len(left["parts"]), left["rows_left_out"]
+    said = [f"{parts} part(s)"] if parts else []
+    said += [f"{rows} row(s)"] if rows else []
+    what = " and ".join(said)
+    return f"incomplete: {what} left out" if short else f"incomplete: {what} of the store could not be read"
 
 
 def _print_one(d: dict) -> None:
@@ -152,8 +186,14 @@ def _print_one(d: dict) -> None:
     ]
     console.print(records(fields, [row]))
     recorded = d["recordings"]
+    incomplete = _incomplete(d)
+    if incomplete:  # said after the table too: what is listed is drawn from the rest
+        paths = sorted({p["path"] for p in d["degraded"]["parts"]} | {r["path"] for r in d["degraded"]["rows"]})
+        incomplete += f" ({', '.join(map(str, paths))}); the recordings they hold may be missing or short below"
     if not recorded:
         console.print("no recordings: `tuner tune` on a GPU records one; nothing to replay with --simulate yet")
+        if incomplete:
+            console.print(f"[yellow]{escape(incomplete)}[/]", highlight=False, soft_wrap=True)
         return
     rows = [
         [
@@ -167,6 +207,8 @@ def _print_one(d: dict) -> None:
     fields = [Field("gpu"), Field("size"), Field("dtype"), Field("recorded configs", numeric=True, keep=True)]
     title = "recordings: what `tuner tune --simulate` replays, and over how many of the space's configs"
     console.print(fitted(fields, rows, console.width, title=title))
+    if incomplete:
+        console.print(f"[yellow]{escape(incomplete)}[/]", highlight=False, soft_wrap=True)
 
 
 def _origin(origin: str) -> str:

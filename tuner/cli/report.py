@@ -7,7 +7,7 @@ import json
 
 from rich.markup import escape
 
-from tuner.cli.common import console, degraded_status, shown_path, size_text
+from tuner.cli.common import add_allow_degraded, console, degraded_status, shown_path, size_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write the page into")
     s.add_argument("--json", action="store_true", help="print a summary of what was written as JSON")
+    add_allow_degraded(s)  # the page is written either way, and says what was left out
     s.set_defaults(func=command)
 
 
@@ -52,4 +53,6 @@ def command(args: argparse.Namespace) -> int:
             highlight=False,
             soft_wrap=True,  # the path stays whole
         )
-    return degraded_status(summary["degraded"], allowed=True)  # a page, like `tuner results`: said, not failed
+    # as `tuner best` and `tuner export`: a page drawn from a store with parts or rows left out exits 3 (the page
+    # says what was left out) unless --allow-degraded
+    return degraded_status(summary["degraded"], args.allow_degraded)

@@ -42,7 +42,7 @@ def command(args: argparse.Namespace) -> int:
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:" and not Path(sqlite_path(url)).is_file():
         raise TunerError(f"no campaign database at {redact(url)} (`tuner tune ... --workers N` creates it)")
     names = [args.campaign] if args.campaign else campaign_names(url)
-    statuses = [campaign_status(name, url) for name in names]
+    statuses = [campaign_status(name, url, args.results) for name in names]
     if args.json:
         print(json.dumps(statuses[0] if args.campaign else statuses, indent=2, default=str))
     elif args.campaign:

@@ -31,13 +31,19 @@ from tuner.measure.protocol import MeasureSpec
 from tuner.space import Space
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from multiprocessing.connection import Connection
 
 
-def simulation(space: Space, size: dict, dtype: str, cachefile: Path | str, **options: Any) -> tuple:
+def simulation(
+    space: Space, size: dict, dtype: str, cachefile: Path | str, *, store_root: Path | None = None, **options: Any
+) -> tuple:
     """Kernel Tuner's simulation runner and tuning options over the recording `cachefile`, whose times are
     read as the store ranks them: a config's time is the median of its launches. The recording is never
-    written: Kernel Tuner reads a copy, aligned to the space in a temporary folder (kt.aligned_cache)."""
+    written: Kernel Tuner reads a copy, aligned to the space in a temporary folder (kt.aligned_cache). One
+    derived into this user's cache that has gone or no longer reads whole since it was chosen is derived again
+    from the store (`store_root`, else the project's: tuner.store.recordings.recording_again)."""
+    cachefile = _again(cachefile, store_root)
     kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
     runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
     tuning_options = kt.tuning_options(space, size, dtype, simulation=True, **options)
@@ -87,12 +93,29 @@ def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) ->
     return restricted, full.size
 
 
-def recording_searchspace(space: Space, cachefile: Path | str, dtype: str | None = None) -> Searchspace:
+def recording_searchspace(
+    space: Space,
+    cachefile: Path | str,
+    dtype: str | None = None,
+    *,
+    store_root: Path | None = None,
+    likely: Sequence[Path] = (),
+) -> Searchspace:
     """The search space a replay of `cachefile` (recorded for `dtype`) covers: the configs it holds
     (recorded_searchspace), read without writing it (aligned in memory where the space gained parameters
-    with defaults)."""
+    with defaults). A distributed campaign reads it again and again (its workers, its status) while the
+    cache folder may be deleted: one derived there that has gone or no longer reads whole is derived again
+    from its store (`store_root`, else the first of `likely` and the project's store that holds its rows:
+    tuner.store.recordings.recording_again)."""
+    cachefile = _again(cachefile, store_root, likely)
     data = kt.aligned_cache(cachefile, space) or util.read_cache(str(cachefile), open_cache=False)
     return recorded_searchspace(space, data["cache"], dtype)[0]
+
+
+def _again(cachefile: Path | str, store_root: Path | None, likely: Sequence[Path] = ()) -> Path:
+    from tuner.store.recordings import recording_again
+
+    return recording_again(cachefile, store_root, likely)
 
 
 @dataclass
@@ -151,6 +174,7 @@ def replay_recording(
     """Run `strategy` in Kernel Tuner's simulation mode on a recording, over the configs it holds."""
     from tuner.store import recorded_gpu
 
+    cachefile = _again(cachefile, None)  # derived again where it has gone since it was chosen
     runner, tuning_options = simulation(
         space, size, dtype, cachefile, max_fevals=max_evals, time_limit=time_limit, seed=seed
     )
@@ -205,6 +229,7 @@ class ReplayMeasurer(Measurer):
         from tuner.workloads import get_workload
 
         space = get_workload(spec.workload).space
+        recording = str(_again(recording, None))  # the campaign's, derived again where the cache lost it
         self.runner, self.tuning_options = simulation(space, spec.size, spec.dtype, recording, metrics=False)
         self.keys = list(self.tuning_options.tune_params)
         self.delay = delay

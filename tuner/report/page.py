@@ -24,6 +24,8 @@ figcaption, .note, summary { color: #555; font-size: .9em; }
 table { border-collapse: collapse; font-size: .85em; margin: .5em 0; }
 th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; } th { background: #f3f3f3; }
 td.text { text-align: left; }
+.degraded { background: #fff4e5; border-left: 4px solid #e08a00; padding: .6em 1em; margin: 1em 0; }
+.degraded ul { margin: .3em 0; }
 """
 
 
@@ -193,17 +195,31 @@ def _table(frame: pd.DataFrame, text: tuple[str, ...] = ()) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _degraded(data: ReportData) -> list[str]:
+    """What the store left out of the page (parts that could not be read, rows with bad values), named, at its
+    top: every figure below is drawn from the rest."""
+    if not data.degraded:
+        return []
+    left = data.degraded.as_dict()
+    items = [f"<li><code>{html.escape(p['path'])}</code>: {html.escape(p['reason'])}</li>" for p in left["parts"]]
+    items += [
+        f"<li><code>{html.escape(r['path'])}</code>: {r['count']} row(s) with {html.escape(r['reason'])}</li>"
+        for r in left["rows"]
+    ]
+    return [
+        '<div class="degraded" role="alert"><p><strong>Incomplete:</strong> '
+        f"degraded store: {len(left['parts'])} part(s) and {left['rows_left_out']} row(s) left out, below "
+        "(unreadable, or not as the store's schema wants them). Every figure and table on this page is drawn from "
+        "the rest, without what they hold: move a damaged part aside or copy it again.</p>",
+        f"<ul>{''.join(items)}</ul></div>",
+    ]
+
+
 def render(data: ReportData, parts: list[Section]) -> str:
     """The whole page."""
     sel = data.selection
     title = f"{sel.workload.name} {sel.rows['size'].iloc[0]} {sel.dtype} on {data.gpu}"
     notes = list(data.notes)
-    if data.degraded:
-        left = data.degraded.as_dict()
-        notes.append(
-            f"degraded store: {len(left['parts'])} part(s) and {left['rows_left_out']} row(s) left out "
-            "(`tuner best --json` names them); the report is drawn from the rest."
-        )
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -213,6 +229,7 @@ def render(data: ReportData, parts: list[Section]) -> str:
         f'<p class="note">Objective: {html.escape(data.objective)} '
         f"({'higher' if data.maximize else 'lower'} is better). {len(data.rows)} evaluation(s) of this GPU and "
         f"dtype in the store.</p>",
+        *_degraded(data),
         *(f'<p class="note">note: {html.escape(n)}</p>' for n in notes),
     ]
     for part in parts:

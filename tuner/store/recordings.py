@@ -10,10 +10,13 @@ import functools
 import hashlib
 import io
 import json
-from dataclasses import dataclass
+import re
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuner.errors import TunerError
@@ -21,16 +24,17 @@ from tuner.kept import kept
 from tuner.locations import user_cache
 from tuner.store.gpu_choice import choose_gpu, named_gpu
 from tuner.store.kt_files import closed_cache_text
-from tuner.store.parts import read_parts, recorded_gpu
-from tuner.store.paths import gpu_slug, read_roots, safe_name
+from tuner.store.parts import _unreadable, read_store, recorded_gpu
+from tuner.store.paths import gpu_slug, read_roots, results_root, safe_name
+from tuner.store.schema import EVALUATION, Degraded, record
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
-    import pandas as pd
     from kernel_tuner.searchspace import Searchspace
 
     from tuner.space import Space
+    from tuner.store.schema import StoreRead
 
 DERIVED_FORMAT = 2  # part of every derived cache's key: raise it where store_cache_doc's output changes
 
@@ -48,9 +52,13 @@ class Source:
 
 
 def sources(root: Path, workload: str) -> list[Source]:
-    """Every recorded (GPU, size, dtype) of `workload` in the store and the recordings a package ships."""
+    """Every recorded (GPU, size, dtype) of `workload` in the store and the recordings a package ships. A part
+    whose rows cannot be told (unreadable, or without a required column) is said: to the
+    tuner.store.schema.collect() around the call, else in a warning (once a process)."""
+    scan = _scan(root, workload)
+    _left_out(scan.left_out)
     found = {}
-    for gpu, size, dtype in sorted(_recorded_groups(root, workload)):
+    for gpu, size, dtype in sorted(scan.groups):
         found[(gpu_slug(gpu), safe_name(size), dtype)] = Source(gpu_slug(gpu), size, dtype, gpu_name=gpu)
     for r in read_roots(root):  # the project's own file before one a package ships
         for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
@@ -59,31 +67,92 @@ def sources(root: Path, workload: str) -> list[Source]:
     return [found[k] for k in sorted(found)]
 
 
-def _recorded_groups(root: Path, workload: str) -> set[tuple[str, str, str]]:
+@dataclass
+class _Scan:
+    """What the parts of a workload record: (GPU, size, dtype) of their rows; the parts left out as read_parts
+    leaves them out (unreadable, a required column missing), and of those the ones whose (GPU, size, dtype)
+    could not be read at all (`unknown`: they may hold any recording of their GPU's folder)."""
+
+    groups: set[tuple[str, str, str]] = field(default_factory=set)
+    left_out: Degraded = field(default_factory=Degraded)
+    unknown: dict[str, str] = field(default_factory=dict)  # path -> why
+
+
+_KEYS = ("gpu", "size", "dtype")
+
+
+def _scan(root: Path, workload: str) -> _Scan:
     """(GPU, size, dtype) of the rows of every part of `workload`. Only those three columns are read (every
-    listing asks, for every workload); a part that cannot be read is passed over here, and read_parts says why
-    where the rows themselves are read."""
-    found: set[tuple[str, str, str]] = set()
+    listing asks, for every workload), and the footer's schema: a part read_parts would leave out whole for
+    being unreadable or lacking a required column is left out here too, and said (_left_out)."""
+    scan = _Scan()
     for r in read_roots(root):
         for part in Path(r).glob(f"*/{workload}/evaluations/*.parquet"):
-            try:
-                table = pq.read_table(io.BytesIO(part.read_bytes()), columns=["gpu", "size", "dtype"])
-            except Exception:  # noqa: BLE001  (damaged, unreadable, or without those columns)
+            try:  # one read of the whole file: a writer may replace it meanwhile
+                parquet = pq.ParquetFile(io.BytesIO(part.read_bytes()))
+                names = set(parquet.schema_arrow.names)
+                table = parquet.read(columns=[c for c in _KEYS if c in names])
+            except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet; or no permission)
+                reason = _unreadable(e)
+                scan.left_out.add_part(part, reason)
+                scan.unknown[str(part)] = reason
                 continue
-            columns = (table.column(c).to_pylist() for c in ("gpu", "size", "dtype"))
-            found.update(g for g in zip(*columns) if all(isinstance(v, str) for v in g))
-    return found
+            if not parquet.metadata.num_rows:  # nothing in it (read_parts checks no columns of an empty part)
+                continue
+            missing = [c for c in EVALUATION if c not in names]
+            mistyped = [c for c in _KEYS if c in names and not _is_text(table.schema.field(c).type)]
+            if missing:
+                scan.left_out.add_part(part, "missing column(s) " + ", ".join(missing))
+            elif mistyped:
+                said = ", ".join(f"{c} ({table.schema.field(c).type})" for c in mistyped)
+                scan.left_out.add_part(part, f"wrong type in column(s) {said}")
+            if any(c in missing or c in mistyped for c in _KEYS):  # what it holds cannot be told
+                scan.unknown[str(part)] = scan.left_out.parts[str(part)]
+                continue
+            # left out or not, what it holds is listed: a recording that only it holds cannot be derived then,
+            # and says so (replay_file)
+            columns = (table.column(c).to_pylist() for c in _KEYS)
+            scan.groups.update(g for g in zip(*columns) if all(isinstance(v, str) for v in g))
+    return scan
 
 
-def replay_file(
-    root: Path, workload: str, source: Source, read_rows: Callable[[str], pd.DataFrame] | None = None
-) -> Path:
-    """The Kernel Tuner cache to replay for `source`: its file, or the one derived from its rows (written now
-    where this version of the rows and space has none yet). `read_rows(pattern)`: how the rows of the parts
-    matching `pattern` are read (read_parts; a caller deriving many shares one read of a GPU's folder)."""
-    if source.file is not None:
-        return source.file
-    from tuner.store.kt_files import store_cache_doc, write_cache
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+
+
+_SAID: set[tuple[str, str]] = set()  # what _left_out warned of in this process
+
+
+def _left_out(degraded: Degraded) -> None:
+    """What a read of the store left out: to the tuner.store.schema.collect() around it (an answer says so), else
+    one warning each part (and each part's rows left out for one reason), once a process: the scan of every
+    listing and the reads of every recording derived must not say it again and again."""
+    if not degraded or record(degraded):
+        return
+    for path, reason in degraded.parts.items():
+        if (path, "") not in _SAID:
+            _SAID.add((path, ""))
+            warnings.warn(f"{path}: {reason}; left out: move it aside or copy it again", stacklevel=3)
+    for path, by_reason in degraded.rows.items():
+        said = ", ".join(f"{n} with {reason}" for reason, n in by_reason.items())
+        if (path, said) not in _SAID:
+            _SAID.add((path, said))
+            warnings.warn(f"{path}: rows left out: {said}", stacklevel=3)
+
+
+def _unread_line(unread: dict[str, str]) -> str:
+    """Parts that may hold what was asked for but could not be read (path -> why), as one clause."""
+    named = ", ".join(f"{path} ({why})" for path, why in sorted(unread.items()))
+    one = len(unread) == 1
+    return (
+        f"the store could not be read in full: {named} {'was' if one else 'were'} left out and may hold it "
+        f"(move {'it' if one else 'them'} aside or copy {'it' if one else 'them'} again)"
+    )
+
+
+def derived_path(root: Path, workload: str, source: Source) -> Path:
+    """Where the recording of `source` (from the store's rows) is kept in this user's cache: named by its size
+    and dtype and a key of the rows' parts and the workload's space file, so rows added later make a new one."""
     from tuner.workloads import get_workload
 
     pattern = f"{source.gpu}/{workload}/evaluations/*.parquet"
@@ -93,11 +162,30 @@ def replay_file(
     for part in sorted(p for r in read_roots(root) for p in Path(r).glob(pattern)):
         key.update(part.name.encode() + _digest(part))
     name = f"{safe_name(source.size)}_{source.dtype}.{key.hexdigest()[:16]}.cache.json"
-    path = user_cache("recordings") / source.gpu / workload / name
-    if path.is_file():
+    return user_cache("recordings") / source.gpu / workload / name
+
+
+def replay_file(root: Path, workload: str, source: Source, read_rows: Callable[[str], StoreRead] | None = None) -> Path:
+    """The Kernel Tuner cache to replay for `source`: its file, or the one derived from its rows (written now
+    where this version of the rows and space has none yet, or has one that no longer reads whole: the cache
+    folder is this user's, and a file of it may be cut short or overwritten). `read_rows(pattern)`: how the
+    parts matching `pattern` are read (read_store; a caller deriving many shares one read of a GPU's folder)."""
+    if source.file is not None:
+        return source.file
+    from tuner.store.kt_files import store_cache_doc, write_cache
+
+    path = derived_path(root, workload, source)
+    if _whole(path):
         return path
-    rows = read_rows(pattern) if read_rows else read_parts(pattern, root)
-    doc = store_cache_doc(workload, source.size, source.dtype, str(source.gpu_name), rows=rows)
+    pattern = f"{source.gpu}/{workload}/evaluations/*.parquet"
+    found = read_rows(pattern) if read_rows else read_store(pattern, root)
+    _left_out(found.degraded)
+    try:
+        doc = store_cache_doc(workload, source.size, source.dtype, str(source.gpu_name), rows=found.frame)
+    except TunerError as e:
+        if found.degraded.parts:  # the parts left out held its rows
+            raise TunerError(f"{e}: {_unread_line(found.degraded.parts)}") from None
+        raise
     try:  # written whole (write_atomically): a concurrent reader sees all of it or none
         path.parent.mkdir(parents=True, exist_ok=True)
         write_cache(path, doc)
@@ -107,6 +195,58 @@ def replay_file(
             f"from the store's rows to {path.parent} ({e.strerror or e}): set TUNER_CACHE to a writable folder"
         ) from None
     return path
+
+
+def _whole(path: Path) -> bool:
+    """Whether a recording derived into the cache is there whole: as write_cache leaves it, a JSON object closed
+    after its last entry (`}\n}`). One missing, cut short, overwritten or unreadable is derived again. Only its
+    ends are read: `tuner list` asks it of every recording (221 files, 38 MB in the test cache), and a cache
+    file is written whole or not at all (write_atomically), so what damages one is a cut or an overwrite."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1)
+            size = f.seek(0, 2)
+            f.seek(max(0, size - 3))
+            tail = f.read()
+    except OSError:  # none, or unreadable
+        return False
+    return head == b"{" and tail == b"}\n}"
+
+
+_DERIVED = re.compile(r"^(?P<size>.+)_(?P<dtype>[^_/]+)\.(?P<key>[0-9a-f]{16})\.cache\.json$")
+
+
+def recording_again(path: str | Path, root: Path | None = None, likely: Sequence[Path] = ()) -> Path:
+    """`path`, a recording a replay was handed earlier (a distributed campaign keeps its path in the study), as it
+    can be read now: itself where it reads whole, or is not one derived into the cache (its reader says what is
+    wrong with it); one derived into this user's cache (recordings/<gpu>/<workload>/<size>_<dtype>.<key>.cache.json)
+    that has gone since (the folder may be deleted at any time) or no longer reads whole, derived again from the
+    rows of the store it was made from: the first of `root`, `likely` and the project's store that still holds
+    the same rows (the same file again). Where none does, `root`'s rows as they are now, if given (rows added
+    since make a new file); else a TunerError naming it."""
+    path = Path(path)
+    named = _DERIVED.match(path.name)
+    if named is None or len(path.parents) < 4 or path.parents[2].name != "recordings" or _whole(path):
+        return path
+    gpu, workload = path.parent.parent.name, path.parent.name
+    stores = list(dict.fromkeys(Path(s) for s in [*([root] if root else []), *likely, results_root()]))
+    changed = None
+    for store_root in stores:
+        for s in sources(store_root, workload):
+            if s.file is None and (s.gpu, safe_name(s.size), s.dtype) == (gpu, named["size"], named["dtype"]):
+                if derived_path(store_root, workload, s).name == path.name:
+                    return replay_file(store_root, workload, s)
+                if root is not None and store_root == Path(root):
+                    changed = s
+    if changed is not None and root is not None:
+        return replay_file(Path(root), workload, changed)
+    state = "is gone" if not path.exists() else "does not read whole"
+    raise TunerError(
+        f"{path}: this recording {state} (the cache folder may be deleted at any time) and cannot be derived "
+        f"again: no store looked at ({', '.join(map(str, stores))}) holds the rows of {workload} "
+        f"{named['size']} {named['dtype']} on {gpu} it was made from; run it where its store is the project's "
+        "(--results, TUNER_RESULTS)"
+    )
 
 
 def _digest(part: Path) -> bytes:
@@ -195,17 +335,21 @@ def unrecorded(
     them), or that nothing is and a GPU must record it first. None where there is one. `recorded`:
     sources(root, workload), if read."""
     recorded = sources(root, workload) if recorded is None else recorded
-    if not recorded:
-        return (
-            f"nothing recorded to replay for {workload}: a replay needs a campaign measured on a GPU first "
-            f"(`tuner tune {workload}` on a machine with one)"
-        )
     on = [s for s in recorded if not gpu or s.gpu == gpu_slug(gpu)]
     if any((safe_name(s.size), s.dtype) == (safe_name(size_name), dtype) for s in on):
         return None
+    # the parts whose rows could not be read may hold it: said, rather than that it was never recorded
+    unread = {p: why for p, why in _scan(root, workload).unknown.items() if not gpu or _folder(p) == gpu_slug(gpu)}
+    damaged = f": {_unread_line(unread)}" if unread else ""
+    if not recorded:
+        return f"nothing recorded to replay for {workload}{damaged}" + (
+            ""
+            if unread
+            else f": a replay needs a campaign measured on a GPU first (`tuner tune {workload}` on a machine with one)"
+        )
     names = {s.gpu: s.gpu_name or s.gpu for s in recorded}  # the GPUs' folders, which --gpu takes, and names
     if not on:
-        return f"nothing recorded to replay for {workload} on {gpu}; it is recorded on " + ", ".join(
+        return f"nothing recorded to replay for {workload} on {gpu}{damaged}; it is recorded on " + ", ".join(
             f"{name} (--gpu {folder})" for folder, name in sorted(names.items())
         )
     by_gpu: dict[str, list[str]] = {}
@@ -216,9 +360,14 @@ def unrecorded(
         for name, held in sorted(by_gpu.items())
     )
     return (
-        f"nothing recorded to replay for {workload} {size_name} {dtype}{' on ' + gpu if gpu else ''}; recorded "
-        f"{shown} (choose with --size and --dtype; `tuner list {workload}` shows every recording)"
+        f"nothing recorded to replay for {workload} {size_name} {dtype}{' on ' + gpu if gpu else ''}{damaged}; "
+        f"recorded {shown} (choose with --size and --dtype; `tuner list {workload}` shows every recording)"
     )
+
+
+def _folder(part: str) -> str:
+    """The GPU folder of a part (<store>/<gpu>/<workload>/evaluations/<part>)."""
+    return Path(part).parents[2].name
 
 
 def _choose(
@@ -285,7 +434,7 @@ def recordings(
     where the space still has it for the recording's dtype (`searchspace_of(dtype)`: tuner.measure.kt's
     searchspaces); a parameter added since with a default takes it, as a replay does."""
     defaults = space.defaults or {}
-    read_rows = functools.cache(lambda pattern: read_parts(pattern, root))  # one read of each GPU's folder
+    read_rows = functools.cache(lambda pattern: read_store(pattern, root))  # one read of each GPU's folder
     out = []
     for source in sources(root, workload):
         dtype = source.dtype
@@ -324,8 +473,11 @@ def _space_size(key: list, searchspace_of: Callable[[str | None], Searchspace], 
 
 def _searchspace_key(space: Space, dtype: str | None) -> list:
     from tuner.measure.provenance import package_version
+    from tuner.space.model import kt_block_names
 
-    return [space.space_hash_for(dtype), space.restrictions_for(dtype), package_version("kernel_tuner")]
+    # the thread block's parameters: a space's configs over 1024 threads a block are not in its search space
+    block = kt_block_names(space.block_names)
+    return [space.space_hash_for(dtype), space.restrictions_for(dtype), block, package_version("kernel_tuner")]
 
 
 def _size(searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:

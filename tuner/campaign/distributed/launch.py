@@ -95,7 +95,7 @@ def run_distributed(
                         break
                     except subprocess.TimeoutExpired:
                         if not req.quiet:
-                            s = campaign_status(camp.name, url)
+                            s = campaign_status(camp.name, url, root)
                             log(
                                 f"{s['done']}/{s['total']} done, {s['running']} running"
                                 + (

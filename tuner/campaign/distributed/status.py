@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from tuner import store
 from tuner.campaign.distributed.study import TrialCodec, load_campaign, lost_trials, retry_of, tally_trials
 from tuner.campaign.local import CampaignResult
-from tuner.campaign.storage import open_storage, redact
+from tuner.campaign.storage import SHARED_FILE, open_storage, redact, sqlite_path
 from tuner.campaign.summary import chosen_line, closing_notes
 from tuner.formatting import config_text, readable
 from tuner.measure import kt
@@ -23,12 +23,15 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def campaign_status(name: str, url: str) -> dict:
+def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
+    """The campaign's progress. `root`: its store, where known: a replay's recording, derived into this user's
+    cache, is derived again from it where the cache lost it meanwhile (else from the store beside a default
+    SQLite storage, or the project's, whichever holds the rows it was made from)."""
     study, camp = load_campaign(name, url, heartbeat=False)
     space = get_workload(camp.workload).space
     # a replay searches the configs its recording holds
     searchspace = (
-        recording_searchspace(space, camp.recording, camp.dtype)
+        recording_searchspace(space, camp.recording, camp.dtype, store_root=root, likely=_store_beside(url))
         if camp.simulate and camp.recording
         else kt.searchspace(space, camp.dtype)
     )
@@ -78,6 +81,15 @@ def campaign_status(name: str, url: str) -> dict:
         "confirmed": attrs.get("confirmed"),
         "workers": workers,
     }
+
+
+def _store_beside(url: str) -> list[Path]:
+    """The store whose default storage `url` is (`tune --workers` keeps its campaigns beside the store's parts:
+    tuner.campaign.storage.default_storage), if it is one."""
+    if not url.startswith("sqlite") or sqlite_path(url) == ":memory:":
+        return []
+    file = Path(sqlite_path(url))
+    return [file.parent] if file.name == SHARED_FILE else []
 
 
 def campaign_names(url: str) -> list[str]:
@@ -142,7 +154,7 @@ def campaign_rows(name: str, root: Path, simulated: bool, workload: str | None =
 
 
 def campaign_result(name: str, url: str, root: Path) -> CampaignResult:
-    s = campaign_status(name, url)
+    s = campaign_status(name, url, root)
     rows = campaign_rows(name, root, s["simulated"], s["workload"])
     best = (
         {k: v for k, v in s["best"].items() if k in ("config", "objective", "value", "time_ms")} if s["best"] else None

@@ -211,7 +211,7 @@ def _run_worker(
     space = workload.space
     # a replay searches the configs its recording holds
     searchspace = (
-        recording_searchspace(space, camp.recording, camp.dtype)
+        recording_searchspace(space, camp.recording, camp.dtype, store_root=Path(results or store.results_root()))
         if camp.simulate and camp.recording
         else kt.searchspace(space, camp.dtype)
     )

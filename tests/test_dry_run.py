@@ -139,3 +139,32 @@ def test_a_kernel_that_includes_a_header_beside_it_builds(saxpy, one_build):
     assert workload.space.build_flags[:-1] == workload.space.compiler_options  # provenance keeps the options
     report = dry_run(workload, None, None)
     assert report.problems == 0, report.findings
+
+
+# ---- on a GPU: what the dry run checked, measured -------------------------------------------------------------
+@pytest.mark.gpu
+def test_a_workload_with_a_local_header_and_a_restriction_kernel_tuner_cannot_parse_tunes(saxpy):
+    """The two things a dry run now lets through, live: a kernel that #includes a file beside it (the kernel's
+    folder on NVRTC's include path) and a restriction Kernel Tuner's parser would refuse (`ceil`: given to it
+    as a constraint our checker evaluates). Every config measured is verified; the dry run compiles for this
+    GPU's architecture."""
+    import os
+    import subprocess
+    import sys
+
+    (saxpy / "scale.h").write_text("#define SCALE_BY(x) (x)\n")
+    kernel = saxpy / "my-saxpy.cu"
+    kernel.write_text('#include "scale.h"\n' + kernel.read_text().replace("+ threadIdx.x;", "+ SCALE_BY(threadIdx.x);", 1))
+    space = saxpy / "space.yaml"
+    space.write_text(space.read_text().replace("\nrestrictions:\n", '\nrestrictions:\n  - "ceil(block_size_x / 64) * WPT <= 32"\n', 1))
+    env = {**os.environ, "TUNER_WORKLOADS": str(saxpy.parent), "TUNER_RESULTS": str(saxpy.parent.parent / "results")}
+    run = lambda *args: subprocess.run([sys.executable, "-m", "tuner", *args], cwd=saxpy.parent.parent, env=env,  # noqa: E731
+                                       capture_output=True, text=True, timeout=600)
+    dry = run("tune", "my-saxpy", "--dry-run")
+    assert dry.returncode == 0 and "no GPU here" not in dry.stdout, dry.stdout + dry.stderr
+    out = run("tune", "my-saxpy", "--budget", "8", "--quiet", "--json")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["evaluated"] == 8 and not result["failures"] and result["best"]
+    best = result["best"]["config"]
+    assert -(-best["block_size_x"] // 64) * best["WPT"] <= 32

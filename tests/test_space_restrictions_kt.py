@@ -274,6 +274,16 @@ def test_the_thread_limit_with_the_spaces_own_block_names(tmp_path, block):
         assert math.prod(config.get(n, 1) for n in names) <= MAX_THREADS  # never bx = 2048, mid-campaign
 
 
+def test_a_given_config_over_the_thread_limit_is_refused(tmp_path):
+    """A config given by hand (--config, a reference, a campaign's first configs) is checked as the count is:
+    one the space cannot launch is one line, not a launch failure on the GPU."""
+    params = {"bx": [256, 512, 1024, 2048], "by": [1, 2], "block_size_x": [1024, 2048]}
+    space = load_space(write_space(tmp_path, params, block=["bx", "by"]))
+    assert space.checked({"bx": 512, "by": 2, "block_size_x": 2048}) == {"bx": 512, "by": 2, "block_size_x": 2048}
+    with pytest.raises(TunerError, match=r"--config launches 2048 threads a block, more than 1024"):
+        space.checked({"bx": 1024, "by": 2, "block_size_x": 1024}, "--config")
+
+
 def test_count_configurations_takes_the_block_names(tmp_path):
     """The loader may give launch.block itself (None: the count reads it from the space file)."""
     params = {"bx": [256, 512, 1024, 2048], "by": [1, 2], "block_size_x": [1024, 2048]}

@@ -20,8 +20,7 @@ from tuner.errors import TunerError
 from tuner.measure.evaluate import ERROR_CONFIGS
 from tuner.measure.kt_restrictions import restrictions_for_kernel_tuner
 from tuner.space import Space
-from tuner.space.configurations import MAX_THREADS  # per block: the space's count applies the same limit
-from tuner.space.model import kt_block_names
+from tuner.space.model import MAX_THREADS, kt_block_names  # the space's count applies the same thread limit
 
 BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
 HOST_BACKEND = "host-nvcc"  # a 'host' space: nvcc builds a shared library, Kernel Tuner's C backend calls it

@@ -26,12 +26,11 @@ from tuner.kept import code_digest, kept
 from tuner.space import expressions
 from tuner.space.errors import SpaceError
 from tuner.space.expressions import Expression
-from tuner.space.model import kt_block_names
+from tuner.space.model import MAX_THREADS, kt_block_names
 
 MAX_CONFIGS = 1_000_000  # valid configs: Kernel Tuner holds ~400 bytes each, and lists them in ~1.5 s per 10^6
 MAX_EVALUATIONS = 20_000_000  # restriction evaluations while counting (a few seconds at most)
 MAX_SECONDS = 20.0
-MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi (Kernel Tuner's max_threads: tuner.measure.kt)
 
 
 class _Budget(Exception):

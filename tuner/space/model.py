@@ -26,6 +26,9 @@ BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's
 SIZE_MIN, SIZE_MAX = 1, 2**63 - 1  # a size variable's limits where size_limits gives none
 
 
+MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi (Kernel Tuner's max_threads)
+
+
 def kt_block_names(block: list) -> list[str]:
     """The three parameters Kernel Tuner reads as the thread block: launch.block's names, then its own default
     names for the dimensions launch.block leaves."""
@@ -131,6 +134,9 @@ class Space:
             )
         if not self.is_valid(config, dtype):
             raise TunerError(f"{what} breaks a restriction of the space{f' for {dtype}' if dtype else ''}: {config}")
+        threads = math.prod(self.block_dims(config)) if self.lang != "host" else 1
+        if threads > MAX_THREADS:  # as the space's count and Kernel Tuner leave it out: it cannot be launched
+            raise TunerError(f"{what} launches {threads} threads a block, more than {MAX_THREADS}: {config}")
         return dict(config)
 
     def grid_dims(self, config: dict, size: dict) -> list:

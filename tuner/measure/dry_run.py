@@ -95,13 +95,18 @@ def dry_run(
     chosen = [configs[0], *random.Random(0).sample(configs[1:], min(COMPILED - 1, len(configs) - 1))]
     cc = cc or _gpu_cc()
     what = space.compiler if space.lang == "host" else f"sm_{cc or DEFAULT_CC}" + ("" if cc else ", no GPU here")
+    failed: dict[str, list[tuple[dict, str]]] = {}  # the compiler's first line -> the configs it failed, why
     for config in chosen:
         progress(f"compiling {config_text(config)} for {what}")
         error = compile_config(space, config, size, dtype, backend, cc or DEFAULT_CC, find_kernel=declared is None)
         if error:
-            out.add("problem", f"{config_text(config)} does not build: {error}")
+            failed.setdefault(error.split(" | ")[0], []).append((config, error))
         else:
             out.add("ok", f"{config_text(config)} builds ({what})")
+    for same in failed.values():  # one line for the configs that fail alike (the source's own mistake)
+        (config, error), more = same[0], len(same) - 1
+        also = f" (and {more} more config{'s' if more > 1 else ''} alike)" if more else ""
+        out.add("problem", f"{config_text(config)} does not build{also}: {error}")
 
     progress(f"building the arguments and the reference answer for {size_name}")
     out.findings += _reference(workload, size, dtype, gpu_here)

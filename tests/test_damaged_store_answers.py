@@ -302,3 +302,11 @@ def test_report_on_a_whole_store_exits_0_without_a_degraded_note(store, tmp_path
     summary = json.loads(out)
     assert code == 0 and summary["degraded"] is None
     assert 'class="degraded"' not in Path(summary["path"]).read_text()
+
+
+def test_results_names_an_unreadable_part_once(store, cache, capsys):
+    """The rows and the recordings `tuner results` reads are the same parts: a damaged one is said once."""
+    part = _part_holding(store, "large", "float32")
+    _zero(part)
+    code, out, err = _run(capsys, store, "results", "reduction", "--size", "seed", "--top", "2")
+    assert code == 0 and err.count(str(part)) == 1

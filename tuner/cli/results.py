@@ -62,6 +62,7 @@ def command(args: argparse.Namespace) -> int:
         objective_column,
         render,
     )
+    from tuner.store.schema import collect
 
     if args.top is not None and args.top < 1:
         raise TunerError(f"--top {args.top}: show at least 1 config (--all for every one)")
@@ -83,7 +84,9 @@ def command(args: argparse.Namespace) -> int:
         console.print(f"[yellow]note:[/] {escape(note)}")
     heading, out = render(sel, table, shown, args.by, None if args.all else args.top or TOP, console.width)
     console.print(heading, highlight=False)
-    console.print(recorded_line(sel), highlight=False)
+    with collect():  # the same parts as the rows just read: any damage was said once already
+        recorded = recorded_line(sel)
+    console.print(recorded, highlight=False)
     console.print(out, highlight=False)
     if args.csv:
         console.print(f"wrote {len(shown)} row(s) to {args.csv}", highlight=False)

@@ -198,16 +198,18 @@ def test_a_warning_is_one_line_not_pythons_source_lines(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "argv, resumes",
-    [(["tune", "reduction"], True), (["tune", "reduction", "--simulate"], False), (["best", "reduction"], False)],
+    [(["tune", "reduction"], True), (["tune", "reduction", "--simulate"], False), (["best", "reduction"], False),
+     (["worker", "c"], True), (["worker", "c", "--launch", "{}"], False)],  # a worker `tune --workers` started
 )
 def test_an_interrupt_says_resume_only_where_measurements_were_stored(monkeypatch, capsys, argv, resumes):
-    from tuner.cli import best, tune
+    from tuner.cli import best, tune, worker
 
     def interrupted(args):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(tune, "command", interrupted)
     monkeypatch.setattr(best, "command", interrupted)
+    monkeypatch.setattr(worker, "command", interrupted)
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert err.startswith("interrupted") and ("run the same command again" in err) == resumes, err

@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         measuring = args is not None and args.command in STORING and not getattr(args, "simulate", False)
         said = "; everything measured is stored; run the same command again to resume" if measuring else ""
+        if args is not None and args.command == "worker" and getattr(args, "launch", None):
+            said = ""  # a worker `tune --workers N` started: that command says how to resume, not this one
         Console(stderr=True).print(f"interrupted{said}", highlight=False)
         return 130
     except BrokenPipeError:  # `tuner results ... | head`: the reader has gone; say nothing more

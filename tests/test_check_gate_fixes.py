@@ -274,6 +274,9 @@ def test_a_check_that_cannot_run_still_writes_both_reports_with_its_error(tmp_pa
     suite, md = _error_reports(tmp_path)
     assert "no CUDA GPU found" in suite.find("testcase/error").text and "no CUDA GPU found" in md
     assert md.startswith("**error**: the check could not run (exit 2)")
+    code, out, _ = _run(capsys, "--results", str(root), "check", "--json")  # stdout: a document all the same
+    assert code == 2 and json.loads(out) == {"exit_code": 2, "checks": [], "error": json.loads(out)["error"]}
+    assert "no CUDA GPU found" in json.loads(out)["error"]
     for argv, said in (
         (["--simulate", "--plant", "nope=1"], "reduction has no parameter nope"),
         (["gemm", "--simulate"], "no baseline of gemm stored to replay"),

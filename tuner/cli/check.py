@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -88,6 +89,8 @@ def command(args: argparse.Namespace) -> int:
         degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # the damage said too
         said = str(e) if isinstance(e, TunerError) else f"{type(e).__name__}: {e} (a bug to report)"
         _write_reports(args, [], degraded.as_dict() if degraded else None, error=said)
+        if args.json:  # a script reading stdout gets a document whatever happened
+            print(json.dumps({"exit_code": 2, "checks": [], "error": said}, indent=2))
         raise
     left = degraded.as_dict() if degraded else None
     status = degraded_status(left, args.allow_degraded)  # said in any case

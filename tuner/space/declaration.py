@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     SizeExpr = Callable[[Any, list], Expression]
 
 
+MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi (Kernel Tuner's max_threads)
+
+
 @dataclass
 class Argument:
     name: str
@@ -288,8 +291,6 @@ def _check_reference_kernel(ref: dict, doc: dict, path: Path, size_expr: SizeExp
     numbers = [b for b in ref["block"] if isinstance(b, (int, float))]
     if any(b < 1 or not float(b).is_integer() for b in numbers):
         fail([*at, "block"], f"block dimensions must be whole numbers >= 1, got {ref['block']}")
-    from tuner.space.model import MAX_THREADS  # model imports this module
-
     if len(numbers) == len(ref["block"]) and math.prod(numbers) > MAX_THREADS:
         fail([*at, "block"], f"{' x '.join(map(str, numbers))} threads: a block has at most {MAX_THREADS}")
     grid = [size_expr(g, [*at, "grid", i]) for i, g in enumerate(ref["grid"])]

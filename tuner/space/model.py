@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from tuner.errors import TunerError
-from tuner.space.declaration import Declaration
+from tuner.space.declaration import MAX_THREADS, Declaration
 from tuner.space.errors import SpaceError, one_of, value_kind
 from tuner.space.expressions import Expression
 
@@ -24,9 +24,6 @@ from tuner.space.expressions import Expression
 METRIC_INPUTS = ("time", "itemsize")
 BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's, for dimensions launch leaves
 SIZE_MIN, SIZE_MAX = 1, 2**63 - 1  # a size variable's limits where size_limits gives none
-
-
-MAX_THREADS = 1024  # per block on every CUDA GPU since Fermi (Kernel Tuner's max_threads)
 
 
 def kt_block_names(block: list) -> list[str]:

@@ -25,7 +25,6 @@ from tuner import store
 from tuner.answers.baseline import MIN_ROUNDS, read_baselines, unreadable_text
 from tuner.answers.check import (
     CheckResult,
-    StoreRows,
     check_one,
     check_plant,
     check_retune,
@@ -37,6 +36,7 @@ from tuner.answers.check import (
     retuned,
     timing_differs,
 )
+from tuner.answers.check_rows import StoreRows
 from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
 from tuner.formatting import config_text

@@ -58,14 +58,18 @@ def test_a_wrong_kernel_name_and_an_unread_parameter(saxpy, one_build, capsys):
 
 
 def test_a_compile_error_quotes_the_compiler(saxpy, capsys):
-    """Once: the three configs built fail alike, a mistake of the source's."""
+    """Once: the three configs built fail alike, a mistake of the source's, named by the kernel file's own line
+    (the #defines put in front of it do not shift the line numbers)."""
     kernel = saxpy / "my-saxpy.cu"
+    lines = kernel.read_text().splitlines()
+    wrong = next(i for i, line in enumerate(lines, 1) if "+ threadIdx.x;" in line)
     kernel.write_text(kernel.read_text().replace("+ threadIdx.x;", "+ threadIdx.x + no_such_name;", 1))
     assert main(["tune", "my-saxpy", "--dry-run", "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     problems = [f["text"] for f in doc["findings"] if f["level"] == "problem"]
     assert len(problems) == 1 and "does not build (and 2 more configs alike): " in problems[0]
     assert all("does not build" in p and 'identifier "no_such_name" is undefined' in p for p in problems)
+    assert f"my-saxpy.cu({wrong}): error" in problems[0]
 
 
 def test_a_kernel_found_only_by_compiling(saxpy, one_build):

@@ -173,7 +173,7 @@ def compile_config(
             return "Kernel Tuner would not compile it (too many threads a block)"
         flags = cubin_options(space.build_flags, cc) or tuple(space.build_flags)
         job = CompileJob(made[0], made[1], flags)
-        cubin = _nvrtc_or_nvcc(job)
+        cubin = _nvrtc_or_nvcc(job, space.kernel_source.name)
     except (RuntimeError, TunerError) as e:
         return _tail(str(e))
     name = space.kernel_name.split("<")[0].strip().encode()
@@ -182,15 +182,17 @@ def compile_config(
     return None
 
 
-def _nvrtc_or_nvcc(job: CompileJob) -> bytes:
+def _nvrtc_or_nvcc(job: CompileJob, file_name: str) -> bytes:
     """The cubin of a job: NVRTC as a campaign compiles it, or nvcc with the same options where cuda-python
-    (the `cuda` extra) is not installed."""
-    try:
-        from tuner.measure.compile_pool import nvrtc_cubin
+    (the `cuda` extra) is not installed. The compiler's messages name the kernel's file (`file_name`)."""
+    from tuner.measure.compile_pool import nvrtc_cubin
 
+    try:
         return nvrtc_cubin(job)[0]
-    except ImportError:
+    except ImportError:  # no cuda-python: nvcc below
         pass
+    except RuntimeError as e:  # NVRTC calls the source CUDAProgram
+        raise RuntimeError(str(e).replace("CUDAProgram(", f"{file_name}(")) from None
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise TunerError("neither cuda-python (pip install 'gpu-tuner[cuda]') nor nvcc is here to compile with")
@@ -207,7 +209,7 @@ def _nvrtc_or_nvcc(job: CompileJob) -> bytes:
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"nvcc did not finish in {BUILD_TIMEOUT_S} s") from None
         if done.returncode != 0:
-            raise RuntimeError(done.stderr.replace(str(src), "kernel.cu"))
+            raise RuntimeError(done.stderr.replace(str(src), file_name))
         return cubin.read_bytes()
 
 

@@ -170,9 +170,12 @@ class Space:
     def source_for(self, dtype: str, config: dict | None = None) -> str:
         """The kernel source with the dtype's #defines in front, as Kernel Tuner puts the parameters'; with a
         config, its parameters' #defines before those, which is what Kernel Tuner compiles for it.
-        (Not -D options: CUDA 13's builtin headers use names such as T as template parameters.)"""
+        (Not -D options: CUDA 13's builtin headers use names such as T as template parameters.) A `#line 1`
+        after the #defines keeps a compiler's line numbers those of the kernel file."""
         defines = [*(config or {}).items(), *self.dtypes[dtype].get("defines", {}).items()]
-        return "".join(f"#define {k} {v}\n" for k, v in defines) + self.source_text
+        if not defines:
+            return self.source_text
+        return "".join(f"#define {k} {v}\n" for k, v in defines) + "#line 1\n" + self.source_text
 
     def build_options(self, dtype: str) -> list:
         """Compiler options and dtype defines: what decides the binary besides the parameters (provenance)."""

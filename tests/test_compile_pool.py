@@ -49,6 +49,16 @@ def test_a_crash_and_a_hang_fail_their_job_alone_and_the_pool_goes_on():
         pool.close()
 
 
+def test_a_worker_slow_to_start_is_no_hang():
+    """The time to a hang starts once the worker has started: its first job, sent as it was spawned, compiles."""
+    pool = CompilePool("tests.slow_start_compiler:compile_quickly", workers=1, timeout=1)
+    try:
+        out = pool.result(pool.submit(job("first")))
+        assert out.binary == b"cubin of first" and not out.crashed and pool.restarts == 0
+    finally:
+        pool.close()
+
+
 def test_a_job_is_compiled_once_and_its_result_handed_out_once():
     pool = CompilePool(STAND_IN, workers=1, timeout=10)
     try:

@@ -3,7 +3,7 @@ the GPU's architecture (host code into shared libraries) while the device measur
 (tuner/measure/pipeline.py feeds it, tuner/measure/cubin_backend.py and library_backend.py load what it made).
 
 Each worker compiles one job at a time. A compiler that crashes (the worker dies) or hangs (killed after
-`timeout` seconds) fails that job alone, as a `crashed` Compiled the campaign records as a `compile` failure;
+`timeout` seconds, counted from when its worker had started) fails that job alone, as a `crashed` Compiled the campaign records as a `compile` failure;
 the worker is replaced and the other jobs go on. A compiler's own verdict (a compile error) is an ordinary
 Compiled with its `error`: the measuring process raises it where Kernel Tuner's compile would have.
 
@@ -68,6 +68,8 @@ def source_key(name: str, source: str) -> str:
 
 
 Compiler = Callable[[CompileJob], tuple[bytes, str]]  # a job -> (binary, its name); raises on a compile error
+READY = "ready"  # a worker's first message: started, its compiler imported; a job's time to a hang starts then
+START_S = 120.0  # the most a worker may take to start (a Python process spawned, on a loaded machine)
 
 
 def resolve_compiler(compiler: Compiler | str) -> Compiler:
@@ -82,6 +84,7 @@ def _worker_main(conn: Any, compiler: Compiler | str) -> None:
     """A pool worker: compile each job it is sent until it is sent None."""
     os.setpgid(0, 0)  # a group of its own with the compilers it runs: stopped, continued and killed together
     fn = resolve_compiler(compiler)
+    conn.send(READY)
     while True:
         job = conn.recv()
         if job is None:
@@ -103,7 +106,8 @@ class _Worker:
         self.proc.start()
         child.close()
         self.job: CompileJob | None = None
-        self.since = 0.0  # when the job was sent, moved on by the time the job was stopped
+        self.started = False  # READY came: until then a job's wait is the worker's start, not the compiler's
+        self.since = 0.0  # when the job was sent (or the worker started), moved on by the time it was stopped
         self.stopped_s = 0.0  # of the job's time, stopped by the measuring process
 
     def kill(self) -> None:
@@ -236,7 +240,9 @@ class CompilePool:
                         deferred = deferred or ended
                     elif w.conn in ready or ended:
                         self._collect(w)
-                    elif now - w.since > self.timeout:
+                    elif not w.started and now - w.since > START_S:
+                        self._fail(w, f"the compiler's process did not start within {START_S:.0f} s and was killed")
+                    elif w.started and now - w.since > self.timeout:
                         self._fail(w, f"the compiler did not finish within {self.timeout:.0f} s and was killed")
                 self._cond.notify_all()
             if deferred:
@@ -266,6 +272,9 @@ class CompilePool:
         try:
             if w.conn.poll():
                 out = w.conn.recv()
+                if out == READY:  # the job's time starts now
+                    w.started, w.since, w.stopped_s = True, time.perf_counter(), 0.0
+                    return
                 if w.stopped_s:  # the worker timed the job with a clock that ran on while it was stopped
                     out = Compiled(**{**out.__dict__, "seconds": max(0.0, out.seconds - w.stopped_s)})
                 self._results[w.job.key] = out

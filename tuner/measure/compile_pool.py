@@ -3,8 +3,8 @@ the GPU's architecture (host code into shared libraries) while the device measur
 (tuner/measure/pipeline.py feeds it, tuner/measure/cubin_backend.py and library_backend.py load what it made).
 
 Each worker compiles one job at a time. A compiler that crashes (the worker dies) or hangs (killed after
-`timeout` seconds, counted from when its worker had started) fails that job alone, as a `crashed` Compiled the campaign records as a `compile` failure;
-the worker is replaced and the other jobs go on. A compiler's own verdict (a compile error) is an ordinary
+`timeout` seconds, counted from when its worker had started) fails that job alone, as a `crashed` Compiled the
+campaign records as a `compile` failure; the worker is replaced and the other jobs go on. A compiler's own verdict (a compile error) is an ordinary
 Compiled with its `error`: the measuring process raises it where Kernel Tuner's compile would have.
 
 While a request is with the measuring process the pool is `frozen`: the measuring process stops the workers

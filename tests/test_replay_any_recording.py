@@ -35,7 +35,7 @@ def _results_changed() -> str | None:
 @pytest.fixture(autouse=True)
 def _no_gpu_here(monkeypatch):
     """The replay's choice among GPUs does not depend on the machine running the tests."""
-    monkeypatch.setattr("tuner.campaign.local.local_gpu_name", lambda: None)
+    monkeypatch.setattr("tuner.campaign.local.local_device_name", lambda space: None)
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -99,7 +99,7 @@ def test_several_gpus_choose_as_best_does_and_say_which(capsys, monkeypatch):
 
     # this machine's GPU has a recording: that one, said so
     other = H200 if result["gpu"] == H100 else H100
-    monkeypatch.setattr("tuner.campaign.local.local_gpu_name", lambda: other)
+    monkeypatch.setattr("tuner.campaign.local.local_device_name", lambda space: other)
     assert main(["tune", "floyd-warshall", "--size", "5k", "--simulate", "--budget", "5", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["gpu"] == other

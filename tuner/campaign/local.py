@@ -20,7 +20,7 @@ from tuner.campaign.storage import local_storage, open_storage
 from tuner.campaign.summary import chosen_line, closing_notes, replay_line, stopped_line
 from tuner.errors import TunerError
 from tuner.measure import kt
-from tuner.measure.provenance import gpu_info
+from tuner.measure.provenance import local_device_name
 from tuner.measure.replay import replay_recording
 from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
@@ -234,7 +234,7 @@ def campaign_strategy(
 def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed. Without
     --gpu and with several GPUs recorded, the recording is chosen as `tuner best` chooses, and said."""
-    here = None if req.gpu else local_gpu_name()
+    here = None if req.gpu else local_device_name(r.space)  # the CPU's model for host code, as `tuner best`
     cachefile, note = choose_recording(root, req.workload, r.size_name, r.dtype, req.gpu, size=r.size, here=here)
     gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
     strategy = campaign_strategy(
@@ -291,9 +291,3 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
 def study_title(req: CampaignRequest, r: Resolved) -> str:
     """A single-process campaign's Optuna study is named as a distributed one would be by default."""
     return default_name(req.workload, r.size_name, r.dtype, req.strategy, req.seed)
-
-
-def local_gpu_name() -> str | None:
-    """This machine's GPU as the store names it, or None without one."""
-    name = gpu_info().get("gpu")
-    return None if name in (None, "", "unknown") else str(name)

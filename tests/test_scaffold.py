@@ -226,7 +226,7 @@ def test_a_bad_name_is_refused(tmp_path, name):
 
 
 def test_nothing_is_half_written(tmp_path, monkeypatch):
-    """A failure while writing leaves neither the folder nor the temporary one."""
+    """A failure while writing is one line, and leaves neither the folder nor the temporary one."""
     real = Path.write_bytes
     calls = []
 
@@ -237,7 +237,7 @@ def test_nothing_is_half_written(tmp_path, monkeypatch):
         return real(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", failing)
-    with pytest.raises(OSError):
+    with pytest.raises(TunerError, match=r"w: cannot create full \(No space left on device\)"):
         init_workload("full", tmp_path / "w")
     assert len(calls) == 2 and os.listdir(tmp_path / "w") == []
 

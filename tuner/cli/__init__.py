@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from tuner import __version__
 from tuner.cli import (
     baseline,
     best,
@@ -38,6 +39,7 @@ def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
     """The CLI; `run_programs`: with each workload's `tuner run` program, which imports every workload (half a
     second of each worker's start on the H100 machine, spent only when the command may be `run`)."""
     p = argparse.ArgumentParser(prog="tuner", description="Tune CUDA kernels, query and export the best configs.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--results", type=Path, default=None, help="results directory (default: ./results of the project)")
     p.add_argument(
         "--workloads",

@@ -1,9 +1,9 @@
 """`tuner tune NAME --dry-run`: a workload checked before any GPU time is spent on it. Everything a campaign
 does ahead of its first launch, done here without one: the space's valid configs for the size and dtype, the
 parameters the kernel never reads, a few configs compiled exactly as a campaign compiles them (Kernel Tuner's
-source for the config; NVRTC to a cubin where cuda-python is installed, else nvcc with the same options; host
-code with its own compiler), the kernel's symbol in what was built, and the arguments and the reference
-answer every config is verified against."""
+source for the config; NVRTC to a cubin where cuda-python is installed and NVRTC's library loads, else nvcc
+with the same options; host code with its own compiler), the kernel's symbol in what was built, and the
+arguments and the reference answer every config is verified against."""
 
 from __future__ import annotations
 
@@ -96,13 +96,18 @@ def dry_run(
     cc = cc or _gpu_cc()
     what = space.compiler if space.lang == "host" else f"sm_{cc or DEFAULT_CC}" + ("" if cc else ", no GPU here")
     failed: dict[str, list[tuple[dict, str]]] = {}  # the compiler's first line -> the configs it failed, why
+    compiler = CubinCompiler()
     for config in chosen:
         progress(f"compiling {config_text(config)} for {what}")
-        error = compile_config(space, config, size, dtype, backend, cc or DEFAULT_CC, find_kernel=declared is None)
+        error = compile_config(
+            space, config, size, dtype, backend, cc or DEFAULT_CC, find_kernel=declared is None, compiler=compiler
+        )
         if error:
             failed.setdefault(error.split(" | ")[0], []).append((config, error))
         else:
             out.add("ok", f"{config_text(config)} builds ({what})")
+    if compiler.fallback:
+        out.add("warning", compiler.fallback)
     for same in failed.values():  # one line for the configs that fail alike (the source's own mistake)
         (config, error), more = same[0], len(same) - 1
         also = f" (and {more} more config{'s' if more > 1 else ''} alike)" if more else ""
@@ -155,10 +160,18 @@ def _kernel_declared(space: Space) -> str | None:
 
 
 def compile_config(
-    space: Space, config: dict, size: dict, dtype: str, backend: str, cc: str, find_kernel: bool = True
+    space: Space,
+    config: dict,
+    size: dict,
+    dtype: str,
+    backend: str,
+    cc: str,
+    find_kernel: bool = True,
+    compiler: CubinCompiler | None = None,
 ) -> str | None:
     """Build `config` as a campaign builds it; None if it builds, else the compiler's verdict (its last lines).
-    `find_kernel`: also look for the kernel's name in the cubin built."""
+    `find_kernel`: also look for the kernel's name in the cubin built; `compiler`: the one a dry run shares
+    between its configs (it remembers that NVRTC cannot be loaded)."""
     run_by = kt.effective_backend(space, backend)
     try:
         if run_by in (kt.HOST_BACKEND, kt.CPU_BACKEND):
@@ -173,7 +186,7 @@ def compile_config(
             return "Kernel Tuner would not compile it (too many threads a block)"
         flags = cubin_options(space.build_flags, cc) or tuple(space.build_flags)
         job = CompileJob(made[0], made[1], flags)
-        cubin = _nvrtc_or_nvcc(job, space.kernel_source.name)
+        cubin = (compiler or CubinCompiler())(job, space.kernel_source.name)
     except (RuntimeError, TunerError) as e:
         return _tail(str(e))
     name = space.kernel_name.split("<")[0].strip().encode()
@@ -182,20 +195,54 @@ def compile_config(
     return None
 
 
-def _nvrtc_or_nvcc(job: CompileJob, file_name: str) -> bytes:
-    """The cubin of a job: NVRTC as a campaign compiles it, or nvcc with the same options where cuda-python
-    (the `cuda` extra) is not installed. The compiler's messages name the kernel's file (`file_name`)."""
-    from tuner.measure.compile_pool import nvrtc_cubin
+class CubinCompiler:
+    """Cubins as a campaign builds them: NVRTC where cuda-python (the `cuda` extra) is installed, else nvcc with
+    the same options. Where cuda-python is installed but NVRTC's library cannot be loaded (a CUDA toolkit
+    without libnvrtc), nvcc too, and `fallback` says so: every config would otherwise be reported as not
+    building. The compiler's messages name the kernel's file."""
 
-    try:
-        return nvrtc_cubin(job)[0]
-    except ImportError:  # no cuda-python: nvcc below
-        pass
-    except RuntimeError as e:  # NVRTC calls the source CUDAProgram
-        raise RuntimeError(str(e).replace("CUDAProgram(", f"{file_name}(")) from None
+    def __init__(self) -> None:
+        self.no_nvrtc: str | None = None  # why NVRTC is not used, once found out
+        self.fallback: str | None = None
+
+    def __call__(self, job: CompileJob, file_name: str) -> bytes:
+        if self.no_nvrtc is None:
+            from tuner.measure.compile_pool import nvrtc_cubin
+
+            try:
+                return nvrtc_cubin(job)[0]
+            except ImportError:
+                self.no_nvrtc = "cuda-python is not installed (pip install 'gpu-tuner[cuda]')"
+            except RuntimeError as e:
+                if not nvrtc_unloadable(e):  # the compiler's verdict; NVRTC calls the source CUDAProgram
+                    raise RuntimeError(str(e).replace("CUDAProgram(", f"{file_name}(")) from None
+                self.no_nvrtc = "cuda-python cannot load NVRTC's library (libnvrtc)"
+                self.fallback = NVRTC_MISSING
+        return _nvcc_cubin(job, file_name, self.no_nvrtc)
+
+
+NVRTC_MISSING = (
+    "cuda-python is installed but NVRTC's library (libnvrtc) cannot be loaded: built with nvcc instead. A campaign "
+    "compiles with NVRTC: where you tune, install it with `pip install 'cuda-python[all]'` or a full CUDA toolkit"
+)
+# how cuda-python says that NVRTC's library cannot be loaded: cuda.pathfinder's DynamicLibNotFoundError (a
+# RuntimeError; cuda-bindings 12.9 and later) says 'Failure finding "libnvrtc.so.13 or ..."', older cuda-bindings
+# raise a plain RuntimeError('Failed to dlopen libnvrtc.so.12'). Matched by name and words, not imported: the
+# class lives in a private module whose place has moved between releases.
+_UNLOADABLE = re.compile(r"(Failure finding|Failed to dlopen)\b.*nvrtc", re.IGNORECASE | re.DOTALL)
+
+
+def nvrtc_unloadable(e: RuntimeError) -> bool:
+    """Whether `e`, raised by calling NVRTC, says that its library cannot be loaded (not that a source is wrong)."""
+    named = any(c.__name__ == "DynamicLibNotFoundError" for c in type(e).__mro__)
+    return named or _UNLOADABLE.match(str(e)) is not None
+
+
+def _nvcc_cubin(job: CompileJob, file_name: str, no_nvrtc: str) -> bytes:
+    """The cubin of a job built by nvcc with the job's options; `no_nvrtc`: why NVRTC was not used."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
-        raise TunerError("neither cuda-python (pip install 'gpu-tuner[cuda]') nor nvcc is here to compile with")
+        raise TunerError(f"nothing here compiles CUDA: {no_nvrtc}, and nvcc is not on PATH")
     with tempfile.TemporaryDirectory(prefix="tuner-dry-run-") as tmp:
         src, cubin = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
         src.write_text(job.source)

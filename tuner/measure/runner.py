@@ -143,7 +143,7 @@ class IsolatedRunner(Runner):
             raise TunerError("the measuring process died while starting (see the messages above)") from None
         if isinstance(reply, Fatal):
             self._kill()
-            raise TunerError(f"cannot run on this machine: {reply.message}")
+            raise TunerError(self._cannot_start(reply.message))
         assert isinstance(reply, Ready), reply
         if self.setup is None:
             self.setup = reply.setup
@@ -151,6 +151,21 @@ class IsolatedRunner(Runner):
         if "entered_at" in reply.setup:  # of which: a new Python process up to the process's first line
             self.lifecycle_s["process"] = round(reply.setup["entered_at"] - spawned_at, 2)
         return self.setup
+
+    def _cannot_start(self, message: str) -> str:
+        """Why the measuring process could not start: what this machine lacks (a GPU, its driver, the backend's
+        package) in the words of `tuner tune` (tuner.campaign.request.gpu_missing, the one place that says it),
+        else the process's own error."""
+        from tuner.campaign.request import gpu_missing
+        from tuner.measure import kt
+        from tuner.workloads import get_workload
+
+        try:
+            backend = kt.effective_backend(get_workload(self.spec.workload).space, self.spec.backend)
+        except TunerError:  # the process's own error says more
+            return f"cannot run on this machine: {message}"
+        missing = None if backend == kt.CPU_BACKEND else gpu_missing(backend)  # CPU code needs no GPU
+        return f"cannot measure here: {missing}" if missing else f"cannot run on this machine: {message}"
 
     def _kill(self) -> None:
         if self._proc is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -64,17 +65,13 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
     except OSError as e:
         raise TunerError(f"{path}: cannot read the space file: {e.strerror}") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line
-        raise TunerError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise TunerError(f"{path}: not valid YAML {_yaml_problem(e)}") from None
     if not isinstance(doc, dict):
         raise SpaceError(path, [], "expected a mapping of keys (workload, kernel, parameters, ...)")
 
     errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
-        # a parameter's values of mixed kinds: said as such (best_match would pick one branch of the anyOf)
-        worst = next((e for e in errors if e.validator == "anyOf"), None) or jsonschema.exceptions.best_match(errors)
+        worst = _worst(errors)
         raise SpaceError(path, list(worst.absolute_path), _explain(worst))
 
     params = doc["parameters"]
@@ -240,6 +237,62 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
 
 
 _INPUT_WORDS = {"time": "measured time (ms)", "itemsize": "dtype's size in bytes"}  # METRIC_INPUTS, in words
+
+# PyYAML's contexts that open something the problem found later did not close: the mistake is where it opened
+# (a `[` without its `]` is noticed lines further down, at the next key)
+_OPENED = {
+    "while parsing a flow sequence": "the list opened with '[' here is not closed",
+    "while parsing a flow mapping": "the mapping opened with '{' here is not closed",
+    "while scanning a quoted scalar": "the quoted text opened here is not closed",
+    "while scanning a simple key": "this key has no ':' after it",
+}
+# PyYAML's tokens, as its messages name them ("but got '?'"), in words
+_TOKENS = {
+    "?": "a key",
+    "<scalar>": "a value",
+    "<block end>": "the end of an indented block",
+    "<block mapping start>": "an indented mapping",
+    "<block sequence start>": "an indented list",
+    "<block entry>": "a list item ('-')",
+    "<stream end>": "the end of the file",
+    "<document start>": "'---'",
+    "<document end>": "'...'",
+    "<alias>": "an alias (*name)",
+    "<anchor>": "an anchor (&name)",
+    "<tag>": "a tag (!name)",
+}
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, in words: "(line 16, column 8): the list opened with '[' here is not
+    closed: expected ',' or ']', but got a key at line 20, column 1"."""
+    problem_mark, context_mark = getattr(e, "problem_mark", None), getattr(e, "context_mark", None)
+    problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line
+    if problem.startswith("expected <block end>"):  # a line indented unlike the block it is in
+        problem = "this line is indented unlike the lines above it (a key, or a '-' item, out of line)"
+    problem = re.sub(r"'(\?|<[a-z ]+>)'|(<[a-z ]+>)", lambda m: _TOKENS.get(m[1] or m[2], m[0]), problem)
+    opened = _OPENED.get(str(getattr(e, "context", None)))
+    if opened and context_mark is not None and problem_mark is not None:
+        return f"({_at(context_mark)}): {opened}: {problem} at {_at(problem_mark)}"
+    return f"({_at(problem_mark)}): {problem}" if problem_mark is not None else f": {problem}"
+
+
+def _at(mark: yaml.Mark) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _worst(errors: list[jsonschema.ValidationError]) -> jsonschema.ValidationError:
+    """The schema error to report: a parameter's values of mixed kinds as such (best_match would pick one branch
+    of the anyOf); an unknown key rather than a missing one of the same mapping (a mistyped `src:` is why
+    `source` is missing, and the unknown key's error suggests the right name); else jsonschema's best match."""
+    mixed = next((e for e in errors if e.validator == "anyOf"), None)
+    if mixed is not None:
+        return mixed
+    best = jsonschema.exceptions.best_match(errors)
+    if best.validator != "required":
+        return best
+    unknown = (e for e in errors if e.validator == "additionalProperties" and e.absolute_path == best.absolute_path)
+    return next(unknown, best)
 
 
 def _check_size_limits(path: Path, doc: dict, size_vars: list) -> None:

@@ -62,19 +62,33 @@ def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None,
     if len(files) < 2:
         raise TunerError(f"the kernel file may not be named {SPACE_FILE}: rename it")
 
-    workloads_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=workloads_dir))
+    _write_folder(workloads_dir, name, files)
+    return target
+
+
+def _write_folder(workloads_dir: Path, name: str, files: dict[str, str | bytes]) -> None:
+    """`workloads_dir/name/` holding `files`, written under a temporary name beside it and renamed when complete.
+    A folder that cannot be written (read-only, full, not a folder) is one line naming it, and leaves nothing."""
+    try:
+        workloads_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=workloads_dir))
+    except OSError as e:
+        raise _cannot_create(workloads_dir, name, e) from None
     try:
         for file, content in files.items():
             (tmp / file).write_bytes(content.encode() if isinstance(content, str) else content)
-        try:
-            os.rename(tmp, target)  # fails, rather than merging, if the folder appeared meanwhile
-        except OSError as e:
-            raise TunerError(f"{target}: cannot be created ({e.strerror})") from None
-    except BaseException:
+        os.rename(tmp, workloads_dir / name)  # fails, rather than merging, if the folder appeared meanwhile
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _cannot_create(workloads_dir, name, e) from None
+    except BaseException:  # Ctrl-C, a bug: nothing left behind either
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return target
+
+
+def _cannot_create(workloads_dir: Path, name: str, e: OSError) -> TunerError:
+    """One line, as other write failures are said: `…/workloads: cannot create foo (Read-only file system)`."""
+    return TunerError(f"{workloads_dir}: cannot create {name} ({e.strerror or e})")
 
 
 def _free_name(name: str, workloads_dir: Path) -> str:
@@ -214,9 +228,12 @@ C_TYPES = {
     "uint32_t": "uint32",
     "uint64_t": "uint64",
 }
-# the words between __global__ and the name: `void`, `static`, `__launch_bounds__(256)`, ...
-_TOKEN = r"(?:__launch_bounds__\s*\([^)]*\)\s*|[A-Za-z_][\w:]*\s+)"
-_KERNEL = re.compile(rf"__global__\s+{_TOKEN}*?(?!__launch_bounds__)([A-Za-z_]\w*)\s*\(([^)]*)\)")
+# an attribute with arguments: `__launch_bounds__(256, 2)`, `__maxnreg__(64)`, `__cluster_dims__(2, 1, 1)`,
+# `__attribute__((noinline))` (one level of nested parentheses); never the kernel's name, which may look alike
+_ATTRIBUTE = r"__\w+__\s*\((?:[^()]|\([^()]*\))*\)"
+# the words between __global__ and the name: `void`, `static`, `__noinline__`, attributes
+_TOKEN = rf"(?:{_ATTRIBUTE}\s*|[A-Za-z_][\w:]*\s+)"
+_KERNEL = re.compile(rf"__global__\s+{_TOKEN}*?(?!{_ATTRIBUTE})([A-Za-z_]\w*)\s*\(([^)]*)\)")
 _QUALIFIERS = {"const", "volatile", "__restrict__", "restrict", "__restrict", "struct"}
 
 

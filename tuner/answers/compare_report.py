@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tuner.answers.compare_scores import INTERVAL, WITHIN
 from tuner.errors import TunerError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
@@ -35,15 +39,37 @@ def table_rows(doc: dict, sep: str = " ") -> tuple[list[str], list[list[str]]]:
 def caption(doc: dict) -> str:
     """What was compared, and how to read the table."""
     first = next(iter(doc["strategies"].values()))["methodology"]["evaluations"]
+    within = "/".join(f"{100 * w:g}%" for w in WITHIN)
     return (
-        f"{recording_name(doc)}{' on ' + doc['gpu'] if doc.get('gpu') else ''}: {doc['configs']} recorded configs, "
-        f"optimum {doc['optimum']:.4g} {doc['objective']}; {doc['repeats']} repeats{_seeds(doc)}, "
-        f"budget {doc['budget']} unique evaluations. @k: best found after k unique evaluations as a fraction of "
-        f"the optimum (mean ± std over repeats). Score: Willemsen et al. 2024 (0 = calculated random search, "
+        f"{title(doc)}: {doc['configs']} recorded configs, optimum {objective_text(doc, doc['optimum'])}; "
+        f"{doc['repeats']} repeats{_seeds(doc)}, budget {doc['budget']} unique evaluations. @k: best found after k "
+        f"unique evaluations as a fraction of the optimum (mean ± std over repeats). Evals to "
+        f"{'/'.join(f'{100 * (1 - w):g}%' for w in WITHIN)}: the median over the repeats of the unique evaluations "
+        f"until the best was within {within} of the optimum (a repeat that never got there counts as more than the "
+        f"budget: '> {doc['budget']}' where the median one never did; (k/{doc['repeats']} never): the repeats that "
+        f"never did). Evals used: the unique evaluations a run made, mean over repeats (fewer than the budget "
+        f"where a strategy stopped). Score: Willemsen et al. 2024 (0 = calculated random search, "
         f"1 = optimum at once), the mean over evaluations {first[0]}-{first[1]} of the standardised curve "
         f"(± its std over those evaluations) [its {100 * INTERVAL:g}% bootstrap interval over the repeats: how "
         f"much the score owes to which repeats ran]."
     )
+
+
+def title(doc: dict) -> str:
+    """The recording and its GPU, as the caption and the plot both name them (no field left blank)."""
+    return recording_name(doc) + (f" on {doc['gpu']}" if doc.get("gpu") else "")
+
+
+def objective_text(doc: dict, value: float) -> str:
+    """A value of the objective with its unit and direction: "12.87 ms, time (lower is better)", "3084 GB/s
+    (higher is better)". Kernel Tuner's times (`time`, `*_time`) are in milliseconds; a rate names its unit."""
+    objective = str(doc["objective"])
+    direction = f"({'higher' if doc['maximize'] else 'lower'} is better)"
+    if objective == "time" or objective.endswith("_time"):
+        return f"{value:.4g} ms, {objective} {direction}"
+    if "/" in objective:  # GB/s, GFLOP/s: the name is the unit
+        return f"{value:.4g} {objective} {direction}"
+    return f"{value:.4g}, {objective} {direction}"
 
 
 def _seeds(doc: dict) -> str:
@@ -82,36 +108,74 @@ def check_plot_path(path: str) -> None:
         raise TunerError(f"--plot {path}: {said}; give one of {', '.join('.' + f for f in formats)}")
 
 
-def plot(doc: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    x = np.arange(1, doc["budget"] + 1)
+def identical_groups(doc: dict) -> list[list[str]]:
+    """The strategies in groups whose curves (mean and band) are the same to the last bit, in the document's
+    order: drawn as one line, since the later one would hide the earlier (default and default-cold on a
+    recording from a file, which has nothing to warm-start from)."""
+    groups: list[list[str]] = []
     for name, e in doc["strategies"].items():
-        (line,) = ax.plot(x, e["curve"]["mean"], label=name, linewidth=1.5)
-        ax.fill_between(x, e["curve"]["p10"], e["curve"]["p90"], color=line.get_color(), alpha=0.12, linewidth=0)
+        curve = e["curve"]
+        for group in groups:
+            if doc["strategies"][group[0]]["curve"] == curve:
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return groups
+
+
+def log_ticks(budget: int) -> list[int]:
+    """The evaluations axis' ticks: 1, 2, 5, 10, 20, 50 ... below the budget, and the budget itself, so that
+    "evaluations needed" reads off the axis up to its end."""
+    ticks = [m * 10**e for e in range(0, len(str(budget)) + 1) for m in (1, 2, 5)]
+    return [t for t in ticks if t <= budget / 1.3] + [budget]
+
+
+def plot(doc: dict, path: Path) -> None:
+    """plot_figure, written to `path` (its format by the suffix)."""
+    fig = plot_figure(doc)
+    fig.savefig(path, dpi=120)
+
+
+def plot_figure(doc: dict) -> Figure:
+    """Each strategy's mean fraction of the optimum against unique evaluations, with its 10th-90th percentile
+    band; strategies whose curves are identical drawn once, named together; the legend beside the axes; the
+    evaluations on a log axis ticked 1, 2, 5, 10 ... and at the budget."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    fig = Figure(figsize=(11, 5.5), layout="constrained")  # no pyplot: nothing global to close
+    ax = fig.subplots()
+    x = np.arange(1, doc["budget"] + 1)
+    for group in identical_groups(doc):
+        e = doc["strategies"][group[0]]
+        label = group[0] if len(group) == 1 else f"{' = '.join(group)} (identical runs)"
+        (line,) = ax.plot(x, e["curve"]["mean"], label=label, linewidth=1.5)
+        ax.fill_between(x, e["curve"]["p10"], e["curve"]["p90"], color=line.get_color(), alpha=0.1, linewidth=0)
     ax.plot(x, doc["random_search_calculated"], "k--", linewidth=1, label="random search (calculated)")
     ax.set_xlabel("unique evaluations")
-    ax.set_ylabel("best found / optimum")
+    ax.set_ylabel(
+        "fraction of the optimum (" + ("best found / optimum)" if doc["maximize"] else "optimum / best found)")
+    )
     ax.set_title(
-        f"{doc['workload']} {doc['size']} {doc['dtype']} on {doc['gpu']} "
-        f"(mean, band: 10th-90th percentile of {doc['repeats']} repeats)",
+        f"{title(doc)}: optimum {objective_text(doc, doc['optimum'])}\n"
+        f"mean of {doc['repeats']} repeats, band: their 10th-90th percentile",
         fontsize=10,
     )
     # the differences that matter are within a few percent of the optimum, after the first few evaluations
     k = min(10, doc["budget"])
     low = min(e["curve"]["p10"][k - 1] for e in doc["strategies"].values())
     ax.set_ylim(max(0.0, math.floor((low - 0.01) * 20) / 20), 1.005)
-    ax.set_xscale("log")
-    ax.set_xlim(1, doc["budget"])
+    if doc["budget"] > 1:
+        ax.set_xscale("log")
+        ax.set_xlim(1, doc["budget"])
+        ax.xaxis.set_major_locator(FixedLocator(log_ticks(doc["budget"])))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.legend(loc="outside right upper", fontsize=8)  # beside the axes: over no curve
+    return fig
 
 
 # ---- several recordings: the default cold and warm, side by side -------------------------------------
@@ -133,10 +197,12 @@ def _best_kt(doc: dict) -> tuple[str, float] | None:
 
 
 def recording_name(doc: dict) -> str:
-    """A recording as a row names it: the workload's size and dtype, or the file's name."""
+    """A recording as a row, the caption and the plot name it: the workload's size and dtype, or the file's name
+    (with the kernel's where the file names one)."""
     if doc["size"]:
         return f"{doc['workload']} {doc['size']} {doc['dtype']}"
-    return Path(doc["recording"]).name
+    name = Path(doc["recording"]).name
+    return name if doc["workload"] in ("", name) else f"{name} (kernel {doc['workload']})"
 
 
 def _compared(docs: list[dict]) -> list[str]:
@@ -191,7 +257,7 @@ def plot_scores(docs: list[dict], path: Path) -> list[str]:
     labels = {COLD: "default, cold", WARM: "default, warm"}
     strategies = [n for n in _compared(docs) if any(n in d["strategies"] for d in docs)]
     names = [recording_name(d) for d in docs]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(docs) * len(strategies) + 3), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(docs) * len(strategies) + 3) + 2, 4.5), layout="constrained")
     x = np.arange(len(docs))
     width = 0.8 / len(strategies)
     for i, name in enumerate(strategies):
@@ -206,8 +272,7 @@ def plot_scores(docs: list[dict], path: Path) -> list[str]:
     ax.set_ylabel("methodology score")
     ax.set_title("Each strategy's score per recording (the default with its warm start off and on)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=max(1, len(strategies) // 6))
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=7, ncol=max(1, len(strategies) // 12))  # over no bar
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return [labels.get(name, name) for name in strategies]

@@ -105,6 +105,15 @@ def by_parameters(table: pd.DataFrame, params: list[str], objective: str, maximi
     return pd.DataFrame(rows)
 
 
+def grid_records(grid: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """by_parameters' grid as rows for --json and --csv: the first parameter's values in a column of its name,
+    each other column keyed by the second parameter and its value ("block_size_x=32"), so that the keys say
+    which parameter they are."""
+    named = grid.rename(columns={c: f"{by[1]}={c}" for c in grid.columns})
+    named.columns.name = None
+    return named.rename_axis(by[0]).reset_index()
+
+
 def render(
     sel: Selection, table: pd.DataFrame, shown: pd.DataFrame, by: list[str] | None, limit: int | None, width: int
 ) -> tuple[str, RenderableType]:
@@ -121,7 +130,9 @@ def render(
     )
     objective = objective_column(space)
     if by and len(by) == 2:
-        fields = [Field(by[0], numeric=True), *(Field(f"{by[1]}={c}", numeric=True, keep=True) for c in shown.columns)]
+        # the columns are headed by the across parameter's bare values (the title names it): "32", not
+        # "block_size_x=32" in every column, which would wrap over three lines at 80 columns
+        fields = [Field(by[0], numeric=True), *(Field(str(c), numeric=True, keep=True) for c in shown.columns)]
         rows = [[value, *(_cell(v) for v in row)] for value, row in shown.iterrows()]
         title = f"best {objective} by {by[0]} (down) and {by[1]} (across)"
         return heading, fitted(fields, rows, width, title=title)

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import optuna
 
-from tuner.campaign.storage import LOCAL_FILE, SHARED_FILE, default_storage, local_storage, open_storage, redact
+from tuner.campaign.storage import (
+    LOCAL_FILE,
+    SHARED_FILE,
+    default_storage,
+    local_storage,
+    open_storage,
+    redact,
+    sqlite_path,
+)
 from tuner.errors import TunerError
 
 
@@ -18,10 +26,25 @@ def study_storages(root: Path) -> list[str]:
     return shared + [local_storage(p.parent.resolve()) for p in sorted(Path(root).glob(f"*/*/{LOCAL_FILE}"))]
 
 
+def existing_storage(url: str) -> str:
+    """`url`, a storage the user named, where it exists: a SQLite file that is not there is an error (opening
+    it would create an empty database: a typo in the path would then be served as a storage without studies)."""
+    if url.startswith("sqlite:"):
+        path = sqlite_path(url)
+        if path == ":memory:" or not path:
+            raise TunerError(f"storage '{redact(url)}': an in-memory database holds no campaign's study")
+        path = path if Path(path).is_file() else path.split("?", 1)[0]  # sqlite:///x.db?timeout=...
+        if not Path(path).is_file():
+            where = "no such file" if Path(path).parent.is_dir() else f"no such folder {Path(path).parent}"
+            raise TunerError(f"storage '{redact(url)}': {where} (a campaign's study is made by `tuner tune`)")
+    return url
+
+
 def find_study(root: Path, campaign: str | None, url: str | None) -> tuple[str, int | None]:
     """The storage to open and the study of `campaign` in it (None: all of that storage's studies).
-    `url`: a storage the user named; else the results folder's storages are searched."""
-    candidates = [url] if url else study_storages(root)
+    `url`: a storage the user named (it must exist: existing_storage); else the results folder's storages are
+    searched. Nothing is created: every storage named here exists."""
+    candidates = [existing_storage(url)] if url else study_storages(root)
     if not candidates:
         raise TunerError(f"no Optuna studies under {root} (a campaign's study is made by `tuner tune`)")
     if campaign is None:

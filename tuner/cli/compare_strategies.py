@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import textwrap
 from pathlib import Path
 
-from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.common import console, write_text
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--strategies",
         default=",".join(DEFAULT_STRATEGIES),
-        help=f"comma-separated strategy names (default: {','.join(DEFAULT_STRATEGIES)}; default-cold is the "
+        help=f"comma-separated strategy names (default: {', '.join(DEFAULT_STRATEGIES)}; default-cold is the "
         "default with its warm start off)",
     )
     s.add_argument(
@@ -149,7 +149,7 @@ def _one(doc: dict, args: argparse.Namespace) -> None:
     if "cold_warm" in doc:
         cw = doc["cold_warm"]
         source = "" if doc["warm_start"] else " (nothing stored to warm-start from: both run alike)"
-        console.print(f"default strategy: cold {_fmt(cw['cold'])}, warm {_fmt(cw['warm'])}{source}", highlight=False)
+        _say(f"default strategy: cold {_fmt(cw['cold'])}, warm {_fmt(cw['warm'])}{source}")
 
 
 def _several(docs: list[dict], args: argparse.Namespace) -> None:
@@ -183,14 +183,23 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], drop_orde
     keep, left_out = _fitting(header, shortest, console.width, drop_order)
     room = console.width - 1 - _width(header, rows, keep[1:]) - 3
     rows = [[_shortened(r[0], max(room, FIRST_WIDTH)), *r[1:]] for r in rows]
-    table = Table(title=escape(title), title_justify="left")  # a caption's [...] is text, not markup
+    # the caption above the table, wrapped at the terminal's width: as the table's title it would be wrapped at
+    # the table's and each line padded to it with spaces
+    _say(title)
+    table = Table()
     for i in keep:
         table.add_column(header[i], justify="left" if i == 0 else "right", no_wrap=True)
     for r in rows:
         table.add_row(*(r[i] for i in keep))
     console.print(table)
     if left_out:
-        console.print(f"left out to fit {console.width} columns: {', '.join(left_out)} (see --json)", highlight=False)
+        _say(f"left out to fit {console.width} columns: {', '.join(left_out)} (see --json)")
+
+
+def _say(text: str) -> None:
+    """A line of prose, wrapped between words at the terminal's width with no space left at a line's end (rich's
+    own wrapping leaves one, which a log or a diff of piped output then carries); its [...] is text, not markup."""
+    console.print(textwrap.fill(text, max(20, console.width - 1)), markup=False, highlight=False, soft_wrap=True)
 
 
 def _fmt(score: float) -> str:

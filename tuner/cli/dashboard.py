@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Find the campaign's storage and serve the dashboard on it until interrupted."""
+    """Find the campaign's storage and open it, then say where the dashboard serves and serve it until
+    interrupted (a storage that does not open is an error before anything is announced; none is created)."""
     try:
         import optuna_dashboard
     except ImportError:
@@ -42,10 +43,11 @@ def command(args: argparse.Namespace) -> int:
     from tuner.store import results_root
 
     url, study_id = find_study(args.results or results_root(), args.campaign, args.storage)
+    storage = open_storage(url)  # before the line that says it serves: a script reading it may take it as up
     address = f"http://{args.host}:{args.port}/dashboard" + (f"/studies/{study_id}" if study_id is not None else "")
     if args.json:
         print(json.dumps({"storage": redact(url), "study_id": study_id, "url": address}), flush=True)
     else:
         print(f"optuna-dashboard on {redact(url)}: {address}  (Ctrl-C stops it)", flush=True)
-    optuna_dashboard.run_server(open_storage(url), host=args.host, port=args.port)
+    optuna_dashboard.run_server(storage, host=args.host, port=args.port)
     return 0

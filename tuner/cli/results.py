@@ -44,7 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     shown.add_argument("--all", action="store_true", help="show every config measured")
     s.add_argument(
-        "--by", nargs="+", metavar="PARAM", help="one parameter: best and median per value; two: a grid of the best"
+        "--by",
+        nargs="+",
+        metavar="PARAM",
+        help="one parameter: best and median per value; two (P Q): a grid of the best, P's values down and Q's "
+        "across (on screen the columns are headed by Q's values; in --json and --csv keyed Q=value)",
     )
     s.add_argument("--csv", help="also write the table (every row) to this CSV file")
     s.add_argument(
@@ -59,6 +63,7 @@ def command(args: argparse.Namespace) -> int:
     from tuner.answers.tables import (
         by_parameters,
         config_table,
+        grid_records,
         objective_column,
         render,
     )
@@ -71,13 +76,14 @@ def command(args: argparse.Namespace) -> int:
     table = config_table(sel)
     shown = by_parameters(table, args.by, objective_column(space), space.maximize) if args.by else table
     grid = len(args.by or []) == 2  # its rows are named by the first parameter's values
+    # a grid's columns as --json and --csv key them: the first parameter, then "block_size_x=32", ...
+    records = grid_records(shown, args.by) if grid else shown
     if args.csv:
-        write_text(args.csv, shown.to_csv(index=grid))
+        write_text(args.csv, records.to_csv(index=False))
     if args.json:
         for note in sel.notes:  # what the answer is drawn from (another GPU, the nearest size): said, off stdout
             print(f"note: {note}", file=sys.stderr)
-        doc = shown.reset_index() if grid else shown
-        doc = doc.head(args.top) if args.top else doc
+        doc = records.head(args.top) if args.top else records
         print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
         return 0
     for note in sel.notes:

@@ -20,8 +20,9 @@ def write_report(
     gpu: str | None = None,
     root: Path | None = None,
 ) -> dict:
-    """Write the page into `out_dir` and return a summary of it (path, GPU, size, dtype, and per section its
-    figures or why it has none): what `tuner report --json` prints."""
+    """Write the page into `out_dir` and return a summary of it (path, GPU, size, dtype, per section its figures
+    or why it has none and its notes, and how many of the space's valid configs the selected size measured):
+    what `tuner report --json` prints."""
     from tuner.report import data as report_data
     from tuner.report.page import render, sections
 
@@ -47,7 +48,17 @@ def write_report(
         "bytes": len(text.encode("utf-8")),
         "figures": sum(len(p.figures) for p in parts),
         "sections": {
-            p.key: {"title": p.title, "figures": [f.name for f in p.figures], "empty": p.empty or None} for p in parts
+            p.key: {
+                "title": p.title,
+                "figures": [f.name for f in p.figures],
+                "empty": p.empty or None,
+                "notes": p.notes,
+            }
+            for p in parts
+        },
+        "coverage": {
+            "configs": int(sel.rows["config"].nunique()),
+            "valid_configs": gathered.valid_configs,
         },
         "notes": gathered.notes,
         "degraded": gathered.degraded.as_dict() if gathered.degraded else None,

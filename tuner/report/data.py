@@ -6,6 +6,7 @@ the best against the ceiling measured in its own campaign (the copy bandwidth, o
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,8 @@ CEILING_BASELINE = "copy"  # a device-to-device copy: the memory roof, measured 
 MAX_SIZES = 12  # convergence panels: the selected size first, then the sizes with the most evaluations
 MAX_HEATMAPS = 4  # parameter pairs drawn as heat maps
 MAX_VALUES = 24  # a parameter with more distinct values makes an unreadable heat-map axis
+MIN_CELLS = 4  # measured cells a pair of parameters needs to be drawn as a heat map
+THIN = 3  # a sweep's value measured in fewer configurations than this is thin data
 
 
 @dataclass
@@ -41,6 +44,9 @@ class ReportData:
     failures: pd.DataFrame  # size, status, count (failed rows only)
     failure_messages: pd.DataFrame  # status, error, count: the commonest messages per class
     roofline: pd.DataFrame  # size, metric, achieved, ceiling, reference, fraction
+    valid_configs: int | None = None  # the space's valid configs for the dtype (None: not counted)
+    no_heatmap: str = ""  # why no pair of parameters is drawn as a heat map ("" where some are)
+    results_options: str = ""  # `tuner results`' options that show this page's data: --size, --dtype, --gpu
     notes: list[str] = field(default_factory=list)
     degraded: Degraded = field(default_factory=Degraded)
 
@@ -59,7 +65,7 @@ def gather(
         objective = objective_column(space)
         convergence, left_out = _convergence(rows, str(sel.rows["size_vars"].iloc[0]), space.maximize)
         table = config_table(sel)
-        sweeps, heatmaps = _sweeps(table, list(space.params), objective, space.maximize)
+        sweeps, heatmaps, no_heatmap = _sweeps(table, list(space.params), objective, space.maximize)
         answers = [a for a in export_answers(workload, sel.dtype, root)[0] if a["gpu"] == chosen_gpu]
         answers.sort(key=_magnitude)
         baselines = store.load_baselines(workload, root)
@@ -78,6 +84,9 @@ def gather(
         failures=failures,
         failure_messages=messages,
         roofline=_roofline(answers, baselines, space.objective),
+        valid_configs=_valid_configs(sel),
+        no_heatmap=no_heatmap,
+        results_options=results_options(sel, chosen_gpu, gpu is not None),
         notes=list(sel.notes),
         degraded=degraded,
     )
@@ -118,24 +127,72 @@ def _convergence(rows: pd.DataFrame, selected: str, maximize: bool) -> tuple[pd.
 
 def _sweeps(
     table: pd.DataFrame, params: list[str], objective: str, maximize: bool
-) -> tuple[dict[str, pd.DataFrame], dict[tuple[str, str], pd.DataFrame]]:
+) -> tuple[dict[str, pd.DataFrame], dict[tuple[str, str], pd.DataFrame], str]:
     """The sweep tables of `tuner results --by`: per parameter that took several values, the best per value;
-    and the grids of the best over the pairs whose cells differ most (those say most about the space)."""
+    the grids of the best over the pairs whose cells differ most (those say most about the space); and, where
+    no pair qualifies, why not."""
     ok = table[table["status"] == "ok"]
     varied = [p for p in params if ok[p].nunique() > 1]
     sweeps = {p: by_parameters(table, [p], objective, maximize) for p in varied}
     ranked = []
     narrow = [p for p in varied if ok[p].nunique() <= MAX_VALUES]
+    most = 0  # the most measured cells of any pair
     for i, down in enumerate(narrow):
         for across in narrow[i + 1 :]:
             grid = by_parameters(table, [down, across], objective, maximize)
             cells = grid.to_numpy(dtype=float)
             filled = cells[np.isfinite(cells)]
-            if len(filled) >= 4:
+            most = max(most, len(filled))
+            if len(filled) >= MIN_CELLS:
                 spread = (filled.max() - filled.min()) / max(abs(filled).max(), 1e-300)
                 ranked.append((-spread, i, down, across, grid))
     ranked.sort(key=lambda r: (r[0], r[1]))
-    return sweeps, {(down, across): grid for _, _, down, across, grid in ranked[:MAX_HEATMAPS]}
+    heatmaps = {(down, across): grid for _, _, down, across, grid in ranked[:MAX_HEATMAPS]}
+    if heatmaps or not varied:
+        why = ""
+    elif len(narrow) < 2:
+        why = (
+            f"No heat map: fewer than two parameters took between 2 and {MAX_VALUES} values in the successful "
+            "measurements of this size."
+        )
+    else:
+        why = (
+            f"No heat map: no pair of parameters has {MIN_CELLS} measured cells (pairs of values with a successful "
+            f"configuration; the most any pair has is {most}), too few to show how two parameters interact."
+        )
+    return sweeps, heatmaps, why
+
+
+def _valid_configs(sel: Selection) -> int | None:
+    """The space's valid configs for the selection's dtype, as `tuner list` and `tuner results` count them (kept
+    in the user's cache: a large space takes seconds to count once); None where they cannot be counted."""
+    from tuner.measure import kt
+    from tuner.store.recordings import space_size
+
+    space = sel.workload.space
+    try:
+        return int(space_size(space, kt.searchspaces(space), sel.dtype))
+    except Exception:  # noqa: BLE001  (the page is drawn without the count rather than not at all)
+        return None
+
+
+def results_options(sel: Selection, gpu: str, gpu_given: bool) -> str:
+    """The options of `tuner results` (and `tuner best`) that answer from this selection's size, dtype and GPU,
+    those that are not the defaults: the size where it is not the space's default (the nearest measured, where
+    that was taken), the dtype where it is not the space's first, the GPU where one was named or this machine's
+    is not the one answered from."""
+    space, workload = sel.workload.space, sel.workload
+    options = []
+    size_vars = json.loads(str(sel.rows["size_vars"].iloc[0]))
+    _, default_vars = space.resolve_size(None, workload.parse_size)
+    if size_vars != default_vars:
+        name = str(sel.rows["size"].iloc[0])
+        options += ["--size", name if name in space.sizes else format_size(size_vars)]
+    if sel.dtype != space.resolve_dtype(None):
+        options += ["--dtype", sel.dtype]
+    if gpu_given or "other-gpu" in sel.fallback:
+        options += ["--gpu", store.gpu_slug(gpu)]
+    return " ".join(shlex.quote(o) for o in options)
 
 
 def _versus(answers: list[dict]) -> pd.DataFrame:

@@ -11,7 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
 from tuner.formatting import readable
 
@@ -51,33 +55,105 @@ def _grid(count: int, columns: int = 3, width: float = 4.2, height: float = 3.2)
     return fig, list(axes[:count])
 
 
+LOG_SPAN = 10.0  # a best so far whose largest value is this many times its smallest gets a log axis
+LINE_STYLES = ("-", "--", ":", "-.")  # the campaigns of one strategy, one after the other
+
+
+def integer_ticks(axis: Axis, most: float) -> None:
+    """Ticks at whole numbers only (a count, up to `most`): 1, 2, 3 ..., never 2.5; on a log axis 1, 3, 10, 30 ...
+    (or decades), spaced so that their labels do not run together."""
+    if axis.get_scale() == "log":
+        axis.set_major_locator(FixedLocator(log_ticks(1, most, most=6)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def log_if_wide(ax: Axes, values: pd.Series, maximize: bool) -> bool:
+    """A log y axis where a lower-is-better best so far is positive and spans LOG_SPAN or more: the first
+    evaluations' times would squash the converged part flat at the bottom of a linear axis, which a log axis
+    spreads out (a higher-is-better best converges at the top, where a linear axis already gives it more room
+    than a log one would). Ticked in plain numbers, enough of them to read the converged part; whether set."""
+    v = values.astype(float).to_numpy()
+    v = v[np.isfinite(v)]
+    if maximize or not len(v) or v.min() <= 0 or v.max() / v.min() < LOG_SPAN:
+        return False
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(FixedLocator(log_ticks(float(v.min()), float(v.max()))))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda t, _: readable(float(t))))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    return True
+
+
+def log_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
+    """Round ticks between lo and hi on a log axis (1, 2, 5, 10 ... or denser where the span is short), at least
+    3 where any mantissa gives them, at most `most`."""
+    first, last = math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1
+    for mantissas in ((1, 1.5, 2, 3, 5, 7), (1, 2, 3, 5), (1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
+        ticks = [t for t in ticks if lo / 1.15 <= t <= hi * 1.15]  # the axis margins show a little more
+        if len(ticks) <= most:
+            return ticks
+    return ticks
+
+
+def campaign_styles(count: int, color: str) -> list[dict]:
+    """The lines of `count` campaigns of one strategy: its colour, from darker to lighter, each with a line style
+    of its own, so that campaigns of one strategy can be told apart while the colour still says the strategy."""
+    base = np.array(to_rgb(color))
+    out = []
+    for i in range(count):
+        t = 0.0 if count == 1 else -0.35 + 0.85 * i / (count - 1)  # below 0: mixed with black, above: with white
+        shade = base * (1 + t) if t < 0 else base + (1 - base) * t
+        out.append({"color": tuple(float(c) for c in shade), "linestyle": LINE_STYLES[i % len(LINE_STYLES)]})
+    return out
+
+
 def convergence(frame: pd.DataFrame, objective: str, maximize: bool) -> MplFigure:
-    """One panel per size: each campaign's best so far against evaluations, coloured by strategy."""
+    """One panel per size: each campaign's best so far against evaluations, coloured by strategy (a shade and a
+    line style per campaign, a dot where it ended: its final best), integer ticks on the evaluations, a log y
+    axis where the best so far spans LOG_SPAN or more; one legend, by strategy, above the panels."""
     sizes = list(dict.fromkeys(frame["size"]))
     strategies = sorted(frame["strategy"].unique())
     colors = {s: f"C{i % 10}" for i, s in enumerate(strategies)}
     fig, axes = _grid(len(sizes))
     for ax, size in zip(axes, sizes):
         at_size = frame[frame["size"] == size]
-        shown: set[str] = set()
-        for _, run in at_size.groupby("campaign_id", sort=True):
-            strategy = str(run["strategy"].iloc[0])
-            count = int((at_size.drop_duplicates("campaign_id")["strategy"] == strategy).sum())
-            label = None if strategy in shown else f"{strategy} ({count} campaign{'s' * (count > 1)})"
-            shown.add(strategy)
-            ax.step(run["evaluation"], run["best"], where="post", color=colors[strategy], label=label, linewidth=1.4)
+        runs = at_size.drop_duplicates("campaign_id")
+        counts = runs["strategy"].astype(str).value_counts()
+        for strategy in sorted(counts.index):
+            ids = sorted(runs.loc[runs["strategy"].astype(str) == strategy, "campaign_id"])
+            for campaign, style in zip(ids, campaign_styles(len(ids), colors[strategy])):
+                run = at_size[at_size["campaign_id"] == campaign]
+                x, y = run["evaluation"].to_numpy(), run["best"].astype(float).to_numpy()
+                ax.step(x, y, where="post", linewidth=1.4, **style)
+                ax.plot(x[-1:], y[-1:], "o", markersize=4, color=style["color"], zorder=3)  # the final best
         if at_size["evaluation"].max() > 100:
             ax.set_xscale("log")
-        ax.set_title(str(size), fontsize=10)
+        integer_ticks(ax.xaxis, float(at_size["evaluation"].max()))
+        ax.margins(x=0.04, y=0.06)  # the last evaluation's rise and dot clear of the frame
+        log_if_wide(ax, at_size["best"], maximize)
+        campaigns = [f"{n} {s}" for s, n in sorted(counts.items())]
+        total = int(counts.sum())
+        ax.set_title(f"{size}: {', '.join(campaigns)} campaign{'s' * (total > 1)}", fontsize=10)
         ax.set_xlabel("evaluations")
         ax.set_ylabel(f"best {objective} so far ({'higher' if maximize else 'lower'} is better)", fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right" if maximize else "upper right")
+    handles = [Line2D([], [], color=colors[s], linewidth=1.4, marker="o", markersize=4) for s in strategies]
+    legend_above(fig, handles, strategies, ncol=min(len(strategies), 6))
     return fig
 
 
+def legend_above(fig: MplFigure, handles: list, labels: list[str], ncol: int = 4) -> None:
+    """The figure's one legend, above its panels: it hides no data (a legend inside a panel sits on a curve's
+    final rise or on a bar's dot)."""
+    fig.legend(handles, labels, loc="outside upper center", ncol=max(1, ncol), fontsize=8, frameon=False)
+
+
 def sweeps(tables: dict[str, pd.DataFrame], objective: str) -> MplFigure:
-    """One panel per parameter: the best (bar) and median (dot) objective per value."""
+    """One panel per parameter: the best (bar) and median (dot) objective per value; the legend above the
+    panels."""
     fig, axes = _grid(len(tables), columns=3, width=3.8, height=2.8)
     for ax, (param, table) in zip(axes, tables.items()):
         x = np.arange(len(table))
@@ -88,7 +164,8 @@ def sweeps(tables: dict[str, pd.DataFrame], objective: str) -> MplFigure:
         ax.set_xlabel(param)
         ax.set_ylabel(objective, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    legend_above(fig, handles, [f"{label} {objective} of the value's configurations" for label in labels])
     return fig
 
 

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from tuner.formatting import readable
 from tuner.report import figures
-from tuner.report.data import CEILING_BASELINE, MAX_SIZES, ReportData
+from tuner.report.data import CEILING_BASELINE, MAX_SIZES, THIN, ReportData
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
@@ -39,6 +39,7 @@ class Section:
     figures: list[figures.Figure] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # HTML
     empty: str = ""
+    notes: list[str] = field(default_factory=list)  # what the figures rest on, and what is not drawn and why
 
 
 # the sections whose having nothing to draw is good news (no evaluation failed), not data missing
@@ -69,7 +70,10 @@ def _convergence(data: ReportData) -> Section:
     s.figures.append(
         _figure(
             "convergence",
-            "Best so far against evaluations, one panel per size, one line per campaign, coloured by strategy.",
+            "Best so far against evaluations, one panel per size, one line per campaign, coloured by strategy (the "
+            "campaigns of one strategy in shades and line styles of its colour), a dot at each campaign's final "
+            f"best; a log axis where a lower-is-better best so far spans {figures.LOG_SPAN:g}x or more, and for "
+            "the evaluations where they pass 100.",
             figures.convergence(frame, data.objective, data.maximize),
         )
     )
@@ -82,15 +86,33 @@ def _sweeps(data: ReportData) -> Section:
     if not data.sweeps:
         s.empty = "No parameter took more than one value in the successful measurements of this size."
         return s
+    configs = sel.rows["config"].nunique()
+    command = f"tuner results {sel.workload.name}" + (f" {data.results_options}" if data.results_options else "")
     s.intro = (
-        f"The tables of `tuner results {sel.workload.name} --by P` and `--by P Q` as plots: "
-        f"{int((sel.rows['status'] == 'ok').sum())} successful evaluation(s) of "
-        f"{sel.rows['config'].nunique()} configuration(s)."
+        f"The tables of `{command} --by P` and `--by P Q` as plots: "
+        f"{int((sel.rows['status'] == 'ok').sum())} successful evaluation(s) of {configs} configuration(s)"
+        + (f", {_coverage(configs, data.valid_configs)}." if data.valid_configs else ".")
     )
+    thin, values = _thin_values(data)
+    partial = data.valid_configs is not None and configs < data.valid_configs
+    if thin:
+        s.notes.append(
+            "Thin data: "
+            + (f"all {values} values drawn rest" if thin == values else f"{thin} of the {values} values drawn rest")
+            + f" on fewer than {THIN} successful configurations"
+            + (
+                f", and the measured configurations are {_share(configs, data.valid_configs)} of the space"
+                if partial and data.valid_configs
+                else ""
+            )
+            + ": a bar is the best of the few configurations a search measured with that value, not the best "
+            "the value can reach."
+        )
     s.figures.append(
         _figure(
             "sweeps",
-            f"Best (bars) and median (dots) {data.objective} per value of each parameter that took several values.",
+            f"Best (bars) and median (dots) {data.objective} per value of each parameter that took several values"
+            + (", over the configurations measured (not the whole space)." if partial else "."),
             figures.sweeps(data.sweeps, data.objective),
         )
     )
@@ -103,7 +125,27 @@ def _sweeps(data: ReportData) -> Section:
                 figures.heatmaps(data.heatmaps, data.objective, data.maximize),
             )
         )
+    elif data.no_heatmap:
+        s.notes.append(data.no_heatmap)
     return s
+
+
+def _coverage(configs: int, valid: int) -> str:
+    """ "3 of the space's 438,648 valid configurations (0.0007%)"."""
+    return f"{configs:,} of the space's {valid:,} valid configurations ({_share(configs, valid)})"
+
+
+def _share(part: int, whole: int) -> str:
+    pct = 100 * part / whole
+    if pct >= 99.5 or pct == 0:
+        return f"{pct:.0f}%"
+    return f"{pct:.2g}%" if pct >= 0.01 else f"{pct:.1g}%"
+
+
+def _thin_values(data: ReportData) -> tuple[int, int]:
+    """How many of the sweeps' values (bars) rest on fewer than THIN successful configurations, of how many."""
+    counts = [int(c) - int(f) for t in data.sweeps.values() for c, f in zip(t["configs"], t["failed"])]
+    return sum(n < THIN for n in counts), len(counts)
 
 
 def _versus(data: ReportData) -> Section:
@@ -238,6 +280,7 @@ def render(data: ReportData, parts: list[Section]) -> str:
             out.append(f'<p class="empty">{_code(html.escape(part.empty))}</p>')
         if part.intro:
             out.append(f"<p>{_code(html.escape(part.intro))}</p>")
+        out.extend(f'<p class="note section-note">{_code(html.escape(n))}</p>' for n in part.notes)
         for fig in part.figures:
             out.append(
                 f'<figure><img src="{fig.uri}" alt="{html.escape(fig.caption)}" data-figure="{fig.name}">'

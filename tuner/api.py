@@ -69,11 +69,16 @@ def best(
     results: str | Path | None = None,
 ) -> dict:
     """The best stored config for a GPU (default: this machine's), size and dtype, as `tuner best --json`
-    answers: config, objective value, time, baselines, provenance, and the fallback taken (nearest size,
-    another GPU) with notes saying so."""
+    answers: config, objective value, time and metrics (the median of the config's measurements), baselines,
+    provenance, the kernel source the answer was measured with (`kernel_source`), and the fallback taken
+    (nearest size, another GPU) with notes saying so. The rows it answers from: those of the kernel source as it
+    is now where there are any at that GPU, size and dtype, and only configs the space holds now
+    (docs/concepts.md, Answers). TunerError for a workload, size or dtype the workload does not have, a size
+    whose every config failed, or a `results` that is not a folder."""
     from tuner.answers.best_config import best as best_answer
 
-    return best_answer(workload, size, dtype, gpu=gpu, root=Path(results) if results else None)
+    _check_text(size=size, dtype=dtype, gpu=gpu)
+    return best_answer(workload, size, dtype, gpu=gpu, root=_root(results))
 
 
 def results(
@@ -84,15 +89,20 @@ def results(
     gpu: str | None = None,
     results: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Every stored evaluation of `workload` (one row per measurement: config, status, times, objective,
-    metrics, provenance), narrowed to a size, dtype and GPU where given. The GPU as `best` takes it: its stored
-    name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload, size or dtype the
-    workload does not have, a GPU it has nothing stored on, or a `results` that is not a folder. The columns:
-    docs/store.md (an empty store: an empty frame with the columns every row has)."""
+    """The stored evaluations of `workload` as the answers read them, one row per measurement (config, status,
+    times, objective, metrics, provenance), narrowed to a size, dtype and GPU where given: configs recorded
+    before a parameter with a default existed carry it (spelled as `best` spells them), and where a GPU, size
+    and dtype has times taken under the current timing protocol, those taken under an older one are left out.
+    Rows of every kernel source and every config stored are kept (`kernel_hash` says which source; `best`
+    answers from the current one's where it has some). `load_store` keeps every row. The GPU as `best` takes
+    it: its stored name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload,
+    size or dtype the workload does not have, a GPU it has nothing stored on, or a `results` that is not a
+    folder. The columns: docs/store.md (an empty store: an empty frame with the columns every row has)."""
     from tuner.store import load_evaluations
     from tuner.store.gpu_choice import required_gpu
     from tuner.workloads import get_workload
 
+    _check_text(size=size, dtype=dtype, gpu=gpu)
     w = get_workload(workload)  # an unknown workload, size or dtype is an error, not an empty table
     sizes = w.space.resolve_size(size, w.parse_size) if size is not None else None
     dtype = w.space.resolve_dtype(dtype) if dtype is not None else None
@@ -112,12 +122,27 @@ def results(
 
 def load_store(results: str | Path | None = None) -> pd.DataFrame:
     """Every evaluation in the store (default: the project's results folder), of every workload and GPU, with
-    the columns of `results`. TunerError for a `results` that is not a folder (a typo must not read as an empty
-    store)."""
+    the columns of `results`: every row as stored, times under a superseded timing protocol too (`results`
+    leaves those out), but each known workload's configs spelled as `results` and `best` spell them (a
+    parameter added since with a default filled in). TunerError for a `results` that is not a folder (a typo
+    must not read as an empty store)."""
     from tuner.store import load_evaluations
 
     df = load_evaluations(None, _root(results))
     return _with_schema(df) if df.empty else df
+
+
+def _check_text(**given: object) -> None:
+    """The API's size, dtype and GPU are text, as on the command line: TunerError for another type (a size
+    given as a number, `size=4194304`, is `size="n=4194304"` or a named size)."""
+    from tuner.errors import TunerError
+
+    for name, value in given.items():
+        if value is not None and not isinstance(value, str):
+            raise TunerError(
+                f"{name}={value!r}: give it as text (a {type(value).__name__} is not one)"
+                + (", a named size or the variables, e.g. size='n=4194304'" if name == "size" else "")
+            )
 
 
 def _root(results: str | Path | None) -> Path | None:

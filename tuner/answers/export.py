@@ -41,9 +41,11 @@ def recording_text(
     workload: str, fmt: str, size: str | None, dtype: str | None, gpu: str | None, root: Path | None = None
 ) -> tuple[str, dict]:
     """One recorded (GPU, size, dtype) with every config as Kernel Tuner's cache (`kt-cache`) or T4 results
-    file (`t4`), and what was written (GPU, size, dtype, configs). The GPU and size are chosen as `tuner
-    best` chooses them, but only a size that was recorded on that GPU, and only the GPU named where one is."""
-    from tuner.answers.best_config import select
+    file (`t4`), and what was written (GPU, size, dtype, configs, notes). The GPU and size are chosen as `tuner
+    best` chooses them, but only a size that was recorded on that GPU, and only the GPU named where one is; the
+    rows are those `tuner best` answers from (the current kernel source's, where it has some; a size whose
+    every config failed gives a file of failures)."""
+    from tuner.answers.best_config import DegradedStoreError, select
     from tuner.store import load_evaluations
     from tuner.store.gpu_choice import unknown_gpu
     from tuner.store.kt_files import cache_text, store_cache_doc, t4_results
@@ -56,10 +58,14 @@ def recording_text(
         ok = stored[(stored["status"] == "ok") & (stored["dtype"] == sel.dtype)]
         raise unknown_gpu(gpu, ok["gpu"], f"successful {workload} {sel.dtype}")
     if "nearest-size" in sel.fallback:
-        raise TunerError(f"{workload}: {sel.notes[-1]}; export a recorded size")
+        refusal = f"{workload}: {sel.size_note}; export a recorded size"
+        raise DegradedStoreError(refusal) if sel.may_hold else TunerError(refusal)
     row = sel.rows.iloc[0]
     outside: list[str] = []
-    doc = store_cache_doc(workload, str(row["size"]), sel.dtype, str(row["gpu"]), root, outside=outside)
+    kernel = sel.kernel["hash"] if sel.kernel and sel.kernel["current"] else None
+    doc = store_cache_doc(
+        workload, str(row["size"]), sel.dtype, str(row["gpu"]), root, outside=outside, kernel_hash=kernel
+    )
     text = cache_text(doc) + "\n" if fmt == "kt-cache" else json.dumps(t4_results(doc), indent=1) + "\n"
     about = {"gpu": doc["device_name"], "size": str(row["size"]), "dtype": sel.dtype, "configs": len(doc["cache"])}
     notes = list(sel.notes)
@@ -112,9 +118,12 @@ def _header(workload: str, answers: list[dict]) -> str:
             ]
         )
         prov = a.get("provenance", {})
+        stale = (a.get("kernel_source") or {}).get("current") is False  # the answer's note, said here too
         lines.append(
             f"/* {a['gpu']}, {a['size']} {a['dtype']}: {a['value']:.6g} {a['objective']}, "
-            f"{a['time_ms']:.6g} ms; commit {prov.get('git_commit', '?')}, campaign {prov.get('campaign_id', '?')} */"
+            f"{a['time_ms']:.6g} ms; commit {prov.get('git_commit', '?')}, campaign {prov.get('campaign_id', '?')}"
+            + ("; measured with an earlier version of the kernel source" if stale else "")
+            + " */"
         )
         lines.append(f"#{'if' if first else 'elif'} {cond}")
         lines.append(f"#define TUNER_{w}_FOUND 1")

@@ -71,8 +71,19 @@ def answer_grid(answer: dict) -> Table:
     for name, b in answer["baselines"].items():
         ratios = ", ".join(f"{m} {r:.3f}x" for m, r in b["ratio"].items()).split(" ")
         grid.add_row(f"vs {name}", Items([*ratios, f"({name}: {b['time_ms']:.4g} ms)"], sep=" "))
-    p = answer["provenance"]
-    measured = [f"with {p.get('backend')}", f"on driver {p.get('driver')},", f"CUDA {p.get('cuda')},"]
-    measured += [f"commit {p.get('git_commit')},", f"campaign {p.get('campaign_id')}"]
-    grid.add_row("measured", Items(measured, sep=" "))
+    grid.add_row("measured", Items(measured_items(answer["provenance"]), sep=" "))
     return grid
+
+
+def measured_items(p: dict) -> list[str]:
+    """Where the answer was measured, `with nvcuda on driver 580.159.04, CUDA 13.3, commit ..., campaign ...`:
+    a field the row left empty (a CPU's driver and CUDA) is left out, not printed as a stray comma."""
+    fields = [("with", "backend"), ("on driver", "driver"), ("CUDA", "cuda"), ("commit", "git_commit")]
+    fields.append(("campaign", "campaign_id"))
+    given = [(label, str(p[key])) for label, key in fields if p.get(key) not in (None, "")]
+    items = []
+    for i, (label, value) in enumerate(given):
+        last = i == len(given) - 1
+        joined = label == "with" and not last and given[i + 1][0] == "on driver"  # "with nvcuda on driver 580"
+        items.append(f"{label} {value}" + ("" if last or joined else ","))
+    return items

@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
+from rich.console import Console
+from rich.markup import escape
+
 from tuner.cli.common import add_allow_degraded, console, degraded_status, write_text
+from tuner.errors import TunerError
+
+err_console = Console(stderr=True, soft_wrap=True)  # as the CLI says a TunerError: paths stay whole
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,14 +47,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Write the export to --output, or to stdout."""
-    from tuner.answers.best_config import export_answers
+    from tuner.answers.best_config import DegradedStoreError, export_answers
     from tuner.answers.export import render
 
     if args.format in ("t4", "kt-cache"):  # one recorded space in Kernel Tuner's own files
         from tuner.cli.export_recording import command as export_recording
 
         return export_recording(args)
-    answers, degraded = export_answers(args.workload, args.dtype, args.results, size=args.size, gpu=args.gpu)
+    try:
+        answers, degraded = export_answers(args.workload, args.dtype, args.results, size=args.size, gpu=args.gpu)
+    except DegradedStoreError as e:
+        return not_found_in_degraded_store(e, args.allow_degraded)
     left_out = degraded.as_dict() if degraded else None
     text = render(args.workload, answers, args.format, left_out)
     if args.json:  # what was written, for scripts: the export itself goes to -o (or into the summary)
@@ -64,3 +73,10 @@ def command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return degraded_status(left_out, args.allow_degraded)
+
+
+def not_found_in_degraded_store(e: TunerError, allowed: bool) -> int:
+    """What was asked for is not in the store as read, which left parts out (DegradedStoreError): the error,
+    and the exit status of a degraded store's answer (3), or 2 with --allow-degraded (there is nothing to write)."""
+    err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+    return degraded_status(getattr(e, "degraded", None), allowed) or 2

@@ -7,25 +7,35 @@ import argparse
 import json
 import sys
 
+from rich.markup import escape
+
 from tuner.cli.common import console, degraded_status, write_text
 
 
 def command(args: argparse.Namespace) -> int:
-    """Write the file to --output, or to stdout; with --json, a summary of it instead."""
+    """Write the file to --output, or to stdout; with --json, a summary of it instead. Its notes (the GPU or
+    size chosen for it, configs left out) go to stderr, beside a file on stdout."""
+    from tuner.answers.best_config import DegradedStoreError
     from tuner.answers.export import recording_text
+    from tuner.cli.export import err_console, not_found_in_degraded_store
     from tuner.store.schema import collect
 
     with collect() as degraded:
-        text, about = recording_text(args.workload, args.format, args.size, args.dtype, args.gpu, root=args.results)
+        try:
+            text, about = recording_text(args.workload, args.format, args.size, args.dtype, args.gpu, root=args.results)
+        except DegradedStoreError as e:
+            e.degraded = degraded.as_dict()
+            return not_found_in_degraded_store(e, args.allow_degraded)
     left_out = degraded.as_dict() if degraded else None
     if args.output:
         write_text(args.output, text)
     if getattr(args, "json", False):
         summary = {"workload": args.workload, "format": args.format, "output": args.output, **about}
         print(json.dumps({**summary, **({} if args.output else {"text": text}), "degraded": left_out}, indent=2))
-    elif args.output:
-        for note in about["notes"]:
-            console.print(note, highlight=False)
+        return degraded_status(left_out, args.allow_degraded)
+    for note in about["notes"]:
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    if args.output:
         console.print(
             f"wrote {about['configs']} configuration(s) of {args.workload} {about['size']} {about['dtype']} "
             f"on {about['gpu']} to {args.output}",

@@ -37,7 +37,6 @@ from tuner.workloads import get_workload
 # the store's failure classes as Kernel Tuner's error classes (tuner.measure.evaluate's table, by name)
 KT_ERRORS = {status: kind.__name__ for status, kind in ERROR_CONFIGS.items()}
 KT_ERROR_NAMES = ("ErrorConfig", *KT_ERRORS.values())
-T4_INVALIDITY = {"compile": "compile", "runtime": "runtime", "constraints": "constraints"}
 
 
 # ---- out: the store's rows as Kernel Tuner's cache ----------------------------------------------------
@@ -80,9 +79,11 @@ def _entry_rows(rows: pd.DataFrame, maximize: bool) -> list[dict]:
     best` takes it); one that never ran, its latest failure. In the order first measured."""
     ordered = rows.sort_values("timestamp", kind="stable").reset_index(drop=True)
     ok = ordered["status"] == "ok"
-    medians = config_medians(ordered[ok], maximize) if ok.any() else pd.Series(dtype=float)
     distance = pd.Series(math.inf, index=ordered.index)
-    distance[ok] = (ordered.loc[ok, "objective_value"] - ordered.loc[ok, "config"].map(medians)).abs().fillna(math.inf)
+    if ok.any():  # else every config failed: no median to be near (and an empty map would not be numeric)
+        medians = config_medians(ordered[ok], maximize)
+        at_median = ordered.loc[ok, "config"].map(medians).astype(float)
+        distance[ok] = (ordered.loc[ok, "objective_value"] - at_median).abs().fillna(math.inf)
     by_config = ordered["config"]
     ran = ok.groupby(by_config).transform("any")
     nearest = distance.groupby(by_config).transform("min")
@@ -106,13 +107,16 @@ def store_cache_doc(
     root: Path | None = None,
     rows: pd.DataFrame | None = None,
     outside: list[str] | None = None,
+    kernel_hash: str | None = None,
 ) -> dict:
     """The Kernel Tuner cache of one recorded (GPU, size, dtype), from the store's rows as `tuner best` reads
     them (times taken the current way; every failure). The parameters are those the rows were recorded with
     (a parameter the space gained later with a default is left out where no row has it, as Kernel Tuner
     would have recorded it; where some have it, the others get its default). Configs with a value the space's
     parameters no longer list (recorded under a wider space) are left out, so that every entry is a config of
-    the header's `tune_params`; their configs are added to `outside` where given."""
+    the header's `tune_params`; their configs are added to `outside` where given. `kernel_hash`: only the rows
+    measured with that kernel source (`tuner export` of a size the current source has rows of, as `tuner best`
+    answers from them)."""
     space = get_workload(workload).space
     raw = read_parts(f"*/{workload}/evaluations/*.parquet", Path(root or results_root())) if rows is None else rows
     if raw.empty:
@@ -120,6 +124,8 @@ def store_cache_doc(
     raw = raw[
         (raw["workload"] == workload) & (raw["size"] == size_name) & (raw["dtype"] == dtype) & (raw["gpu"] == gpu)
     ]
+    if kernel_hash is not None and "kernel_hash" in raw:
+        raw = raw[raw["kernel_hash"] == kernel_hash]
     if raw.empty:
         raise TunerError(f"nothing stored for {workload} {size_name} {dtype} on {gpu}")
     rows_now = without_superseded(raw, space)

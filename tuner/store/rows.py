@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from tuner.errors import TunerError
 from tuner.store.parts import read_parts
 from tuner.store.paths import results_root
 from tuner.workloads import get_workload
@@ -27,14 +28,31 @@ def config_medians(rows: pd.DataFrame, maximize: bool) -> pd.Series:
 
 
 def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
-    """The stored evaluations (of one workload, or all). A workload's rows recorded before its space gained
+    """The stored evaluations of one workload as the answers read them: its rows recorded before its space gained
     a parameter with a default (Space.defaults) read as configs with that value, so they keep counting; where a
-    (GPU, size, dtype) has times taken the current way, older ones are left out (without_superseded)."""
+    (GPU, size, dtype) has times taken the current way, older ones are left out (without_superseded). Of every
+    workload (None): every row as stored, superseded times too, each known workload's configs completed alike."""
     df = read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
-    if workload and not df.empty:
-        space = get_workload(workload).space
-        df = without_superseded(complete_configs(df, space), space)
-    return df
+    if df.empty:
+        return df
+    if not workload:
+        return _completed_by_workload(df)
+    space = get_workload(workload).space
+    return without_superseded(complete_configs(df, space), space)
+
+
+def _completed_by_workload(df: pd.DataFrame) -> pd.DataFrame:
+    """complete_configs of each workload's rows, in their order; a workload no longer defined keeps its rows as
+    stored."""
+    if "workload" not in df or "config" not in df:
+        return df
+    parts = []
+    for name, rows in df.groupby("workload", sort=False):
+        try:
+            parts.append(complete_configs(rows, get_workload(str(name)).space))
+        except TunerError:
+            parts.append(rows)
+    return pd.concat(parts).sort_index()
 
 
 def same_protocol(row: dict, space: Space, timing: str | None) -> bool:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tuner.locations import BUILTIN_RESULTS
 from tuner.store import gpu_slug, safe_name
-from tuner.store.recordings import find_recording, sources
+from tuner.store.recording_choice import find_recording
+from tuner.store.recordings import sources
 
 
 @cache

@@ -15,7 +15,7 @@ from tuner.measure.protocol import MeasureSpec, Result
 from tuner.measure.replay import recorded_searchspace, simulation
 from tuner.search.ahead import AskAhead, Pace, compile_ahead
 from tuner.search.strategies import make_strategy
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 
 KEYS = list(SPACE.params)
 

@@ -202,7 +202,7 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
     monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
     assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "4"]) == 0
-    stored = tuner.answers.baseline.load_baselines()
+    stored = tuner.answers.baseline.load_check_baselines()
     assert len(stored) == 1 and stored.iloc[0]["sessions"] == 4 and len(stored.iloc[0]["rounds"]) == 40
     report = tmp_path / "r.xml"
     assert main(["check", "--junit", str(report)]) == 0
@@ -265,7 +265,7 @@ def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_ref
     assert "gemm" in out and "no baseline on Fake GPU 9000" in out and "reduction seed float32: pass" in out
     assert main(["check", "gemm"]) == 2
     assert "no baseline of gemm for Fake GPU 9000: record one with `tuner baseline gemm`" in capsys.readouterr().err
-    monkeypatch.setattr(tuner.answers.check, "_measuring_process", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
+    monkeypatch.setattr(tuner.answers.check, "measuring_process", lambda *a, **kw: pytest.fail("nothing is measured for a bad request"))
     assert main(["check", "--plant", "block_size=1024"]) == 2
     assert "--plant: reduction has no parameter block_size (it has variant, block_size_x," in capsys.readouterr().err
     assert main(["check", "--plant", "block_size_x=3"]) == 2
@@ -289,7 +289,7 @@ def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkey
     stored = pd.read_parquet(path)
     stored["config"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "finish"}) for c in stored["config"]]
     stored.to_parquet(path, index=False)
-    monkeypatch.setattr(tuner.answers.check, "_measuring_process", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
+    monkeypatch.setattr(tuner.answers.check, "measuring_process", lambda *a, **kw: pytest.fail("no worker for a stale baseline"))
     capsys.readouterr()
     assert main(["check", "--markdown", str(tmp_path / "r.md")]) == 2
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
@@ -335,7 +335,7 @@ def test_baseline_sessions_are_spread_over_the_run(results, monkeypatch):
     assert order == [(s, f"session {k}/3") for k in (1, 2, 3) for s in ("seed", "16M")]
     assert sum(line.startswith("skip reduction 64M") for line in log) == 1
     assert sorted(r["size"] for r in rows) == ["16M", "seed"] and all(r["sessions"] == 3 for r in rows)
-    stored = tuner.answers.baseline.load_baselines()
+    stored = tuner.answers.baseline.load_check_baselines()
     assert len(stored) == 2 and set(stored["sessions"]) == {3} and all(len(r) == 9 for r in stored["rounds"])
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import tuner.answers.check
 from tuner import locations
-from tuner.answers.baseline import load_baselines, read_baselines
+from tuner.answers.baseline import load_check_baselines, read_baselines
 from tuner.answers.best_config import best
 from tuner.answers.check import run_check
 from tuner.answers.check_replay import simulate_check
@@ -57,7 +57,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def _no_gpu_work(monkeypatch) -> None:
-    monkeypatch.setattr(tuner.answers.check, "_measuring_process", lambda *a, **kw: pytest.fail("nothing measured"))
+    monkeypatch.setattr(tuner.answers.check, "measuring_process", lambda *a, **kw: pytest.fail("nothing measured"))
 
 
 @pytest.fixture
@@ -82,8 +82,8 @@ def project(tmp_path, monkeypatch):
 @needs_baselines
 def test_a_gate_checks_the_projects_own_baselines_not_the_shipped_ones(project, monkeypatch, capsys):
     _baselines(project, "reduction")
-    assert set(load_baselines(project)["workload"]) == {"reduction"}
-    assert set(load_baselines(project, shipped=True)["workload"]) == {"reduction", "gemm"}  # what a query reads
+    assert set(load_check_baselines(project)["workload"]) == {"reduction"}
+    assert set(load_check_baselines(project, shipped=True)["workload"]) == {"reduction", "gemm"}  # what a query reads
     code, out, err = _run(capsys, "check", "--simulate", "--json")
     doc = json.loads(out)
     assert code == 0 and {c["workload"] for c in doc["checks"]} == {"reduction"} and len(doc["checks"]) == 8
@@ -112,6 +112,11 @@ def test_a_simulated_check_in_a_project_without_baselines_replays_the_shipped_on
     _no_gpu_work(monkeypatch)
     code, _, err = _run(capsys, "check")
     assert code == 2 and "no baseline stored: record one with `tuner baseline" in err
+    # a replay of named workloads announces theirs, not all of those shipped (and none for one without)
+    code, _, err = _run(capsys, "check", "gemm", "--simulate", "--json")  # the log on stderr
+    assert code == 0 and "replaying the 1 baseline(s) shipped with" in err
+    code, _, err = _run(capsys, "check", "floyd-warshall-small", "--simulate", "--json")
+    assert code == 2 and "replaying the" not in err and "no baseline of floyd-warshall-small stored" in err
     # nor a replay once the project has a baseline of its own
     _baselines(project, "gemm")
     code, out, err = _run(capsys, "check", "--simulate", "--json")
@@ -227,6 +232,35 @@ def test_an_error_caused_by_a_damaged_part_names_it(tmp_path, monkeypatch, capsy
     _truncate(_part(root, "gemm"))
     code, _, err = _run(capsys, "--results", str(root), "check")
     assert code == 2 and "no baseline could be read: the baseline parts" in err and "record them again" in err
+
+
+@needs_baselines
+def test_a_baseline_part_missing_a_column_is_left_out_as_damaged_not_a_traceback(tmp_path, capsys):
+    """A baseline part read against its schema (tuner.store.schema.CHECK_BASELINE): before, one without `rounds`
+    gave a TypeError traceback and "a bug to report"."""
+    root = _baselines(tmp_path / "results", "reduction", "gemm")
+    part = _part(root, "reduction")
+    pd.read_parquet(part).drop(columns="rounds").to_parquet(part, index=False)
+    code, out, err = _run(capsys, "--results", str(root), "check", "reduction", "--simulate")
+    assert code == 2 and "Traceback" not in err and "bug" not in err
+    assert f"no baseline could be read to replay: the baseline part {part} (missing column(s) rounds)" in err
+    assert "degraded store: 1 part(s) left out" in err
+    code, out, err = _run(capsys, "--results", str(root), "check", "--simulate", "--json")
+    doc = json.loads(out)
+    assert code == 3 and doc["exit_code"] == 3 and {c["workload"] for c in doc["checks"]} == {"gemm"}
+    assert doc["degraded"]["parts"] == [{"path": str(part), "reason": "missing column(s) rounds"}]
+    # a row whose rounds are not numbers: that row is left out and counted, the others checked
+    _baselines(tmp_path / "again", "reduction")
+    rows = pd.read_parquet(_part(tmp_path / "again", "reduction"))
+    rows.at[0, "rounds"] = []
+    rows.to_parquet(part, index=False)
+    code, out, err = _run(capsys, "--results", str(root), "check", "--simulate", "--json")
+    doc = json.loads(out)
+    assert code == 3 and len(doc["checks"]) == len(rows) - 1 + 1 and "Traceback" not in err
+    assert doc["degraded"]["rows"] == [{"path": str(part), "reason": "rounds not a list of finite numbers", "count": 1}]
+    assert "degraded store: 1 row(s) left out" in err
+    with pytest.warns(UserWarning, match="rows left out: 1 with rounds not a list of finite numbers"):
+        assert len(read_baselines(root).frame) == len(rows) - 1 + 1  # outside a check: a warning
 
 
 # ---- 6. a stale baseline, replayed ------------------------------------------------------------------------------

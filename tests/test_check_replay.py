@@ -5,12 +5,12 @@ import json
 
 import pytest
 
+from tuner.answers.baseline import load_check_baselines
 from tuner.answers.check_replay import held_out, simulate_check
-from tuner.answers.baseline import load_baselines
 from tuner.cli import main
 from tuner.store import results_root
 
-BASELINES = load_baselines(results_root())
+BASELINES = load_check_baselines(results_root())
 needs_baselines = pytest.mark.skipif(BASELINES.empty, reason="no baseline committed")
 
 

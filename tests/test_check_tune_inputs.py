@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.recorded import is_recorded
-from tuner.answers.baseline import load_baselines
+from tuner.answers.baseline import load_check_baselines
 from tuner.answers.check_replay import simulate_check
 from tuner.campaign.summary import chosen_line
 from tuner.cli import main
@@ -17,7 +17,7 @@ from tuner.errors import TunerError
 from tuner.store import gpu_slug, results_root
 
 H100 = "NVIDIA H100 80GB HBM3"
-BASELINES = load_baselines(results_root())
+BASELINES = load_check_baselines(results_root())
 REDUCTION = BASELINES[BASELINES["workload"] == "reduction"]
 needs_baselines = pytest.mark.skipif(REDUCTION.empty, reason="no reduction baseline committed")
 

@@ -178,7 +178,7 @@ def test_after_a_warm_start_there_is_no_covering_start(monkeypatch):
 @pytest.mark.skipif(not RECORDED, reason="no recording")
 def test_the_warm_start_marks_its_trials():
     from tuner.measure.replay import replay
-    from tuner.store.recordings import find_recording
+    from tuner.store.recording_choice import find_recording
     from tuner.workloads import get_workload
 
     space = get_workload("reduction").space
@@ -196,7 +196,7 @@ def test_a_cold_search_suggests_only_valid_configs():
     """Through the strategy (the loop, the view): no suggestion breaks a restriction, so the loop never
     replaces one by its nearest valid config (84% of the reduction space's parameter grid is invalid)."""
     from tuner.measure.replay import replay
-    from tuner.store.recordings import find_recording
+    from tuner.store.recording_choice import find_recording
     from tuner.workloads import get_workload
 
     space = get_workload("reduction").space

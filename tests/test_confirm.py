@@ -1,4 +1,4 @@
-"""The confirmation step after a campaign (tuner/confirmation.py): finalists, the tie rule, and, on the GEMM
+"""The confirmation step after a campaign (tuner/campaign/confirmation.py): finalists, the tie rule, and, on the GEMM
 2048^3 space recorded on the H100 (replayed: each round resamples a config's recorded times), one worker
 and two workers choosing the same config among the near-ties; a single-process campaign confirming too."""
 

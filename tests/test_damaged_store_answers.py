@@ -77,7 +77,7 @@ def _run(capsys: pytest.CaptureFixture, root: Path, *args: str) -> tuple[int, st
 
 
 def _recording(root: Path, size: str = "large", dtype: str = "float32") -> Path:
-    from tuner.store.recordings import find_recording
+    from tuner.store.recording_choice import find_recording
 
     return find_recording(root, "reduction", size, dtype, H100)
 
@@ -239,6 +239,25 @@ def test_a_part_without_a_required_column_is_said_and_its_recording_names_it(sto
 
     code, out, err = _run(capsys, store, "tune", "reduction", "--size", "large", "--simulate", "--budget", "10")
     assert code == 2 and "could not be read in full" in err and str(part) in err
+
+
+def test_list_with_a_cache_folder_it_cannot_write_says_so_not_unreadable(store, tmp_path, capsys, monkeypatch):
+    """The recordings are fine, the folder they are derived into is not writable (a read-only ~/.cache in CI):
+    `tuner list` says "not derived" and why, once, not "unreadable" in every row; --json names the folder."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a folder under a file cannot be made, even by root
+    monkeypatch.setenv("TUNER_CACHE", str(blocked / "cache"))
+    code, out, err = _run(capsys, store, "list", "reduction")
+    said = " ".join(out.split())
+    assert code == 0 and "unreadable" not in said and "not derived" in said
+    assert said.count("set TUNER_CACHE to a writable folder") == 1 and str(blocked / "cache") in said.replace(" ", "")
+    code, out, err = _run(capsys, store, "list", "reduction", "--json")
+    recorded = json.loads(out)["recordings"]
+    assert code == 0 and recorded and all(r["recorded_configs"] is None for r in recorded)
+    assert all(r["cache_not_writable"] == str(blocked / "cache" / "recordings") for r in recorded)
+    assert all("set TUNER_CACHE to a writable folder" in r["error"] for r in recorded)
+    code, out, err = _run(capsys, store, "list")  # every workload: the row says why too
+    assert code == 0 and "not derived" in out and "unreadable" not in out
 
 
 # ---- 4. a size that only a damaged part holds ---------------------------------------------------------------

@@ -168,7 +168,7 @@ def test_a_worker_whose_parent_died_before_it_looked_stops_at_once(tmp_path):
     """A worker adopted before it set its watch (its `tuner tune` was killed while it started) gets no signal
     from the kernel: it looks, and stops as on SIGTERM."""
     script = ("import sys, time\n"
-              "from tuner.campaign.distributed.stopping import Terminated, stopped_like_ctrl_c\n"
+              "from tuner.campaign.distributed.signals import Terminated, stopped_like_ctrl_c\n"
               "try:\n"
               "    with stopped_like_ctrl_c(int(sys.argv[1])):\n"
               "        time.sleep(60)\n"
@@ -186,7 +186,7 @@ def test_a_stop_dropped_in_a_weakref_callback_comes_again():
     in"), still stops: it is asked for again, and raised where it stops the process."""
     import weakref
 
-    from tuner.campaign.distributed.stopping import Terminated, stopped_like_ctrl_c
+    from tuner.campaign.distributed.signals import Terminated, stopped_like_ctrl_c
 
     class Thing:
         pass

@@ -12,13 +12,13 @@ import pytest
 
 from tests.recorded import is_recorded, recording
 from tuner.answers.best_config import best
-from tuner.campaign import confirmation
 from tuner.campaign.local import run_campaign
 from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.replay import recording_searchspace
+from tuner.store import confirmations as stored_confirmations
 from tuner.store import load_baselines, load_evaluations, results_root
 from tuner.workloads import get_workload
 from tuner.workloads.gemm import SEED_VERSIONS, SPLIT_TILE, float32_tolerance, k_slices, split_k_product
@@ -270,7 +270,7 @@ def test_every_grid_shape_has_its_own_tuned_best(gpu):
     """The seeds' 64 shapes were each tuned on the H100 and on the H200 (benchmarks/gemm/grid.py: at least 12
     configs each), so `tuner best` answers each from its own measurements, with cuBLAS of the same shape."""
     evaluations, baselines = load_evaluations("gemm"), load_baselines("gemm")
-    confirmations = confirmation.load("gemm", results_root())
+    confirmations = stored_confirmations.load("gemm", results_root())
     ok = evaluations[(evaluations.gpu == gpu) & (evaluations.dtype == "float32") & (evaluations.status == "ok")]
     dims = (256, 512, 1024, 2048)
     for m, n, k in itertools.product(dims, dims, dims):

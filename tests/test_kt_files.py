@@ -16,12 +16,12 @@ from kernel_tuner.util import read_cache
 
 from tuner import locations
 from tuner.answers.best_config import best
-from tuner.campaign import confirmation
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.store import load_evaluations
+from tuner.store import confirmations, load_evaluations
 from tuner.store.kt_files import cache_text, read_recording, store_cache_doc, t4_results
-from tuner.store.recordings import find_recording, replay_file, sources
+from tuner.store.recording_choice import find_recording
+from tuner.store.recordings import replay_file, sources
 from tuner.workloads import all_workloads, get_workload
 
 ROOT = locations.BUILTIN_RESULTS
@@ -77,7 +77,7 @@ def test_the_recordings_best_is_tuner_best_or_its_confirmed_near_tie(recorded):
     answer = best(workload, size, dtype, gpu=gpu, root=ROOT, evaluations=_rows(workload))
     if pick != {k: answer["config"][k] for k in pick}:
         assert any(n.startswith("chosen among") for n in answer["notes"]), answer["notes"]
-        finalists = confirmation.load(workload, ROOT)
+        finalists = confirmations.load(workload, ROOT)
         finalists = finalists[(finalists["gpu"] == gpu) & (finalists["dtype"] == dtype)]["config"]
         assert pick in [{k: space.complete(json.loads(c))[k] for k in pick} for c in finalists]
 

@@ -142,7 +142,8 @@ def test_an_installed_package_answers_from_the_recordings_it_ships(project, monk
     """In a wheel, the built-ins' recordings are package data: read beside the (empty) project store."""
     from tuner.answers.best_config import best
     from tuner.store import load_evaluations
-    from tuner.store.recordings import find_recording, sources
+    from tuner.store.recording_choice import find_recording
+    from tuner.store.recordings import sources
 
     shipped = project / "shipped"
     shutil.copytree(locations.BUILTIN_RESULTS / "nvidia-h100-80gb-hbm3" / "reduction", shipped / "nvidia-h100-80gb-hbm3" / "reduction")

@@ -24,7 +24,7 @@ from tuner.search.codec import Codec
 from tuner.search.sampler_view import StudyView
 from tuner.search.strategies import make_strategy
 from tuner.store import results_root
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 from tuner.workloads import get_workload
 
 SPACE = get_workload("reduction").space

@@ -1,4 +1,4 @@
-"""Warm starts (tuner.search.warmstart) and early stopping (tuner.search.stopping): the rules on synthetic data, and their
+"""Warm starts (tuner.search.warmstart) and early stopping (tuner.search.early_stopping): the rules on synthetic data, and their
 effect on real replays of the recorded reduction spaces."""
 
 import json
@@ -13,11 +13,11 @@ from tuner.campaign.request import CampaignRequest
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.replay import replay
-from tuner.search.stopping import Patience, evaluations_until_stop
+from tuner.search.early_stopping import Patience, evaluations_until_stop
 from tuner.search.strategies import make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store import load_evaluations, results_root
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 from tuner.workloads import get_workload
 
 SPACE = get_workload("reduction").space

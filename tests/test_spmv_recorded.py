@@ -11,7 +11,7 @@ from tuner.answers.best_config import best
 from tuner.cli import main
 from tuner.measure.replay import replay
 from tuner.store import load_evaluations, results_root
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 from tuner.workloads import get_workload
 from tuner.workloads import spmv_matrices as mats
 

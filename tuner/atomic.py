@@ -1,8 +1,10 @@
 """Writing a file whole or not at all: one helper for every write-then-rename in the tool (store parts, merged
-Kernel Tuner caches, built host-code libraries, cached references). A leaf module: anything may import it."""
+Kernel Tuner caches, built host-code libraries, cached references), and text files written so (compressed where
+their name ends in .gz: file_bytes). A leaf module: anything may import it."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import tempfile
 from collections.abc import Callable
@@ -34,6 +36,19 @@ def write_atomically(path: Path, write: Callable[[Path], object], durable: bool 
         raise
     if durable:
         _fsync_folder(path.parent)
+
+
+def file_bytes(path: Path | str, text: str) -> bytes:
+    """`text` as the bytes of the file `path`: gzip-compressed where its name ends in .gz (as Kernel Tuner's caches
+    are shared: `cache.json.gz`), with no time in the gzip header (mtime 0): the same text, the same bytes."""
+    data = text.encode()
+    return gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data
+
+
+def write_text_atomically(path: Path | str, text: str, durable: bool = True) -> None:
+    """`text` to `path` (file_bytes: compressed where it ends in .gz), whole or not at all (write_atomically)."""
+    data = file_bytes(path, text)
+    write_atomically(Path(path), lambda tmp: tmp.write_bytes(data), durable)
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -20,7 +20,7 @@ import time
 def main():
     # imported here, not at the top: each worker process imports this script again (as multiprocessing's
     # __mp_main__), and these would bring Kernel Tuner, and with it torch, before the worker can keep it out
-    from tuner.answers.baseline import _measuring_process, load_baselines
+    from tuner.answers.baseline import load_check_baselines, measuring_process
     from tuner.answers.check import check_one
     from tuner.measure.provenance import gpu_info
     from tuner.workloads import get_workload
@@ -35,7 +35,7 @@ def main():
     p.add_argument("--persistent", action="store_true", help="one worker per kernel for the whole run")
     a = p.parse_args()
     here = gpu_info()["gpu"]
-    bases = {(b["workload"], b["size"], b["dtype"]): b for b in load_baselines(gpu=here).to_dict("records")}
+    bases = {(b["workload"], b["size"], b["dtype"]): b for b in load_check_baselines(gpu=here).to_dict("records")}
     jobs = []  # (baseline, planted config or None)
     if a.mode == "aa":
         jobs = [(b, None) for b in bases.values()]
@@ -53,7 +53,7 @@ def main():
                     break
                 key = (base["workload"], base["size"], base["dtype"])
                 if key not in workers:
-                    workers[key] = _measuring_process(base["workload"], json.loads(base["size_vars"]), base["dtype"], "nvcuda", 0, 120)
+                    workers[key] = measuring_process(base["workload"], json.loads(base["size_vars"]), base["dtype"], "nvcuda", 0, 120)
                 runner, gpu = workers[key] if a.persistent else workers.pop(key)
                 space = get_workload(base["workload"]).space
                 config = {**json.loads(base["config"]), **(plant or {})}

@@ -6,7 +6,7 @@
 #   bash benchmarks/common/complete_recordings.sh "reduction n=33554432 float32" "gemm 1536x1536x1536 float32"
 #
 # A space already recorded on another GPU at the same size makes `tuner tune --simulate` and the comparisons
-# choose between the two (tuner.store.recordings.choose_recording): give sizes no other GPU has.
+# choose between the two (tuner.store.recording_choice.choose_recording): give sizes no other GPU has.
 set -u
 status=0
 for spec in "$@"; do

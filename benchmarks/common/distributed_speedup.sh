@@ -37,7 +37,7 @@ run() {  # $1 workers -> $WORK/w$1/{result.json,status.json,seconds}
         "$PYTHON" - "$root" <<'EOF'
 import os, shutil, sys
 from pathlib import Path
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 from tuner.store import results_root
 from tuner.workloads import get_workload
 w = get_workload(os.environ["WORKLOAD"])

@@ -24,7 +24,7 @@ from tuner.answers.compare import DEFAULT_STRATEGIES, compare  # noqa: E402
 from tuner.answers.compare_report import markdown, plot  # noqa: E402
 from tuner.measure import kt  # noqa: E402
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY  # noqa: E402
-from tuner.store.recordings import recordings  # noqa: E402
+from tuner.store.coverage import recordings  # noqa: E402
 from tuner.workloads import all_workloads  # noqa: E402
 
 KT_PREFIX = "kt:"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,7 +42,7 @@ NOISE_ALPHA = 0.005  # how often an unchanged kernel may exceed its noise floor 
 measure_target = None  # the measuring process's main function (None: the real one); tests substitute one
 
 
-def _measuring_process(
+def measuring_process(
     workload: str, size: dict, dtype: str, backend: str, device: int, timeout: float
 ) -> tuple[IsolatedRunner, dict]:
     """A fresh measuring process, and its GPU with the timing protocol it times kernels with (tuner/measure/timing.py):
@@ -61,7 +60,7 @@ def _baseline_path(root: Path, gpu: str, workload: str) -> Path:
     return store.workload_dir(root, gpu, workload) / BASELINE_FILE
 
 
-def load_baselines(root: Path | None = None, gpu: str | None = None, *, shipped: bool = False) -> pd.DataFrame:
+def load_check_baselines(root: Path | None = None, gpu: str | None = None, *, shipped: bool = False) -> pd.DataFrame:
     """The baselines of the project's store `root` (of `gpu`); with `shipped`, also those the recordings shipped
     with the built-in workloads hold (tuner.store.paths.read_roots), which no gate of the project checks."""
     df = store.read_parts(f"*/*/{BASELINE_FILE}", root or store.results_root(), shipped=shipped)
@@ -114,8 +113,7 @@ def read_baselines(root: Path, *, shipped_if_none: bool = False) -> Baselines:
     if shipped_if_none and found.frame.empty and not found.degraded and len(store.read_roots(root)) > 1:
         found, shipped = store.read_store(pattern, root, shipped=True), True
     if found.degraded and not record(found.degraded):
-        for path, reason in found.degraded.parts.items():
-            warnings.warn(f"{path}: {reason}; left out: move it aside or copy it again", stacklevel=2)
+        found.degraded.warn(stacklevel=2)
     return Baselines(found.frame, dict(found.degraded.parts), shipped and not found.frame.empty)
 
 
@@ -170,7 +168,7 @@ def take_baseline(
                 continue  # nothing tuned for it: skipped in the first pass
             space = get_workload(name).space
             t0 = time.monotonic()
-            runner, gpu = _measuring_process(name, size, dtype, backend, device, timeout)
+            runner, gpu = measuring_process(name, size, dtype, backend, device, timeout)
             try:
                 if kernel.config is None:
                     # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again

@@ -23,7 +23,7 @@ from tuner import store
 from tuner.answers.baseline import (
     MIN_ROUNDS,
     Baselines,
-    _measuring_process,
+    measuring_process,
     noise_floor,
     read_baselines,
     unreadable_text,
@@ -194,6 +194,35 @@ def note_stored_best(res: CheckResult, base: dict, space: Space, rows: StoreRows
         res.reason = (res.reason + "; " if res.reason else "") + note
 
 
+def prepare(
+    df: pd.DataFrame,
+    workloads: Sequence[str] | None,
+    plant: dict | None,
+    baselines: Baselines,
+    gpu: str | None,
+    none: Callable[[str], str],
+    log: Callable[[str], object],
+) -> tuple[dict[str, Space], list[CheckResult]]:
+    """What a check (run_check) and its replay (tuner.answers.check_replay) do before the first kernel: the spaces
+    of the workloads of the baselines `df`, --plant checked against them and against every baseline's config
+    (said now, not after minutes of measuring), and a refused result for each workload named without a baseline
+    (named, so a CI gate must not pass it by): its baseline part on `gpu` could not be read (named), else
+    `none(workload)`. Returns the spaces by workload and those results, each logged."""
+    spaces = {name: get_workload(name).space for name in set(df["workload"])}
+    check_plant(plant or {}, spaces)
+    for base in df.to_dict("records") if plant else ():  # a planted config that breaks a restriction: said first
+        planted_config(base, spaces[base["workload"]], plant or {})
+    checked = set(df["workload"])
+    results = [
+        CheckResult(w, "", "", {}, "refused", missing_baseline(w, baselines, gpu, none(w)))
+        for w in workloads or ()
+        if w not in checked
+    ]
+    for res in results:
+        log(f"{res.workload}: refused ({res.reason})")
+    return spaces, results
+
+
 def run_check(
     workloads: Sequence[str] | None = None,
     *,
@@ -242,26 +271,15 @@ def run_check(
             )
         )
     df = mine if not mine.empty else df
-    spaces = {name: get_workload(name).space for name in set(df["workload"])}
-    check_plant(plant or {}, spaces)
-    for base in df.to_dict("records") if plant else ():  # said now, not after minutes of measuring
-        planted_config(base, spaces[base["workload"]], plant or {})
-    results = [
-        CheckResult(
-            w,
-            "",
-            "",
-            {},
-            "refused",
-            missing_baseline(
-                w, baselines, here["gpu"], f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`"
-            ),
-        )
-        for w in workloads or ()
-        if w not in set(df["workload"])
-    ]  # named, so a CI gate must not pass it by
-    for res in results:
-        log(f"{res.workload}: refused ({res.reason})")
+    spaces, results = prepare(
+        df,
+        workloads,
+        plant,
+        baselines,
+        here["gpu"],
+        lambda w: f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`",
+        log,
+    )
     rows = StoreRows(df, root)
     for base in df.to_dict("records"):
         space = spaces[base["workload"]]
@@ -272,7 +290,7 @@ def run_check(
             gpu, lifecycle = here, {}
             now = {"status": "stale baseline", "error": lacking}
         else:
-            runner, gpu = _measuring_process(
+            runner, gpu = measuring_process(
                 base["workload"], json.loads(base["size_vars"]), base["dtype"], backend, device, timeout
             )
             try:

@@ -26,13 +26,12 @@ from tuner.answers.baseline import MIN_ROUNDS, read_baselines, unreadable_text
 from tuner.answers.check import (
     CheckResult,
     check_one,
-    check_plant,
     check_retune,
     check_threshold,
     lacking_parameters,
-    missing_baseline,
     note_stored_best,
     planted_config,
+    prepare,
     retuned,
     timing_differs,
 )
@@ -40,7 +39,7 @@ from tuner.answers.check_rows import StoreRows
 from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
 from tuner.formatting import config_text
-from tuner.measure.timing import PROTOCOL
+from tuner.vocabulary import PROTOCOL
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
@@ -97,13 +96,13 @@ def simulate_check(
     root = Path(root or store.results_root())
     baselines = read_baselines(root, shipped_if_none=True)
     df = baselines.frame
-    if baselines.shipped:
+    if workloads:
+        df = df[df["workload"].isin(workloads)]
+    if baselines.shipped and not df.empty:  # those of the workloads named: what is replayed
         log(
             f"no baseline in this project's store ({root}): replaying the {len(df)} baseline(s) shipped with the "
             "built-in workloads (a gate checks the project's own: record them with `tuner baseline WORKLOAD ...`)"
         )
-    if workloads:
-        df = df[df["workload"].isin(workloads)]
     if df.empty:
         damaged = baselines.unreadable_of(workloads)
         if damaged:
@@ -111,24 +110,15 @@ def simulate_check(
         of = f" of {', '.join(workloads)}" if workloads else ""
         named = " ".join(workloads or ["WORKLOAD ..."])
         raise TunerError(f"no baseline{of} stored to replay: record one with `tuner baseline {named}` on a GPU")
-    spaces = {name: get_workload(name).space for name in set(df["workload"])}
-    check_plant(plant or {}, spaces)
-    for base in df.to_dict("records") if plant else ():  # a planted config that breaks a restriction: said first
-        planted_config(base, spaces[base["workload"]], plant or {})
-    results = [
-        CheckResult(
-            w,
-            "",
-            "",
-            {},
-            "refused",
-            missing_baseline(w, baselines, None, f"no baseline stored to replay: record one with `tuner baseline {w}`"),
-        )
-        for w in workloads or ()
-        if w not in set(df["workload"])
-    ]  # named, so a CI gate must not pass it by (as on a GPU)
-    for res in results:
-        log(f"{res.workload}: refused ({res.reason})")
+    spaces, results = prepare(
+        df,
+        workloads,
+        plant,
+        baselines,
+        None,
+        lambda w: f"no baseline stored to replay: record one with `tuner baseline {w}`",
+        log,
+    )
     rows = StoreRows(df, root)
     shipped = "; a baseline shipped with the built-in workloads" if baselines.shipped else ""
     for base in df.to_dict("records"):

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from xml.etree import ElementTree as ET
 
 from tuner.answers.check import CheckResult, exit_code
+from tuner.store.schema import Degraded
 
 
 def _fmt(d: dict) -> str:
@@ -21,12 +22,8 @@ def _fmt(d: dict) -> str:
 
 
 def left_out(degraded: dict | None) -> list[tuple[str, str]]:
-    """(path, what was left out of it) for each part of a degraded read."""
-    if not degraded:
-        return []
-    out = [(p["path"], p["reason"]) for p in degraded.get("parts", [])]
-    out += [(r["path"], f"{r['count']} row(s) left out: {r['reason']}") for r in degraded.get("rows", [])]
-    return out
+    """(path, what was left out of it) for each part of a degraded read (Degraded.reasons)."""
+    return sorted(Degraded.from_dict(degraded).reasons().items())
 
 
 def degraded_line(degraded: dict | None, allowed: bool = False) -> str:

@@ -10,7 +10,8 @@ config's rounds after another's, see tuner/measure/rounds.py), in one worker on 
 verified once; then the fastest by median is
 found, and the chosen config is the first finalist in the space's order that is not slower than it
 significantly (99% bootstrap interval of the change above zero) and by more than TIE. Ties thus resolve to
-the canonical config instead of to the noise, at a cost of at most TIE in speed.
+the canonical config instead of to the noise, at a cost of at most TIE in speed. What a confirmation chose is
+read back from the store by tuner.store.confirmations.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ import pandas as pd
 from tuner import store
 from tuner.answers.stats import compare
 from tuner.errors import TunerError
-from tuner.workloads import get_workload
+
+# the store's reads of what a confirmation chose, for their importers from before they moved to
+# tuner.store.confirmations (tuner.answers.best_config): import them from there
+from tuner.store.confirmations import CONFIRM_DIR as CONFIRM_DIR
+from tuner.store.confirmations import choice_for as choice_for
+from tuner.store.confirmations import load as load
 
 if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace
@@ -47,7 +53,6 @@ ROUNDS = 15
 # (results/records/gemm/nvidia-h200/distributed/*-confirmations-*) measured each finalist's gap to the fastest
 # within 0.2%, yet one config sat at +0.33% to +0.54%: a 0.5% band split them 14 to 1, this one agrees in all
 TIE = 0.01
-CONFIRM_DIR = "confirmations"
 
 
 def finalists(
@@ -189,32 +194,3 @@ def save(root: Path, record: dict, common: dict, provenance: dict, worker: str) 
     path = store.workload_dir(root, provenance["gpu"], common["workload"]) / CONFIRM_DIR / part
     store.write_parquet(pd.DataFrame(rows), path)
     return path
-
-
-def load(workload: str, root: Path) -> pd.DataFrame:
-    return store.read_parts(f"*/{workload}/{CONFIRM_DIR}/*.parquet", root)
-
-
-def choice_for(
-    rows: pd.DataFrame, leader: str, root: Path, confirmations: pd.DataFrame | None = None
-) -> tuple[str, int] | None:
-    """The config chosen by the latest confirmation of the GPU, size and dtype of `rows` (one campaign's or the
-    store's rows of them), with its number of finalists, if `leader` (the config that counts as best by its
-    measurements) was among those finalists: a later campaign may have found a clearly better one since.
-    `confirmations`: the workload's, as `load` reads them (given by a caller that asks for many sizes: the read
-    of every part is most of the cost of an answer), else read here."""
-    workload = rows["workload"].iloc[0]
-    found = load(workload, root) if confirmations is None else confirmations
-    if found.empty:
-        return None
-    # a confirmation from before the space gained a parameter names its configs without it: with its default
-    found = store.complete_configs(found, get_workload(workload).space)
-    r = rows.iloc[0]
-    found = found[(found["gpu"] == r["gpu"]) & (found["size_vars"] == r["size_vars"]) & (found["dtype"] == r["dtype"])]
-    if found.empty:
-        return None
-    latest = found[found["timestamp"] == found["timestamp"].max()]
-    latest = latest[latest["worker"] == latest["worker"].iloc[0]]
-    if leader not in set(latest["config"]):
-        return None
-    return latest.loc[latest["chosen"], "config"].iloc[0], len(latest)

@@ -4,7 +4,6 @@ at the end the near-ties are measured again and one chosen (tuner/campaign/confi
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +24,9 @@ from tuner.measure.replay import replay_recording
 from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_strategy
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.space import Space
+from tuner.space.model import row_time
 from tuner.store import gpu_slug
-from tuner.store.recordings import choose_recording
+from tuner.store.recording_choice import choose_recording
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -161,7 +161,7 @@ def _confirm_best(
     root: Path,
     log: Callable[[str], object],
 ) -> dict | None:
-    """The campaign is done: its near-ties measured again side by side and one chosen (tuner/confirmation.py),
+    """The campaign is done: its near-ties measured again side by side and one chosen (tuner/campaign/confirmation.py),
     stored under confirmations/ so that `tuner best` answers it. The chosen config, or None (one finalist)."""
     values = {
         store.canonical_config({k: r[k] for k in space.params}): r[space.objective]
@@ -198,7 +198,7 @@ def _best_entry(r: dict, space: Space) -> dict:
         "config": {k: r[k] for k in space.params},
         "objective": space.objective,
         "value": r[space.objective],
-        "time_ms": statistics.median(r["times"]) if r.get("times") else r.get("time"),
+        "time_ms": row_time(r) if r.get("times") or "time" in r else None,
     }
 
 

@@ -48,7 +48,7 @@ class CampaignRequest:
     # Optuna strategies stop after this many evaluations without a 0.5% gain; None: DEFAULT_PATIENCE when no
     # budget is given (the default budget is a ceiling), none when one is (a budget asked for is used); 0: never
     patience: int | None = None
-    confirm: bool = True  # re-measure the near-ties at the end and choose among them (tuner/confirmation.py)
+    confirm: bool = True  # re-measure the near-ties at the end and choose among them (tuner/campaign/confirmation.py)
     measure_target: Callable | str | None = (
         None  # the measuring process's main function; tests substitute a GPU-free one
     )

@@ -18,6 +18,7 @@ from tuner.measure import kt
 from tuner.measure.protocol import config_key
 from tuner.measure.provenance import software, source_hash
 from tuner.measure.runner import IsolatedRunner
+from tuner.space.model import row_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,7 +163,7 @@ def store_row(
         "status": row["status"],
         "error": row.get("error", ""),
         "times": times,
-        "time_ms": statistics.median(times) if times else float("nan"),
+        "time_ms": row_time(row) if times else float("nan"),
         "objective": space.objective,
         "objective_value": space.objective_value(row, size, dtype) if ok else float("nan"),
         "metrics": json.dumps(metrics),

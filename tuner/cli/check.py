@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tuner.cli.common import DEGRADED_EXIT, DEGRADED_HELP, console, degraded_status, parse_assignment, write_text
-from tuner.errors import TunerError
+from tuner.errors import TunerError, one_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,7 +87,7 @@ def command(args: argparse.Namespace) -> int:
             results = _check(args)
     except Exception as e:  # exit 2 (a TunerError, or a bug: tuner.cli.main says which): the reports say why
         degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # the damage said too
-        said = str(e) if isinstance(e, TunerError) else f"{type(e).__name__}: {e} (a bug to report)"
+        said = str(e) if isinstance(e, TunerError) else f"{one_line(e)} (a bug to report)"
         _write_reports(args, [], degraded.as_dict() if degraded else None, error=said)
         if args.json:  # a script reading stdout gets a document whatever happened
             print(json.dumps({"exit_code": 2, "checks": [], "error": said}, indent=2))

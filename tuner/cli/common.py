@@ -1,10 +1,9 @@
-"""What the subcommands share: the console, writing a file, printing a wide table, and the arguments that
-several commands take the same way (--size/--matrix, NAME=VALUE, the campaign storage)."""
+"""What the subcommands share: the console, writing a file, the arguments that several commands take the same
+way (--size/--matrix, NAME=VALUE, the campaign storage), and the exit status of an answer from a degraded store."""
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -12,31 +11,27 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from tuner.atomic import file_bytes, write_text_atomically
 from tuner.errors import TunerError
 
 console = Console()
 
 
 def write_text(path: str, text: str) -> None:
-    """Write `text` to `path`, gzip-compressed where its name ends in .gz (as Kernel Tuner's caches are
-    shared: `cache.json.gz`); a failure is one line naming the file."""
+    """Write `text` to `path` whole or not at all, gzip-compressed where its name ends in .gz, as the store writes
+    its own files (tuner.atomic.write_text_atomically); a failure is one line naming the file. Something other
+    than a file there (/dev/stdout, a pipe) is written to in place: a rename would replace it."""
+    target = Path(path)
     try:
-        if str(path).endswith(".gz"):
-            with gzip.open(path, "wt") as f:
-                f.write(text)
+        if target.exists() and not target.is_file():
+            target.write_bytes(file_bytes(target, text))
+        elif not target.parent.is_dir():
+            raise TunerError(f"cannot write {path}: no folder {target.parent.resolve()}")
         else:
-            Path(path).write_text(text)
+            write_text_atomically(target, text)
     except OSError as e:
-        raise TunerError(f"cannot write {path}: {e.strerror}") from None
-
-
-def print_table(table: Table) -> None:
-    """At its natural width: squeezed into a narrow terminal (or rich's 80 columns for a pipe), a table of
-    many parameters would show each header as a letter and an ellipsis."""
-    width = max(console.width, console.measure(table, options=console.options.update_width(1000)).maximum)
-    (Console(width=width, highlight=False) if width > console.width else console).print(table)
+        raise TunerError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def size_text(args: argparse.Namespace) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     """One workload as `tuner list --json` shows it; one that cannot be loaded has its `error` instead, a line
     that names where it comes from (the others are listed as usual)."""
     from tuner.measure import kt
-    from tuner.store.recordings import recordings, space_size
+    from tuner.store.coverage import recordings, space_size
     from tuner.store.schema import collect
     from tuner.workloads import get_workload
 
@@ -141,17 +140,11 @@ def _print_all(docs: list[dict]) -> None:
 def _warn_left_out(docs: list[dict]) -> None:
     """One warning for each part of the store left out (unreadable, or not as the schema wants it), and for each
     part's rows left out: the listing is drawn from the rest."""
-    said = set()
+    from tuner.store.schema import Degraded
+
+    said: set[str] = set()
     for d in docs:
-        left = d.get("degraded") or {"parts": [], "rows": []}
-        for part in left["parts"]:
-            if part["path"] not in said:
-                said.add(part["path"])
-                warnings.warn(
-                    f"{part['path']}: {part['reason']}; left out: move it aside or copy it again", stacklevel=2
-                )
-        for rows in left["rows"]:
-            warnings.warn(f"{rows['path']}: rows left out: {rows['count']} with {rows['reason']}", stacklevel=2)
+        Degraded.from_dict(d.get("degraded")).warn(stacklevel=2, said=said)
 
 
 def _incomplete(d: dict, short: bool = False) -> str:
@@ -195,20 +188,28 @@ def _print_one(d: dict) -> None:
         if incomplete:
             console.print(f"[yellow]{escape(incomplete)}[/]", highlight=False, soft_wrap=True)
         return
-    rows = [
-        [
-            r["gpu"],
-            r["size"],
-            r["dtype"],
-            "unreadable" if r["recorded_configs"] is None else f"{r['recorded_configs']}/{r['space_configs']}",
-        ]
-        for r in recorded
-    ]
+    rows = [[r["gpu"], r["size"], r["dtype"], _coverage(r)] for r in recorded]
     fields = [Field("gpu"), Field("size"), Field("dtype"), Field("recorded configs", numeric=True, keep=True)]
     title = "recordings: what `tuner tune --simulate` replays, and over how many of the space's configs"
     console.print(fitted(fields, rows, console.width, title=title))
+    unwritable = sorted({r["cache_not_writable"] for r in recorded if r.get("cache_not_writable")})
+    if unwritable:  # said once, not "unreadable" in every row: the recordings are fine, the cache folder is not
+        console.print(
+            f"[yellow]not derived: the recordings are derived from the store's rows into this user's cache folder, "
+            f"and {escape(', '.join(unwritable))} is not writable: set TUNER_CACHE to a writable folder[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if incomplete:
         console.print(f"[yellow]{escape(incomplete)}[/]", highlight=False, soft_wrap=True)
+
+
+def _coverage(r: dict) -> str:
+    """A recording's cell: held of the space's configs, "not derived" (its cache folder not writable: said below
+    the table), or "unreadable"."""
+    if r["recorded_configs"] is not None:
+        return f"{r['recorded_configs']}/{r['space_configs']}"
+    return "not derived" if r.get("cache_not_writable") else "unreadable"
 
 
 def _origin(origin: str) -> str:
@@ -224,4 +225,8 @@ def _recorded(recorded: list[dict]) -> str:
     if not recorded:
         return "none"
     complete = sum(r["complete"] for r in recorded)
-    return f"{len(recorded)}, " + ("all complete" if complete == len(recorded) else f"{complete or 'none'} complete")
+    said = f"{len(recorded)}, " + ("all complete" if complete == len(recorded) else f"{complete or 'none'} complete")
+    underived = sum(bool(r.get("cache_not_writable")) for r in recorded)
+    if underived:  # the recordings are fine: the cache folder they are derived into is not writable
+        said += f"; {underived} not derived (the cache folder is not writable: set TUNER_CACHE)"
+    return said

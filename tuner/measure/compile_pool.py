@@ -161,15 +161,6 @@ class CompilePool:
         with self._cond:
             return key in self._results
 
-    def discard(self, keys: set[str]) -> None:
-        """Forget jobs no longer wanted (the search went elsewhere): queued ones are dropped, done ones freed."""
-        with self._cond:
-            self._queue = deque(j for j in self._queue if j.key not in keys)
-            for key in keys:
-                self._results.pop(key, None)
-            busy = {w.job.key for w in self._workers if w.job is not None}
-            self._known -= keys - busy
-
     @contextmanager
     def frozen(self) -> Iterator[tuple[int, ...]]:
         """While a request is with the measuring process: the workers' pids, which it may stop (SIGSTOP) for

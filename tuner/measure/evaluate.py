@@ -7,7 +7,6 @@ And back: a row as the result Kernel Tuner's strategies read (kt_result: the cam
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -15,19 +14,12 @@ from typing import Any
 from kernel_tuner import util
 
 from tuner.measure.protocol import LaunchRefused, config_key
+from tuner.space.model import row_time
+from tuner.vocabulary import KT_ERROR_KINDS, kt_error_status
 
-# the failure classes Kernel Tuner has error kinds of, and those kinds (the one table of them in tuner.measure)
-ERROR_CONFIGS = {
-    "compile": util.CompilationFailedConfig,
-    "launch": util.RuntimeFailedConfig,
-    "invalid": util.InvalidConfig,
-}
-_KT_ERRORS = {kind.__name__: status for status, kind in ERROR_CONFIGS.items()}
-
-
-def kt_error_status(error: object) -> str:
-    """The failure class of one of Kernel Tuner's error kinds (an unknown one: runtime)."""
-    return _KT_ERRORS.get(type(error).__name__, "runtime")
+# the failure classes Kernel Tuner has error kinds of, and those kinds (named in tuner.vocabulary.KT_ERROR_KINDS,
+# with kt_error_status, the way back)
+ERROR_CONFIGS = {status: getattr(util, kind) for status, kind in KT_ERROR_KINDS.items()}
 
 
 def open_cache(path: str | None, kernel_options: Any, tuning_options: Any, runner: Any) -> None:
@@ -99,7 +91,7 @@ def kt_result(row: dict, keys: list[str], tuning_options: Any) -> dict:
     )
     if row["status"] == "ok":
         result["times"] = row["times"]
-        result["time"] = statistics.median(row["times"])
+        result["time"] = row_time(row)
         if tuning_options.metrics:
             result = util.process_metrics(result, tuning_options.metrics)
     else:

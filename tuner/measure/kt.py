@@ -4,7 +4,6 @@ process), simulation replays and strategy comparisons all configure Kernel Tuner
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from tuner.errors import TunerError
 from tuner.measure.evaluate import ERROR_CONFIGS
 from tuner.measure.kt_restrictions import restrictions_for_kernel_tuner
 from tuner.space import Space
-from tuner.space.model import MAX_THREADS, kt_block_names  # the space's count applies the same thread limit
+from tuner.space.model import MAX_THREADS, kt_block_names, row_time  # the space's count applies the same thread limit
 
 BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
 HOST_BACKEND = "host-nvcc"  # a 'host' space: nvcc builds a shared library, Kernel Tuner's C backend calls it
@@ -85,9 +84,8 @@ def kt_metrics(space: Space, size: dict, dtype: str) -> dict:
 def median_time(result: dict) -> float:
     """A config's `time` as the store ranks it: the median of its launches (Kernel Tuner's observer gives their
     mean). As the first of Kernel Tuner's metrics it replaces `time` in every result and cache entry Kernel
-    Tuner writes, so a plain Kernel Tuner replay of our caches ranks as `tuner best` does."""
-    times = result.get("times")
-    return float(statistics.median(times)) if times else result["time"]
+    Tuner writes, so a plain Kernel Tuner replay of our caches ranks as `tuner best` does (row_time)."""
+    return row_time(result)
 
 
 def verify_function(rtol: float, answer: Sequence | None = None) -> Callable[..., bool]:

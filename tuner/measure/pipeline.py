@@ -181,13 +181,5 @@ class CompilePipeline:
         key = self._pending.pop(values, None)
         return None if key is None else self.pool.result(key)
 
-    def forget(self, keep: Sequence[Sequence] = ()) -> None:
-        """Drop what was compiled ahead for configs other than `keep`."""
-        kept = {tuple(v) for v in keep}
-        gone = {k: key for k, key in self._pending.items() if k not in kept}
-        self.pool.discard(set(gone.values()))
-        for k in gone:
-            del self._pending[k]
-
     def close(self) -> None:
         self.pool.close()

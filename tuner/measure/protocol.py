@@ -59,9 +59,6 @@ class Stop:
     """Exit cleanly."""
 
 
-Request = Measure | MeasureRounds | UseCache | Stop
-
-
 # ---- replies: measuring process -> campaign ----------------------------------------------------
 @dataclass(frozen=True)
 class Ready:
@@ -95,11 +92,8 @@ class Result:
         return self.rows[0]
 
 
-Reply = Ready | Fatal | CacheReady | Result
-
-# the outcome of one config (a row's `status`); after any but these the CUDA context may be broken, so the
-# measuring process exits and the campaign starts a fresh one
-FAILURE_CLASSES = ("compile", "launch", "runtime", "wrong_answer", "timeout", "invalid")
+# the outcomes of one config (a row's `status`) after which the CUDA context is whole: after any other (runtime,
+# wrong_answer, timeout) it may be broken, so the measuring process exits and the campaign starts a fresh one
 SURVIVABLE = ("ok", "compile", "launch", "invalid")
 
 

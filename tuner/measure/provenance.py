@@ -8,11 +8,11 @@ import os
 import platform
 import subprocess
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from tuner import __version__
 from tuner.locations import CHECKOUT_ROOT
+from tuner.vocabulary import package_version
 
 if TYPE_CHECKING:
     from tuner.space import Space
@@ -45,16 +45,6 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     return "unknown"
-
-
-@cache
-def package_version(pkg: str) -> str:
-    """The installed version of `pkg` ("" if it is not installed); read once a process (a metadata search of
-    sys.path each time: half a millisecond)."""
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return ""
 
 
 def smi_id(device: int) -> str:

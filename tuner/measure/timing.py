@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-PROTOCOL = "delayed-start"
+from tuner.vocabulary import PROTOCOL  # the name of this protocol, which store rows record
+
 SPIN_NS = 100_000  # well above the host's launch overhead (tens of us), negligible beside a benchmark
 
 _SOURCE = r"""

@@ -12,14 +12,14 @@ from kernel_tuner.strategies.common import CostFunc
 from kernel_tuner.util import StopCriterionReached, get_result_cost
 
 from tuner.errors import TunerError
-from tuner.measure.evaluate import kt_error_status
 from tuner.search.ahead import AskAhead, Pace, compile_ahead
 from tuner.search.codec import Codec, Repair
+from tuner.search.early_stopping import Patience
 from tuner.search.loop import FAILED, SearchLoop
 from tuner.search.sampler_view import ViewSampler
 from tuner.search.samplers import make_sampler
-from tuner.search.stopping import Patience
 from tuner.search.studies import open_study
+from tuner.vocabulary import kt_error_status
 
 if TYPE_CHECKING:
     from kernel_tuner.interface import Options

@@ -60,7 +60,7 @@ def make_strategy(
     patience: int | None = None,
 ) -> OptunaStrategy | KernelTunerStrategy:
     """`warm_start`: configs (dicts) an Optuna search tries first; `patience`: stop after that many unique
-    evaluations without a 0.5% improvement (tuner.search.stopping). Kernel Tuner's strategies take neither."""
+    evaluations without a 0.5% improvement (tuner.search.early_stopping). Kernel Tuner's strategies take neither."""
     if name in OPTUNA_SAMPLERS:
         return OptunaStrategy(
             name,

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 from constraint import FunctionConstraint, MaxProdConstraint, Problem
 
+from tuner.errors import one_line
 from tuner.kept import code_digest, kept
 from tuner.space import expressions
 from tuner.space.errors import SpaceError
@@ -180,6 +181,4 @@ def _holds(path: str | Path, key_path: list, expr: Expression, config: dict) -> 
     try:
         return bool(expr(config))
     except Exception as e:  # noqa: BLE001  (any error of evaluating it: a TypeError, a ZeroDivisionError...)
-        raise SpaceError(
-            path, key_path, f"'{expr.text}' cannot be evaluated for {config}: {type(e).__name__}: {e}"
-        ) from None
+        raise SpaceError(path, key_path, f"'{expr.text}' cannot be evaluated for {config}: {one_line(e)}") from None

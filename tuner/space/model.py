@@ -8,14 +8,15 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from tuner.errors import TunerError
+from tuner.errors import TunerError, one_line
 from tuner.space.declaration import MAX_THREADS, Declaration
 from tuner.space.errors import SpaceError, one_of, value_kind
 from tuner.space.expressions import Expression
@@ -24,6 +25,13 @@ from tuner.space.expressions import Expression
 METRIC_INPUTS = ("time", "itemsize")
 BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")  # Kernel Tuner's, for dimensions launch leaves
 SIZE_MIN, SIZE_MAX = 1, 2**63 - 1  # a size variable's limits where size_limits gives none
+
+
+def row_time(row: Mapping[str, Any]) -> float:
+    """A measured config's time in ms as the store ranks it: the median of its launches (`times`), else its
+    `time` (Kernel Tuner's result: the mean of the launches)."""
+    times = row.get("times")
+    return float(statistics.median(times)) if times else row["time"]
 
 
 def kt_block_names(block: list) -> list[str]:
@@ -152,7 +160,7 @@ class Space:
         try:
             value = g(scope)
         except Exception as e:  # noqa: BLE001  (any error of evaluating it: ZeroDivisionError, ValueError...)
-            raise fail(f"cannot be evaluated: {type(e).__name__}: {' '.join(str(e).split())}") from None
+            raise fail(f"cannot be evaluated: {one_line(e)}") from None
         if value_kind(value) not in ("int", "float"):
             raise fail(f"is {value!r}, not a number of blocks")
         if value_kind(value) == "float" and not float(value).is_integer():
@@ -189,8 +197,7 @@ class Space:
         """Metrics of one measured config; `time` is the median of its repeats, in ms. A metric undefined for
         the config is NaN; `strict` (the loader's check, with a sample time): a SpaceError naming the metric,
         the size, the dtype, the time and the config instead, for one that raises or is not a finite number."""
-        times = row.get("times")
-        time = statistics.median(times) if times else row.get("time")
+        time = row_time(row) if row.get("times") or "time" in row else None
         config = {k: row[k] for k in self.params}
         scope = {**size, **config, "time": time, "itemsize": self.itemsize(dtype)}
         out = {}
@@ -200,7 +207,7 @@ class Space:
                 out[name] = float(expr(scope))
             except Exception as e:  # noqa: BLE001  (a metric undefined for this config: ZeroDivisionError...)
                 out[name] = float("nan")
-                what = f"cannot be evaluated: {type(e).__name__}: {' '.join(str(e).split())}"
+                what = f"cannot be evaluated: {one_line(e)}"
             if strict and not math.isfinite(out[name]):
                 where = (
                     f"for {config} at size {format_size(size)}, {dtype} (itemsize {scope['itemsize']}), time {time} ms"
@@ -212,8 +219,7 @@ class Space:
 
     def objective_value(self, row: dict, size: dict, dtype: str) -> float:
         if self.objective == "time":
-            times = row.get("times")
-            return statistics.median(times) if times else row["time"]
+            return row_time(row)
         return self.compute_metrics(row, size, dtype)[self.objective]
 
     def better(self, a: float, b: float) -> bool:
@@ -245,7 +251,7 @@ class Space:
         if values is None:
             raise TunerError(
                 f"unknown size '{text}' for {self.workload}: use one of {', '.join(self.sizes)} "
-                f"or give the variables, e.g. {','.join(f'{k}={v}' for k, v in next(iter(self.sizes.values())).items())}"
+                f"or give the variables, e.g. {format_size(next(iter(self.sizes.values())))}"
             )
         if set(values) != set(self.size_vars):
             raise TunerError(f"size '{text}' for {self.workload} must set exactly {', '.join(self.size_vars)}")

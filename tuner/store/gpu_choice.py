@@ -1,6 +1,6 @@
 """Which GPU's measurements answer when none is named: this machine's GPU where it has some, else the GPU
 with the most successful measurements at the size, else overall (a tie: the first name). `tuner best`
-(tuner.answers.best_config) and a replay (tuner.store.recordings) choose by this one rule. And which stored GPU
+(tuner.answers.best_config) and a replay (tuner.store.recording_choice) choose by this one rule. And which stored GPU
 a name given by the user (`--gpu`, the Python API's `gpu=`) means: stored_gpu_name, for every command."""
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ import json
 import re
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +25,7 @@ from tuner.atomic import write_atomically
 from tuner.kept import Kept, code_digest
 from tuner.store import schema
 from tuner.store.paths import read_roots
-from tuner.store.schema import Degraded, StoreRead, check, record, schema_for
+from tuner.store.schema import Degraded, StoreRead, check, record, schema_for, unreadable
 
 CHUNK_ROWS = 128  # a row costs one rewrite of at most this many rows, however long the campaign
 CHUNKS_KEY = b"tuner_chunks"  # in a merged part's metadata: its chunk files up to this number are in it
@@ -101,11 +100,7 @@ def read_parts(pattern: str, root: Path, shipped: bool = True) -> pd.DataFrame:
     read (an answer says so), else is a warning."""
     found = read_store(pattern, root, shipped)
     if found.degraded and not record(found.degraded):
-        for path, reason in found.degraded.parts.items():
-            warnings.warn(f"{path}: {reason}; left out: move it aside or copy it again", stacklevel=2)
-        for path, by_reason in found.degraded.rows.items():
-            said = ", ".join(f"{n} with {reason}" for reason, n in by_reason.items())
-            warnings.warn(f"{path}: rows left out: {said}", stacklevel=2)
+        found.degraded.warn(stacklevel=2)
     return found.frame
 
 
@@ -129,7 +124,7 @@ def read_store(pattern: str, root: Path, shipped: bool = True) -> StoreRead:
         try:  # one read of the whole file: a writer may replace it meanwhile, and the old inode stays whole
             data = part.read_bytes()
         except OSError as e:
-            degraded.add_part(part, _unreadable(e))
+            degraded.add_part(part, unreadable(e))
             continue
         read.append((part, data, hashlib.blake2b(data, digest_size=16).digest()))
     whole = _kept("read", [pattern, str(Path(root).resolve()), *([] if shipped else ["own"])], rules)
@@ -177,7 +172,7 @@ def _read_part(
             frame = pd.read_parquet(io.BytesIO(data))
         except Exception as e:  # noqa: BLE001  (pyarrow's errors: truncated, not Parquet at all)
             # one damaged file (copied in half from another host, say) must not take every query down with it
-            left_out.add_part(part, _unreadable(e))
+            left_out.add_part(part, unreadable(e))
             checked = None
         else:
             checked = check(frame, rules, part, left_out)
@@ -207,10 +202,6 @@ def _is_parsed(value: object) -> bool:
         and (value[0] is None or isinstance(value[0], pd.DataFrame))
         and isinstance(value[1], Degraded)
     )
-
-
-def _unreadable(e: Exception) -> str:
-    return f"not a readable Parquet file: {(str(e).splitlines() or [type(e).__name__])[0]}"
 
 
 def _in_order(path: Path) -> tuple:

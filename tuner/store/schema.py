@@ -1,14 +1,17 @@
 """The typed row schema of the store's parts, in one place, and what a read left out (Degraded).
 
-Every part read (tuner.store.parts.read_parts) is checked against the schema of its folder: a part lacking a
-required column, or holding one of the wrong type, is left out whole; rows whose value (objective_value,
-time_ms) is not a number, or not finite in a successful row, are left out and counted. An answer drawn from a
-store with anything left out says so (`degraded`), so a damaged store never gives a silently wrong answer."""
+Every part read (tuner.store.parts.read_parts) is checked against the schema of its folder (evaluations/,
+baselines/, confirmations/, and check/, the regression gate's baselines): a part lacking a required column, or
+holding one of the wrong type, is left out whole; rows whose value (objective_value, time_ms) is not a number, or
+not finite in a successful row, and a regression baseline's rows whose rounds are not a list of finite numbers,
+are left out and counted. An answer drawn from a store with anything left out says so (`degraded`), so a damaged
+store never gives a silently wrong answer."""
 
 from __future__ import annotations
 
 import contextvars
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-TEXT, NUMBER, FLAG = "text", "number", "flag"
+TEXT, NUMBER, FLAG, NUMBERS = "text", "number", "flag", "numbers"  # NUMBERS: a list of finite numbers a row
 
-# required columns of each kind of part, with their type (a NUMBER column is also checked row by row)
+# required columns of each kind of part, with their type (a NUMBER or NUMBERS column is also checked row by row)
 EVALUATION: dict[str, str] = {
     "workload": TEXT,
     "size": TEXT,
@@ -53,7 +56,25 @@ CONFIRMATION: dict[str, str] = {
     "timestamp": TEXT,
     "chosen": FLAG,
 }
-BY_FOLDER = {"evaluations": EVALUATION, "baselines": BASELINE, "confirmations": CONFIRMATION}
+# the regression gate's baselines (check/baseline.parquet: tuner.answers.baseline), as a check reads them
+CHECK_BASELINE: dict[str, str] = {
+    "workload": TEXT,
+    "size": TEXT,
+    "size_vars": TEXT,
+    "dtype": TEXT,
+    "config": TEXT,
+    "rounds": NUMBERS,
+    "references": TEXT,
+    "gpu": TEXT,
+    "driver": TEXT,
+    "cuda": TEXT,
+}
+BY_FOLDER = {
+    "evaluations": EVALUATION,
+    "baselines": BASELINE,
+    "confirmations": CONFIRMATION,
+    "check": CHECK_BASELINE,
+}
 
 
 def schema_for(pattern: str) -> dict[str, str] | None:
@@ -85,6 +106,41 @@ class Degraded:
         for path, by_reason in other.rows.items():
             for reason, count in by_reason.items():
                 self.add_rows(path, reason, count)
+
+    def reasons(self) -> dict[str, str]:
+        """Why each part was left out, whole or in rows, by its path: "missing column(s) rounds", "rows left out:
+        2 with time_ms not finite, 1 with objective_value not a number"."""
+        said = {
+            path: "rows left out: " + ", ".join(f"{n} with {reason}" for reason, n in by_reason.items())
+            for path, by_reason in self.rows.items()
+        }
+        return {**said, **self.parts}
+
+    def lines(self) -> list[str]:
+        """What was left out, a line a part: the one text of a degraded store's warnings."""
+        return [
+            f"{path}: {why}" + ("; left out: move it aside or copy it again" if path in self.parts else "")
+            for path, why in self.reasons().items()
+        ]
+
+    def warn(self, stacklevel: int = 2, said: set[str] | None = None) -> None:
+        """A warning for each of lines() (`stacklevel` as warnings.warn counts it from the caller); with `said`,
+        only those not in it, which it then holds (a caller that reads the same parts again and again warns once)."""
+        for line in self.lines():
+            if said is None or line not in said:
+                warnings.warn(line, stacklevel=stacklevel + 1)
+                if said is not None:
+                    said.add(line)
+
+    @classmethod
+    def from_dict(cls, doc: dict | None) -> Degraded:
+        """The Degraded that as_dict() gave `doc` (None or empty: nothing left out)."""
+        out = cls()
+        for p in (doc or {}).get("parts", []):
+            out.add_part(p["path"], p["reason"])
+        for r in (doc or {}).get("rows", []):
+            out.add_rows(r["path"], r["reason"], r["count"])
+        return out
 
     def as_dict(self) -> dict:
         """For `--json`: {"parts": [{path, reason}], "rows": [{path, reason, count}], "rows_left_out": n}."""
@@ -160,7 +216,16 @@ def check(frame: pd.DataFrame, schema: dict[str, str] | None, path: Path, degrad
         keep &= ~mistyped & ~nonfinite
         if not pd.api.types.is_float_dtype(values.dtype):
             frame = frame.assign(**{column: numbers})
+    for column in (c for c, kind in schema.items() if kind == NUMBERS):
+        listed = np.array([_finite_numbers(v) for v in frame[column]], dtype=bool)
+        degraded.add_rows(path, f"{column} not a list of finite numbers", int((keep & ~listed).sum()))
+        keep &= listed
     return frame if keep.all() else frame[keep].reset_index(drop=True)
+
+
+def unreadable(e: Exception) -> str:
+    """Why a part was left out whole that could not be read or parsed: the first line of the error."""
+    return f"not a readable Parquet file: {(str(e).splitlines() or [type(e).__name__])[0]}"
 
 
 def _has_type(values: pd.Series, kind: str) -> bool:
@@ -171,6 +236,8 @@ def _has_type(values: pd.Series, kind: str) -> bool:
         )
     if kind == FLAG:
         return pd.api.types.is_bool_dtype(dtype)
+    if kind == NUMBERS:  # checked row by row
+        return pd.api.types.is_object_dtype(dtype)
     return _is_text(values)
 
 
@@ -182,6 +249,13 @@ def _is_text(values: pd.Series) -> bool:
 
 def _missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _finite_numbers(value: object) -> bool:
+    """Whether `value` is a non-empty list (or array) of finite real numbers."""
+    if not isinstance(value, (list, tuple, np.ndarray)) or len(value) == 0:
+        return False
+    return all(math.isfinite(n) for n in map(_number, value))
 
 
 def _number(value: object) -> float:

@@ -23,6 +23,7 @@ import numpy as np
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
+from tuner.formatting import config_text
 from tuner.workloads import Workload
 from tuner.workloads.graph_io import INF, random_graph, read_graph, write_distances
 
@@ -147,18 +148,25 @@ def reference(n: int, edges: np.ndarray) -> np.ndarray:
 
 
 # ---- the workload ----------------------------------------------------------------------------------
+def parse_graph_size(text: str, extra: tuple[str, ...] = ()) -> dict | None:
+    """A graph's size as `--size` gives it: `n=5000` (m = EDGES_PER_VERTEX n edges, at most n(n-1)), or with m=...
+    and any of the `extra` variables besides; None where `text` is not one (the space reads it then)."""
+    parts = dict(re.findall(r"(\w+)\s*=\s*(\d+)", text))
+    if "n" not in parts or set(parts) - {"n", "m", *extra} or len(parts) != text.count("="):
+        return None
+    n = int(parts["n"])
+    m = int(parts.get("m", min(EDGES_PER_VERTEX * n, n * (n - 1))))
+    return {"n": n, "m": m, **{k: int(parts[k]) for k in extra if k in parts}}
+
+
 class FloydWarshall(Workload):
     name = "floyd-warshall"
     run_help = "all-pairs shortest paths of a graph in the course's binary format, on the GPU"
 
     def parse_size(self, text: str) -> dict | None:
         """`n=5000` (m = 6n edges, one GPU), or with any of m=..., gpus=... besides."""
-        parts = dict(re.findall(r"(\w+)\s*=\s*(\d+)", text))
-        if "n" not in parts or set(parts) - {"n", "m", "gpus"} or len(parts) != text.count("="):
-            return None
-        n = int(parts["n"])
-        m = int(parts.get("m", min(EDGES_PER_VERTEX * n, n * (n - 1))))
-        return {"n": n, "m": m, "gpus": int(parts.get("gpus", 1))}
+        size = parse_graph_size(text, extra=("gpus",))
+        return None if size is None else {**size, "gpus": size.get("gpus", 1)}
 
     def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         # the graph depends on the size only (not on rng), so every campaign of a size sees the same one
@@ -202,8 +210,7 @@ class FloydWarshall(Workload):
         write_distances(args.output, dist)
         print(
             f"{n} vertices, {len(edges)} edges: {ms / 1e3:.4f} s on the GPU ({n**3 / (ms / 1e3) / 1e12:.2f} T "
-            f"relaxations/s), {total:.3f} s with set-up and copies; config "
-            + ", ".join(f"{k}={v}" for k, v in config.items()),
+            f"relaxations/s), {total:.3f} s with set-up and copies; config {config_text(config)}",
             file=sys.stderr,
         )
         return 0

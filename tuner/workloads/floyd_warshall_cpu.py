@@ -6,13 +6,11 @@ dist, n, m) builds the matrix, runs all rounds, returns their time in ms and fil
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from tuner.measure.host_baselines import naive_timer
 from tuner.workloads import Workload
-from tuner.workloads.floyd_warshall import EDGES_PER_VERTEX, GRAPH_SEED, reference
+from tuner.workloads.floyd_warshall import GRAPH_SEED, parse_graph_size, reference
 from tuner.workloads.graph_io import random_graph
 
 # The seed's hand-picked configuration as a point of the space: 64 x 64 tiles, OpenMP's dynamic schedule
@@ -28,11 +26,7 @@ class FloydWarshallCpu(Workload):
 
     def parse_size(self, text: str) -> dict | None:
         """`n=5000` (m = 6n edges), or with m=... besides."""
-        parts = dict(re.findall(r"(\w+)\s*=\s*(\d+)", text))
-        if "n" not in parts or set(parts) - {"n", "m"} or len(parts) != text.count("="):
-            return None
-        n = int(parts["n"])
-        return {"n": n, "m": int(parts.get("m", min(EDGES_PER_VERTEX * n, n * (n - 1))))}
+        return parse_graph_size(text)
 
     def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         # the floyd-warshall workload's graph of this size (not drawn from rng): the same reference

@@ -30,7 +30,6 @@ from tuner.errors import TunerError
 
 CLASSES = {"file": 0, "uniform": 1, "powerlaw": 2, "laplace2d": 3, "banded": 4, "denserow": 5}
 CLASS_NAMES = {code: name for name, code in CLASSES.items()}
-SIZE_VARS = ("matrix", "rows", "cols", "nnz", "mean", "seed")
 FILES_ENV = "TUNER_SPMV_FILES"
 POWERLAW_ALPHA = 1.5  # Pareto tail of the row lengths: finite mean, unbounded variance
 DENSE_ROW_MAX = 1 << 21  # the dense row's length cap: keeps its |a||x| sum (<= 6 * 2^21) exact in float32

@@ -25,7 +25,8 @@ Modules: study (a campaign's settings and trials), worker (one GPU's process), c
 loop of tuner/search/loop.py with the workers' claims and brute force's queue), scheduler (measuring on one
 thread, the bookkeeping on another), liveness (heartbeats, stale and orphaned trials; what reaches past
 Optuna's public API is in tuner/search/optuna_private.py, and why), cache_parts (Kernel Tuner's cache, a part per
-worker), status (progress and result), launch (a whole campaign on one host). The database is opened by
+worker), status (progress and result), launch (a whole campaign on one host), signals (how its workers stop:
+SIGTERM, the death of the `tune` that started them). The database is opened by
 tuner/campaign/storage.py; a replayed campaign measures with tuner/measure/replay.py.
 """
 

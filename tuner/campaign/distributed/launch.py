@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tuner import store
 from tuner.campaign.distributed.cache_parts import merge_cache_parts, part_name
+from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
 from tuner.campaign.distributed.status import campaign_result, campaign_status
-from tuner.campaign.distributed.stopping import PARENT_ENV, stopped_like_ctrl_c
 from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
@@ -22,7 +22,8 @@ from tuner.campaign.request import CampaignRequest, resolve
 from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, STORAGE_ENV, redact
 from tuner.errors import TunerError
 from tuner.formatting import readable
-from tuner.store.recordings import replay_gpu, sources, unrecorded
+from tuner.store.recording_choice import replay_gpu, unrecorded
+from tuner.store.recordings import sources
 
 STOP_S = 30.0  # how long a stopped worker has to store its last row and stop its measuring process before SIGKILL
 
@@ -43,7 +44,7 @@ def run_distributed(
     """`tuner tune ... --workers N`: create (or resume) the campaign and run N worker processes here,
     one per GPU; other hosts may join with `tuner worker`. Returns the campaign's result. A SIGTERM stops it as
     Ctrl-C does (KeyboardInterrupt: the workers stopped, what they measured stored, resumed by running it again);
-    should this process be killed outright, its workers stop on their own (stopping.stopped_like_ctrl_c)."""
+    should this process be killed outright, its workers stop on their own (signals.stopped_like_ctrl_c)."""
     if req.simulate:  # said before any worker starts, as a single-process replay says it
         req = _replay_checked(req, log)
     camp, url = create_campaign(req, name, url, heartbeat_s=heartbeat_s, grace_s=grace_s)
@@ -65,7 +66,7 @@ def run_distributed(
     env = {**os.environ, STORAGE_ENV: url, PARENT_ENV: str(os.getpid())}
     # a SIGTERM stops the campaign as Ctrl-C does: the workers are stopped (_stop), what they measured is stored.
     # The workers are started and waited for on this one thread: on Linux a worker's signal on its parent's death
-    # comes when the parent's thread that started it ends (stopping._signal_on_parent_death)
+    # comes when the parent's thread that started it ends (signals._signal_on_parent_death)
     with stopped_like_ctrl_c():
         try:
             for d in devices:

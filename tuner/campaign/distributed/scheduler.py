@@ -11,7 +11,6 @@ is not measured but told FAIL: its config is free again for a worker with time l
 from __future__ import annotations
 
 import queue
-import statistics
 import threading
 import time
 import warnings
@@ -34,6 +33,7 @@ from tuner.search import trial_kinds
 from tuner.search.ahead import Pace, compile_ahead
 from tuner.search.loop import Proposal
 from tuner.space import Space
+from tuner.space.model import row_time
 
 if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace
@@ -212,7 +212,7 @@ class Scheduler:
                 status=row["status"],
                 objective=value,
                 config=store.canonical_config(named),
-                time_ms=statistics.median(row["times"]) if ok and row.get("times") else None,
+                time_ms=row_time(row) if ok and row.get("times") else None,
             )
             self.log(
                 f"{self.me}: {row['status']:<12} {named}"

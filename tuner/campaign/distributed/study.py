@@ -28,7 +28,7 @@ from tuner.search import trial_kinds
 from tuner.search.codec import Codec
 from tuner.search.optuna_private import fixed_params
 from tuner.search.studies import check_form, open_study
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 
 if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace

@@ -15,7 +15,7 @@ from tuner import store
 from tuner.campaign import confirmation
 from tuner.campaign.distributed.cache_parts import cache_part, merge_cache_parts
 from tuner.campaign.distributed.scheduler import Scheduler
-from tuner.campaign.distributed.stopping import PARENT_ENV, stopped_like_ctrl_c
+from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
 from tuner.campaign.distributed.study import Campaign, TrialCodec, join_campaign, tally_trials
 from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import open_session
@@ -218,7 +218,7 @@ def _confirm_campaign(
     me: str,
     log: Callable[[str], None],
 ) -> None:
-    """The campaign is done: re-measure its near-ties in this worker and record the choice (tuner/confirmation.py).
+    """The campaign is done: re-measure its near-ties in this worker and record the choice (tuner/campaign/confirmation.py).
     Every worker that finishes before a choice is recorded measures (workers that finish together do so
     side by side, each on its own GPU); the first choice recorded in the study stands, and each worker's
     measurements go to the store."""

@@ -1,0 +1,46 @@
+"""What the confirmations of a workload chose (tuner.campaign.confirmation measures and saves them): its parts
+under results/<gpu>/<workload>/confirmations/, and the config the latest one chose among near-ties, which
+`tuner best` answers while the config that counts as best by its measurements was among its finalists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tuner.store.parts import read_parts
+from tuner.store.rows import complete_configs
+
+CONFIRM_DIR = "confirmations"
+
+
+def load(workload: str, root: Path) -> pd.DataFrame:
+    """The confirmations of `workload` in the store `root` (and those the built-in workloads ship)."""
+    return read_parts(f"*/{workload}/{CONFIRM_DIR}/*.parquet", root)
+
+
+def choice_for(
+    rows: pd.DataFrame, leader: str, root: Path, confirmations: pd.DataFrame | None = None
+) -> tuple[str, int] | None:
+    """The config chosen by the latest confirmation of the GPU, size and dtype of `rows` (one campaign's or the
+    store's rows of them), with its number of finalists, if `leader` (the config that counts as best by its
+    measurements) was among those finalists: a later campaign may have found a clearly better one since.
+    `confirmations`: the workload's, as `load` reads them (given by a caller that asks for many sizes: the read
+    of every part is most of the cost of an answer), else read here."""
+    workload = rows["workload"].iloc[0]
+    found = load(workload, root) if confirmations is None else confirmations
+    if found.empty:
+        return None
+    # a confirmation from before the space gained a parameter names its configs without it: with its default
+    from tuner.workloads import get_workload  # the workload's space (a plugin: imported when asked)
+
+    found = complete_configs(found, get_workload(workload).space)
+    r = rows.iloc[0]
+    found = found[(found["gpu"] == r["gpu"]) & (found["size_vars"] == r["size_vars"]) & (found["dtype"] == r["dtype"])]
+    if found.empty:
+        return None
+    latest = found[found["timestamp"] == found["timestamp"].max()]
+    latest = latest[latest["worker"] == latest["worker"].iloc[0]]
+    if leader not in set(latest["config"]):
+        return None
+    return latest.loc[latest["chosen"], "config"].iloc[0], len(latest)

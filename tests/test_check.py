@@ -11,7 +11,7 @@ import pytest
 from tuner.answers.baseline import BASELINE_SESSIONS, session_noise
 from tuner.answers.check import CheckResult, check_one, exit_code
 from tuner.answers.check_report import junit, markdown
-from tuner.answers.stats import compare, normalise
+from tuner.stats import compare, normalise
 from tuner.measure.protocol import MeasureSpec
 from tuner.measure.runner import _Opts
 

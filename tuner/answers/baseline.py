@@ -22,12 +22,12 @@ import scipy.stats
 
 from tuner import store
 from tuner.answers import best_config
-from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.protocol import MeasureSpec
 from tuner.measure.provenance import software, source_hash
 from tuner.measure.runner import IsolatedRunner
+from tuner.stats import THRESHOLD
 from tuner.store.schema import record
 from tuner.workloads import get_workload
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 BASELINE_FILE = "check/baseline.parquet"
 CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
-MIN_ROUNDS = 3  # a comparison's fewest rounds on each side (tuner.answers.stats.compare)
+MIN_ROUNDS = 3  # a comparison's fewest rounds on each side (tuner.stats.compare)
 BASELINE_SESSIONS = 6  # worker sessions per baseline kernel: their spread sets the noise floor (session_noise)
 NOISE_ALPHA = 0.005  # how often an unchanged kernel may exceed its noise floor by session wobble alone
 measure_target = None  # the measuring process's main function (None: the real one); tests substitute one

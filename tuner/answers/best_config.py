@@ -19,11 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from tuner import store
-from tuner.campaign import confirmation
 from tuner.errors import TunerError
 from tuner.formatting import config_text
 from tuner.measure.provenance import local_device_name, source_hash
 from tuner.space import Space, format_size, size_distance
+from tuner.store import confirmations as confirmation_choices
 from tuner.store.gpu_choice import choose_gpu, named_gpu, required_gpu
 from tuner.store.schema import Degraded, collect
 from tuner.workloads import Workload, get_workload
@@ -108,13 +108,13 @@ def best_row(
     rows: pd.DataFrame, maximize: bool, root: Path | None = None, confirmations: pd.DataFrame | None = None
 ) -> pd.Series:
     """Configs measured several times count by the median of their objective values; among near-ties that a
-    confirmation measured again (tuner/confirmation.py; `confirmations` as confirmation.load reads them, else read
+    confirmation measured again (tuner/campaign/confirmation.py; `confirmations` as tuner.store.confirmations.load reads them, else read
     here), its choice. The row returned is the chosen config's measurement nearest its median (the latest of
     equals), for its provenance, with that config's figures at the median (_at_median): the value, time and
     metrics `tuner results` shows for it."""
     per_config = store.config_medians(rows, maximize)
     config = per_config.index[0]
-    confirmed = confirmation.choice_for(rows, config, Path(root or store.results_root()), confirmations)
+    confirmed = confirmation_choices.choice_for(rows, config, Path(root or store.results_root()), confirmations)
     if confirmed and confirmed[0] in per_config.index:
         config = confirmed[0]
     mine = rows[rows["config"] == config].sort_values("timestamp")
@@ -500,7 +500,7 @@ def _per_gpu_and_size(
     if size:
         ok = _at_export_size(workload, size, every, ok, gpu, root)
     base = store.load_baselines(workload_name, root)
-    confirmed = confirmation.load(workload_name, Path(root or store.results_root()))
+    confirmed = confirmation_choices.load(workload_name, Path(root or store.results_root()))
     out = []
     for (gpu_name, measured, dt), _ in ok.groupby(["gpu", "size_vars", "dtype"]):
         try:

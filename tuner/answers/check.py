@@ -1,7 +1,7 @@
 """`tuner check`: catch performance regressions of the best configs in CI.
 
 `check` re-measures each baseline's config (tuner.answers.baseline) the same way (verifying its output
-again), normalises by the reference of the same round, and compares distributions (tuner.answers.stats).
+again), normalises by the reference of the same round, and compares distributions (tuner.stats).
 This module holds the run, the verdict for one kernel, the refusal rules, the re-tune of a regressed kernel
 and the exit code; the reports are in tuner.answers.check_report. Exit 0 pass, 1 regression (slower, or a
 wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison, a baseline recorded
@@ -29,11 +29,11 @@ from tuner.answers.baseline import (
     unreadable_text,
 )
 from tuner.answers.check_rows import StoreRows
-from tuner.answers.stats import THRESHOLD, compare, normalise
 from tuner.errors import TunerError
 from tuner.formatting import config_text
 from tuner.measure.provenance import gpu_info
 from tuner.space import Space, format_size
+from tuner.stats import THRESHOLD, compare, normalise
 from tuner.workloads import get_workload
 
 

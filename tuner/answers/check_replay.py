@@ -36,9 +36,9 @@ from tuner.answers.check import (
     timing_differs,
 )
 from tuner.answers.check_rows import StoreRows
-from tuner.answers.stats import THRESHOLD
 from tuner.errors import TunerError
 from tuner.formatting import config_text
+from tuner.stats import THRESHOLD
 from tuner.vocabulary import PROTOCOL
 from tuner.workloads import get_workload
 

@@ -46,7 +46,7 @@ from tuner.measure.replay import replay
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy, strategy_names
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store.kt_files import FileRecording, read_recording
-from tuner.store.recordings import find_recording
+from tuner.store.recording_choice import find_recording
 from tuner.workloads import get_workload
 
 DEFAULT_STRATEGIES = (
@@ -62,7 +62,7 @@ DEFAULT_STRATEGIES = (
     "kt:random_sample",
 )
 # strategy modifiers: `tpe+warm` starts from the best configs of the other recorded sizes (tuner.search.warmstart),
-# `tpe+stop` stops early with the default patience (tuner.search.stopping). `default` is what `tuner tune --budget N`
+# `tpe+stop` stops early with the default patience (tuner.search.early_stopping). `default` is what `tuner tune --budget N`
 # runs; without a budget it also stops early, which the `stopping` figures of each strategy measure.
 # `default-cold` is the same strategy with the warm start off: what a kernel with no stored neighbours gets
 MODIFIERS = ("warm", "stop")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuner.errors import TunerError
-from tuner.search.stopping import evaluations_until_stop
+from tuner.search.early_stopping import evaluations_until_stop
 
 CHECKPOINTS = (10, 20, 50, 100, 200)
 WITHIN = (0.05, 0.01)  # "within 5% / 1% of the optimum"

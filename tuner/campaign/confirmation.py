@@ -27,14 +27,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tuner import store
-from tuner.answers.stats import compare
 from tuner.errors import TunerError
-
-# the store's reads of what a confirmation chose, for their importers from before they moved to
-# tuner.store.confirmations (tuner.answers.best_config): import them from there
-from tuner.store.confirmations import CONFIRM_DIR as CONFIRM_DIR
-from tuner.store.confirmations import choice_for as choice_for
-from tuner.store.confirmations import load as load
+from tuner.stats import compare
+from tuner.store.confirmations import CONFIRM_DIR
 
 if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace

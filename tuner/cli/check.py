@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--threshold",
         type=float,
-        default=0.03,  # tuner.answers.stats.THRESHOLD (imported lazily)
+        default=0.03,  # tuner.stats.THRESHOLD (imported lazily)
         help="the practical threshold, as a fraction above 0 and below 1: a kernel is a regression when it is "
         "significantly slower by more than this, or than its own noise floor where that is higher (default 0.03: "
         "3%%)",

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from tuner.atomic import file_bytes, write_text_atomically
 from tuner.errors import TunerError
 
 console = Console()
+err_console = Console(stderr=True, soft_wrap=True)  # as the CLI says a TunerError: paths stay whole
 
 
 def write_text(path: str, text: str) -> None:
@@ -111,3 +113,10 @@ def degraded_status(degraded: dict | None, allowed: bool) -> int:
     said += ("; " if said and rows else "") + (f"{rows} row(s) left out" if rows else "")
     print(f"warning: degraded store: {said}; the answer is drawn from the rest", file=sys.stderr)
     return 0 if allowed else DEGRADED_EXIT
+
+
+def not_found_in_degraded_store(e: TunerError, allowed: bool) -> int:
+    """What was asked for is not in the store as read, which left parts out (DegradedStoreError): the error,
+    and the exit status of a degraded store's answer (3), or 2 with --allow-degraded (there is nothing to write)."""
+    err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
+    return degraded_status(getattr(e, "degraded", None), allowed) or 2

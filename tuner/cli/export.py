@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
-from rich.markup import escape
-
-from tuner.cli.common import add_allow_degraded, console, degraded_status, write_text
-from tuner.errors import TunerError
-
-err_console = Console(stderr=True, soft_wrap=True)  # as the CLI says a TunerError: paths stay whole
+from tuner.cli.common import (
+    add_allow_degraded,
+    console,
+    degraded_status,
+    not_found_in_degraded_store,
+    write_text,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,10 +73,3 @@ def command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return degraded_status(left_out, args.allow_degraded)
-
-
-def not_found_in_degraded_store(e: TunerError, allowed: bool) -> int:
-    """What was asked for is not in the store as read, which left parts out (DegradedStoreError): the error,
-    and the exit status of a degraded store's answer (3), or 2 with --allow-degraded (there is nothing to write)."""
-    err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
-    return degraded_status(getattr(e, "degraded", None), allowed) or 2

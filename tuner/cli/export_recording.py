@@ -9,7 +9,7 @@ import sys
 
 from rich.markup import escape
 
-from tuner.cli.common import console, degraded_status, write_text
+from tuner.cli.common import console, degraded_status, err_console, not_found_in_degraded_store, write_text
 
 
 def command(args: argparse.Namespace) -> int:
@@ -17,7 +17,6 @@ def command(args: argparse.Namespace) -> int:
     size chosen for it, configs left out) go to stderr, beside a file on stdout."""
     from tuner.answers.best_config import DegradedStoreError
     from tuner.answers.export import recording_text
-    from tuner.cli.export import err_console, not_found_in_degraded_store
     from tuner.store.schema import collect
 
     with collect() as degraded:

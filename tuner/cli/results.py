@@ -106,7 +106,7 @@ def recorded_line(sel: Selection) -> Items:
 
     from tuner.measure import kt
     from tuner.store import gpu_slug, results_root, safe_name
-    from tuner.store.recordings import recordings
+    from tuner.store.coverage import recordings
 
     space = sel.workload.space
     gpu, size = gpu_slug(str(sel.rows.iloc[0]["gpu"])), str(sel.rows.iloc[0]["size"])

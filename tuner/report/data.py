@@ -167,7 +167,7 @@ def _valid_configs(sel: Selection) -> int | None:
     """The space's valid configs for the selection's dtype, as `tuner list` and `tuner results` count them (kept
     in the user's cache: a large space takes seconds to count once); None where they cannot be counted."""
     from tuner.measure import kt
-    from tuner.store.recordings import space_size
+    from tuner.store.coverage import space_size
 
     space = sel.workload.space
     try:

@@ -28,15 +28,13 @@ from kernel_tuner import util
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
-from tuner.measure.evaluate import ERROR_CONFIGS
 from tuner.store.parts import read_parts
 from tuner.store.paths import results_root
 from tuner.store.rows import complete_configs, config_medians, without_superseded
+from tuner.vocabulary import KT_ERROR_KINDS
 from tuner.workloads import get_workload
 
-# the store's failure classes as Kernel Tuner's error classes (tuner.measure.evaluate's table, by name)
-KT_ERRORS = {status: kind.__name__ for status, kind in ERROR_CONFIGS.items()}
-KT_ERROR_NAMES = ("ErrorConfig", *KT_ERRORS.values())
+KT_ERROR_NAMES = ("ErrorConfig", *KT_ERROR_KINDS.values())  # the `__error__`s of Kernel Tuner's failed entries
 
 
 # ---- out: the store's rows as Kernel Tuner's cache ----------------------------------------------------
@@ -62,7 +60,7 @@ def cache_entry(row: dict, keys: list[str], metrics: dict) -> dict:
         times = [float(t) for t in row["times"]]
         entry.update(time=statistics.median(times), times=times)
     else:
-        entry["__error__"] = KT_ERRORS.get(row["status"], "RuntimeFailedConfig")
+        entry["__error__"] = KT_ERROR_KINDS.get(row["status"], "RuntimeFailedConfig")
     entry.update(
         compile_time=_ms(row.get("compile_ms")),
         verification_time=_ms(row.get("verify_ms")),

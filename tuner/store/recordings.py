@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -260,14 +259,3 @@ def _digest(part: Path) -> bytes:
 @functools.lru_cache(maxsize=8192)
 def _content_digest(path: str, size: int, mtime_ns: int) -> bytes:
     return hashlib.blake2b(Path(path).read_bytes(), digest_size=16).digest()
-
-
-_MOVED = {"find_recording": "recording_choice", "recordings": "coverage", "space_size": "coverage"}
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved to tuner.store.recording_choice and tuner.store.coverage, for the importers of this
-    module from before (tuner.answers.compare, tuner.cli.results, tuner.report.data): import them from there."""
-    if name in _MOVED:
-        return getattr(importlib.import_module(f"tuner.store.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -76,7 +76,7 @@ def without_superseded(df: pd.DataFrame, space: Space) -> pd.DataFrame:
     """Of the successful rows of a (GPU, size, dtype), only those taken nearest the current protocol count
     (the current timing protocol, tuner/measure/timing.py, first, then the space's number of launches): times taken
     another way are not comparable, so one ranking never mixes them. The files keep every row."""
-    from tuner.measure.timing import PROTOCOL
+    from tuner.vocabulary import PROTOCOL
 
     if "times" not in df or df.empty:
         return df

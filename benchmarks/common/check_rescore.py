@@ -17,7 +17,7 @@ import sys
 import pandas as pd
 
 from tuner.answers.check import deciding, noise_floor
-from tuner.answers.stats import normalise, verdict
+from tuner.stats import normalise, verdict
 
 
 def _records(path):

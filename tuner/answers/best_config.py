@@ -108,10 +108,10 @@ def best_row(
     rows: pd.DataFrame, maximize: bool, root: Path | None = None, confirmations: pd.DataFrame | None = None
 ) -> pd.Series:
     """Configs measured several times count by the median of their objective values; among near-ties that a
-    confirmation measured again (tuner/campaign/confirmation.py; `confirmations` as tuner.store.confirmations.load reads them, else read
-    here), its choice. The row returned is the chosen config's measurement nearest its median (the latest of
-    equals), for its provenance, with that config's figures at the median (_at_median): the value, time and
-    metrics `tuner results` shows for it."""
+    confirmation measured again (tuner/campaign/confirmation.py; `confirmations` as tuner.store.confirmations.load
+    reads them, else read here), its choice. The row returned is the chosen config's measurement nearest its
+    median (the latest of equals), for its provenance, with that config's figures at the median (_at_median): the
+    value, time and metrics `tuner results` shows for it."""
     per_config = store.config_medians(rows, maximize)
     config = per_config.index[0]
     confirmed = confirmation_choices.choice_for(rows, config, Path(root or store.results_root()), confirmations)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import tuner
-import tuner.answers.best_config as best_config
+import tuner.answers.selection as selection
 from tuner.answers.best_config import best
 from tuner.cli import main
 from tuner.errors import TunerError
@@ -84,12 +84,12 @@ def test_best_for_a_gpu_the_store_does_not_know_names_the_stored_ones(capsys):
 
 
 def test_with_no_gpu_here_the_answer_is_not_called_exact(monkeypatch, capsys):
-    monkeypatch.setattr(best_config, "local_device_name", lambda space: None)
+    monkeypatch.setattr(selection, "local_device_name", lambda space: None)
     code, out, _ = _cli(capsys, "best", "reduction", "--size", "large", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["fallback"] == "other-gpu" and doc["gpu"] == H100
     assert doc["notes"] == [f"no GPU found here; answering from {H100} (also stored: {H200}; choose with --gpu)"]
-    monkeypatch.setattr(best_config, "local_device_name", lambda space: H100)  # this machine's GPU: exact
+    monkeypatch.setattr(selection, "local_device_name", lambda space: H100)  # this machine's GPU: exact
     assert best("reduction", "large", root=BUILTIN_RESULTS)["fallback"] == "exact"
 
 

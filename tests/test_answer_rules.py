@@ -18,7 +18,8 @@ import pytest
 import tuner
 from tests.recorded import is_recorded
 from tuner import locations, store
-from tuner.answers.best_config import best, best_row, select
+from tuner.answers.best_config import best, best_row
+from tuner.answers.selection import select
 from tuner.cli import main
 from tuner.cli.best import measured_items
 from tuner.errors import TunerError

@@ -10,7 +10,8 @@ import yaml
 
 from tests.fake_worker import fake_worker_main, synthetic_time_ms
 from tuner import locations
-from tuner.answers.best_config import best, best_per_gpu_and_size, current_kernel_hash, run_config, select
+from tuner.answers.best_config import best, best_per_gpu_and_size, run_config
+from tuner.answers.selection import current_kernel_hash, select
 from tuner.answers.tables import by_parameters, config_table
 from tuner.campaign.local import run_campaign
 from tuner.campaign.request import CampaignRequest

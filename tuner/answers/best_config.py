@@ -1,30 +1,30 @@
-"""`tuner best`: the best stored configuration for a GPU, size and dtype, with fallbacks that say so.
-
-Which rows answer (`select`, the one place for these rules; `tuner results`, `tuner export` and `tuner report`
-read through it): the GPU's (else another's, saying so) at the size (else the nearest measured, saying so); of
-those, the rows measured with the kernel source as it is now where there are any (else every row, with a note
-that they were measured with an earlier version of it); and only configs the space as it is now holds."""
+"""`tuner best`: the best stored configuration for a GPU, size and dtype, with fallbacks that say so; the rows
+it chooses among are tuner.answers.selection's."""
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import shlex
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from tuner import store
+from tuner.answers.selection import (
+    DegradedStoreError,
+    NoAnswerError,
+    all_failed,
+    damaged_parts,
+    failures_said,
+    not_read_in_full,
+    nothing_stored,
+    select,
+)
 from tuner.errors import TunerError
-from tuner.formatting import config_text
-from tuner.measure.provenance import local_device_name, source_hash
-from tuner.space import Space, format_size, size_distance
+from tuner.space import format_size
 from tuner.store import confirmations as confirmation_choices
-from tuner.store.gpu_choice import choose_gpu, named_gpu, required_gpu
+from tuner.store.gpu_choice import required_gpu
 from tuner.store.schema import Degraded, collect
 from tuner.workloads import Workload, get_workload
 
@@ -45,63 +45,6 @@ PROVENANCE = (
     "campaign_id",
     "timestamp",
 )
-
-
-class NoAnswerError(TunerError):
-    """Rows were chosen, but none can answer: every config measured failed, or lies outside the space now."""
-
-
-class DegradedStoreError(TunerError):
-    """What was asked for is not in the store as read, and parts of it were left out (they may hold it): the
-    command exits as an answer from a degraded store does (3). `degraded`: Degraded.as_dict(), where known."""
-
-    degraded: dict | None = None
-
-
-def device_word(space: Space) -> str:
-    """What the measurements ran on, in words: host code built for the CPU runs there (Space.on_cpu)."""
-    return "CPU" if space.on_cpu else "GPU"
-
-
-def size_said(space: Space, size: dict) -> str:
-    """A size as a note names it: its name in the space and its variables (`5k (n=5000,m=30000)`), else the
-    variables alone."""
-    name = next((n for n, v in space.sizes.items() if v == size), None)
-    return f"{name} ({format_size(size)})" if name else format_size(size)
-
-
-def tuner_command(workload: Workload, root: Path | None) -> str:
-    """`tuner` with the options that found `workload` and the store: a workloads folder (--workloads or
-    TUNER_WORKLOADS) is said again for a workload of that folder, and --results where the store was named."""
-    words = ["tuner"]
-    folder = os.environ.get("TUNER_WORKLOADS")
-    if folder and Path(workload.space.path).resolve().is_relative_to(Path(folder).resolve()):
-        words += ["--workloads", shlex.quote(folder)]
-    if root is not None:
-        words += ["--results", shlex.quote(str(root))]
-    return " ".join(words)
-
-
-def nothing_stored(workload: Workload, root: Path | None) -> TunerError:
-    return TunerError(
-        f"nothing stored for {workload.name}: run `{tuner_command(workload, root)} tune {workload.name}` first"
-    )
-
-
-def _nearest_size(workload: Workload, size: dict, measured: dict) -> tuple[str, str]:
-    """The measured size closest to `size`: by the workload's own features where it has them (spmv: a
-    matrix's rows and nonzeros per row), else by log-distance of the size variables; of two as close (2^24
-    between 2^23 and 2^25), the smaller, whatever order the parts were read in."""
-    by_features = getattr(workload, "nearest_size", None)
-    if by_features is not None:
-        key = by_features(size, measured)
-        if key is not None:
-            return key, " by features"
-
-    def closeness(key: str) -> tuple:
-        return round(size_distance(measured[key], size), 9), math.prod(measured[key].values()), key
-
-    return min(measured, key=closeness), ""
 
 
 def best_row(
@@ -137,226 +80,6 @@ def _at_median(mine: pd.DataFrame) -> tuple[float, float, dict]:
     each = [json.loads(m) if isinstance(m, str) and m else {} for m in middle["metrics"]]
     metrics = {k: sum(m[k] for m in each) / len(each) for k in each[0] if all(k in m for m in each)}
     return float(middle["objective_value"].mean()), float(middle["time_ms"].mean()), metrics
-
-
-@dataclass
-class Selection:
-    """The stored rows that answer for one (GPU, size, dtype), and how they were chosen."""
-
-    workload: Workload
-    size_name: str
-    size: dict
-    dtype: str
-    rows: pd.DataFrame  # every status, of the chosen GPU and size, kernel source and space (module docstring)
-    notes: list = field(default_factory=list)
-    fallback: list = field(default_factory=list)  # "other-gpu", "nearest-size"
-    root: Path | None = None  # the results directory (None: the default)
-    # the kernel source the rows were measured with: {"hash": now, "current": whether they are its, "measured_with"}
-    kernel: dict | None = None
-    # where another size answers: the note saying why, and the parts left out of the store that may hold the
-    # size asked for ({path: why})
-    size_note: str = ""
-    may_hold: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> pd.DataFrame:
-        return self.rows[self.rows["status"] == "ok"]
-
-    def where(self) -> str:
-        """`reduction n=1000 float32 on NVIDIA H100 80GB HBM3`"""
-        first = self.rows.iloc[0]
-        return f"{self.workload.name} {first['size']} {self.dtype} on {first['gpu']}"
-
-
-def failures_said(rows: pd.DataFrame) -> str:
-    """The failure classes of `rows` with their counts, commonest first: `timeout 2, compile 1`."""
-    counts = rows.loc[rows["status"] != "ok", "status"].value_counts()
-    return ", ".join(f"{status} {n}" for status, n in counts.items())
-
-
-def select(
-    workload_name: str,
-    size_text: str | None = None,
-    dtype: str | None = None,
-    gpu: str | None = None,
-    root: Path | None = None,
-    evaluations: pd.DataFrame | None = None,
-) -> Selection:
-    """The rows for this GPU (else the GPU with the most successful measurements, saying so) and size (else
-    the nearest measured one, saying so): the GPU is chosen on successful rows, the size on every row of it (a
-    size whose every config failed was measured), then narrowed to the current kernel source's rows and the
-    configs of the space (module docstring). A dtype with no successful row anywhere answers by its failures."""
-    workload = get_workload(workload_name)
-    space = workload.space
-    size_name, size = space.resolve_size(size_text, workload.parse_size)
-    dtype = space.resolve_dtype(dtype)
-    df = store.load_evaluations(workload_name, root) if evaluations is None else evaluations
-    if df.empty:
-        raise nothing_stored(workload, root)
-    every_workload = df[df["workload"] == workload_name]
-    every = every_workload[every_workload["dtype"] == dtype]
-    if every.empty:
-        raise TunerError(f"no successful {workload_name} {dtype} measurement is stored")
-    ok = every[every["status"] == "ok"]
-    sel = Selection(workload, size_name, size, dtype, every.iloc[:0], root=root)
-    chosen = _chosen_device(sel, every_workload, every, ok if len(ok) else every, gpu)
-    on_device = every[every["gpu"] == chosen]
-    key = _chosen_size(sel, on_device, ok[ok["gpu"] == chosen])
-    rows, sel.kernel = _of_current_kernel(space, on_device[on_device["size_vars"] == key], sel.notes)
-    sel.rows = _within_space(space, rows, dtype, sel.notes)
-    if sel.rows.empty:
-        raise NoAnswerError(
-            f"every config stored for {workload_name} {rows['size'].iloc[0]} {dtype} on {chosen} lies outside "
-            f"the space as it is now (a parameter value removed or a restriction tightened since): tune it again"
-        )
-    if sel.ok.empty:
-        sel.notes.append(_all_failed(sel))
-    return sel
-
-
-def _chosen_device(
-    sel: Selection, every_workload: pd.DataFrame, every: pd.DataFrame, pool: pd.DataFrame, gpu: str | None
-) -> str:
-    """The GPU (or CPU) to answer from, among `pool`'s: the one asked for (`gpu`, else this machine's) where
-    it has some, else the one choose_gpu picks, with a note and the "other-gpu" fallback."""
-    space = sel.workload.space
-    wanted = _wanted_gpu(every_workload["gpu"], gpu, sel.notes) if gpu else local_device_name(space)
-    chosen, found = choose_gpu(pool, wanted, sel.size)  # else the GPU with the most measurements at this size
-    if found:
-        return chosen
-    sel.fallback.append("other-gpu")  # no GPU here (and none named) too: the answer is not for this machine
-    device = device_word(space)
-    others = sorted(set(pool["gpu"]) - {chosen})
-    stored = (
-        f"also stored: {', '.join(others)}; choose with --gpu"
-        if others
-        else f"the one {device} with {sel.dtype} stored"
-    )
-    if not wanted:
-        why = f"no {device} found here"
-    elif wanted in set(every["gpu"]):
-        why = f"every {sel.dtype} measurement on {wanted} failed"
-    else:  # the device may hold other dtypes of the workload: then it is this dtype it lacks
-        why = f"nothing{f' {sel.dtype}' if wanted in set(every_workload['gpu']) else ''} measured on {wanted}"
-    sel.notes.append(f"{why}; answering from {chosen} ({stored})")
-    return chosen
-
-
-def _chosen_size(sel: Selection, on_device: pd.DataFrame, ok_on_device: pd.DataFrame) -> str:
-    """The size's key (`size_vars`) to answer from: the one asked for where the device has rows of it, of any
-    status; else the nearest with a successful row (or any row, where none has), with a note."""
-    key = json.dumps(sel.size, sort_keys=True)
-    if (on_device["size_vars"] == key).any():
-        return key
-    candidates = ok_on_device if len(ok_on_device) else on_device
-    measured = {k: json.loads(k) for k in candidates["size_vars"].unique()}
-    key, how = _nearest_size(sel.workload, sel.size, measured)
-    sel.fallback.append("nearest-size")
-    gpu = str(on_device["gpu"].iloc[0])
-    sel.may_hold = damaged_parts(sel.workload.name, gpu, sel.root)
-    sel.size_note = _size_note(sel, gpu, how, measured[key])
-    sel.notes.append(sel.size_note)
-    return key
-
-
-def _size_note(sel: Selection, gpu: str, how: str, nearest: dict) -> str:
-    """The note of a nearest-size answer: that the size was never measured on `gpu`, unless parts of that GPU's
-    folder of the store could not be read (or rows of them were left out): then that the store could not be read
-    in full, naming them, as they may hold it."""
-    nearest_said = f"nearest measured{how}: {size_said(sel.workload.space, nearest)}"
-    if not sel.may_hold:
-        return f"size {sel.size_name} was never measured on {gpu}; {nearest_said}"
-    return f"size {sel.size_name} was not found on {gpu}, {_not_read_in_full(sel.may_hold)}; {nearest_said}"
-
-
-def damaged_parts(workload_name: str, gpu: str | None, root: Path | None) -> dict[str, str]:
-    """The parts of the workload's evaluations (of one GPU's folder, where given) left out whole or in rows,
-    with why: they may hold what was not found."""
-    pattern = f"{store.gpu_slug(gpu) if gpu else '*'}/{workload_name}/evaluations/*.parquet"
-    return store.read_store(pattern, Path(root or store.results_root())).degraded.reasons()  # parsed already: kept
-
-
-def _not_read_in_full(damaged: dict[str, str]) -> str:
-    named = "; ".join(f"{path}: {why}" for path, why in sorted(damaged.items()))
-    return (
-        f"but the store could not be read in full: left out, {named} (it may hold it: move it aside or copy it again)"
-    )
-
-
-def current_kernel_hash(space: Space) -> str | None:
-    """The kernel source's hash as a campaign records it now (tuner.campaign.session); None where the source
-    cannot be read."""
-    try:
-        return source_hash(space.source_text)
-    except OSError:
-        return None
-
-
-def _of_current_kernel(space: Space, rows: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, dict | None]:
-    """The rows measured with the kernel source as it is now, where there are any (another source's times and
-    failures are not this one's); else every row, with a note: the built-in workloads' rows span several
-    versions of their kernels, each adding configs with defaults that compile as before, and a user's first
-    campaign after an edit has none of the new source's yet. And what the rows were measured with."""
-    current = current_kernel_hash(space)
-    if current is None or "kernel_hash" not in rows or rows.empty:
-        return rows, None
-    hashes = rows["kernel_hash"].astype(str)
-    now = bool((hashes == current).any())
-    if now:
-        earlier = set(rows.loc[hashes != current, "config"]) - set(rows.loc[hashes == current, "config"])
-        if earlier:  # incomplete as an answer: said
-            notes.append(
-                f"{len(earlier)} config(s) measured only with an earlier version of the kernel source are left out "
-                f"(tune again to measure them with this one)"
-            )
-        rows, hashes = rows[hashes == current], hashes[hashes == current]
-    else:
-        measured = ", ".join(h for h in sorted(set(hashes)) if h not in ("", "nan", "None")) or "none recorded"
-        notes.append(
-            f"the stored measurements were taken with an earlier version of the kernel source "
-            f"({space.kernel_source.name} hashes {current} now; measured with {measured}): tune again to measure "
-            f"this one"
-        )
-    return rows, {"hash": current, "current": now, "measured_with": sorted(set(hashes))}
-
-
-def in_space(space: Space, config: str, dtype: str) -> bool:
-    """Whether the space as it is now holds `config` (its values, restrictions and block size; Space.checked)."""
-    try:
-        space.checked(json.loads(config), dtype=dtype)
-    except TunerError:
-        return False
-    return True
-
-
-def _within_space(space: Space, rows: pd.DataFrame, dtype: str, notes: list[str]) -> pd.DataFrame:
-    """The rows of configs the space holds now (a value removed or a restriction tightened since they were
-    measured leaves some out), with a note where the best stored config is one of those left out."""
-    outside = [str(c) for c in rows["config"].unique() if not in_space(space, str(c), dtype)]
-    if not outside:
-        return rows
-    ok = rows[rows["status"] == "ok"]
-    leader = str(store.config_medians(ok, space.maximize).index[0]) if len(ok) else ""
-    if leader in outside:
-        notes.append(
-            f"the best stored config, {config_text(json.loads(leader))}, lies outside the space as it is now (a "
-            f"parameter value removed or a restriction tightened since it was measured): answering from the configs "
-            f"within it ({len(outside)} stored config(s) left out)"
-        )
-    return rows[~rows["config"].isin(outside)]
-
-
-def _all_failed(sel: Selection) -> str:
-    configs = sel.rows["config"].nunique()
-    return f"{sel.where()} was measured, but every config failed ({configs} config(s): {failures_said(sel.rows)})"
-
-
-def _wanted_gpu(stored: pd.Series, gpu: str, notes: list[str]) -> str:
-    """`gpu` as the store names it (tuner.store.gpu_choice.stored_gpu_name), a note where only some of its words
-    named it; as given where it names no stored GPU (select then answers from another, saying which are stored)."""
-    name, note = named_gpu(stored, gpu)
-    notes.extend([note] if note else [])
-    return name or gpu
 
 
 def best(
@@ -399,7 +122,7 @@ def _best(
 ) -> dict:
     sel = select(workload_name, size_text, dtype, gpu, root, evaluations)
     if sel.ok.empty:
-        raise NoAnswerError(f"{_all_failed(sel)}: no config to answer (`tuner results` lists the failures)")
+        raise NoAnswerError(f"{all_failed(sel)}: no config to answer (`tuner results` lists the failures)")
     workload, space, dtype, notes = sel.workload, sel.workload.space, sel.dtype, sel.notes
     row = best_row(sel.ok, space.maximize, root, confirmations)
     if row["confirmed_among"]:
@@ -540,20 +263,11 @@ def _at_export_size(
     measured = "measured sizes: " + ", ".join(sorted(set(ok["size"].astype(str))))
     damaged = damaged_parts(workload.name, gpu, root)
     if damaged:
-        raise DegradedStoreError(f"{what} was not found{on}, {_not_read_in_full(damaged)}; {measured}")
+        raise DegradedStoreError(f"{what} was not found{on}, {not_read_in_full(damaged)}; {measured}")
     raise TunerError(f"{what} was never measured{on}; {measured}")
 
 
-__all__ = [
-    "DegradedStoreError",
-    "NoAnswerError",
-    "Selection",
-    "best",
-    "best_per_gpu_and_size",
-    "best_row",
-    "export_answers",
-    "select",
-]
+__all__ = ["best", "best_per_gpu_and_size", "best_row", "export_answers", "run_config"]
 
 
 def run_config(

@@ -45,7 +45,7 @@ def recording_text(
     best` chooses them, but only a size that was recorded on that GPU, and only the GPU named where one is; the
     rows are those `tuner best` answers from (the current kernel source's, where it has some; a size whose
     every config failed gives a file of failures)."""
-    from tuner.answers.best_config import DegradedStoreError, select
+    from tuner.answers.selection import DegradedStoreError, select
     from tuner.store import load_evaluations
     from tuner.store.gpu_choice import unknown_gpu
     from tuner.store.kt_files import cache_text, store_cache_doc, t4_results

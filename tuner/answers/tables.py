@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 from rich.console import RenderableType
 
-from tuner.answers.best_config import Selection, best_row
+from tuner.answers.best_config import best_row
+from tuner.answers.selection import Selection
 from tuner.errors import TunerError
 from tuner.formatting import Field, Items, config_text, fitted, readable
 

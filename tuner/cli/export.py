@@ -47,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Write the export to --output, or to stdout."""
-    from tuner.answers.best_config import DegradedStoreError, export_answers
+    from tuner.answers.best_config import export_answers
     from tuner.answers.export import render
+    from tuner.answers.selection import DegradedStoreError
 
     if args.format in ("t4", "kt-cache"):  # one recorded space in Kernel Tuner's own files
         from tuner.cli.export_recording import command as export_recording

@@ -15,8 +15,8 @@ from tuner.cli.common import console, degraded_status, err_console, not_found_in
 def command(args: argparse.Namespace) -> int:
     """Write the file to --output, or to stdout; with --json, a summary of it instead. Its notes (the GPU or
     size chosen for it, configs left out) go to stderr, beside a file on stdout."""
-    from tuner.answers.best_config import DegradedStoreError
     from tuner.answers.export import recording_text
+    from tuner.answers.selection import DegradedStoreError
     from tuner.store.schema import collect
 
     with collect() as degraded:

@@ -14,7 +14,7 @@ from tuner.errors import TunerError
 from tuner.formatting import Items
 
 if TYPE_CHECKING:
-    from tuner.answers.best_config import Selection
+    from tuner.answers.selection import Selection
 
 
 TOP = 20  # configs a table shows on screen unless --top or --all
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Print the table (and write it as CSV), or the rows as JSON."""
-    from tuner.answers.best_config import select
+    from tuner.answers.selection import select
     from tuner.answers.tables import (
         by_parameters,
         config_table,

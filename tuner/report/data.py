@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from tuner import store
-from tuner.answers.best_config import Selection, export_answers, select
+from tuner.answers.best_config import export_answers
+from tuner.answers.selection import Selection, select
 from tuner.answers.tables import by_parameters, config_table, objective_column
 from tuner.space import format_size
 from tuner.store.schema import Degraded, collect

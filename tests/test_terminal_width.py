@@ -147,3 +147,13 @@ def test_fitted_goes_compact_then_vertical_and_keeps_every_value():
     for out, w in ((full, 200), (compact, 45), (vertical, 20)):
         assert all(len(line) <= w for line in out.splitlines())
         assert "1024" in out and "3072" in out and "…" not in out
+
+
+@pytest.mark.parametrize("argv", [("best", "gemm"), ("list",), ("results", "reduction", "--top", "3")])
+def test_output_lines_carry_no_trailing_spaces(capsys, width, argv):
+    """rich pads a table's last column and its centred title to the table's width: piped into a log or a diff,
+    every line would end in spaces (tuner.cli.common trims them)."""
+    width(200)
+    out = printed(capsys, *argv)
+    padded = [line for line in out.splitlines() if line != line.rstrip(" ")]
+    assert out.strip() and not padded, padded[:3]

@@ -16,7 +16,39 @@ from rich.markup import escape
 from tuner.atomic import file_bytes, write_text_atomically
 from tuner.errors import TunerError
 
-console = Console()
+
+class _TrimmedStdout:
+    """sys.stdout as it is when written to (pytest swaps it), with each line's trailing spaces dropped: rich pads
+    a table's last column and its centred title to the table's width, which a log or a diff of piped output then
+    carries. A line is passed on once it ends; flush passes on what is left as it is."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        if lines:
+            sys.stdout.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            sys.stdout.write(self._pending)
+            self._pending = ""
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return sys.stdout.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
+
+
+console = Console(file=_TrimmedStdout())  # type: ignore[arg-type]  # a text stream as rich uses one
 err_console = Console(stderr=True, soft_wrap=True)  # as the CLI says a TunerError: paths stay whole
 
 

@@ -17,7 +17,7 @@ from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.space import load_space
 from tuner.space.declaration import check_declaration
-from tuner.space.loader import _schema
+from tuner.space.loader import space_schema
 from tuner.workloads import declared as declared_module
 from tuner.workloads.base import Workload
 from tuner.workloads.declared import DeclaredWorkload
@@ -78,7 +78,7 @@ def test_a_constant_argument_is_parsed(tmp_path):
 
 
 def test_the_schema_describes_memory():
-    prop = _schema()["properties"]["arguments"]["items"]["properties"]["memory"]
+    prop = space_schema()["properties"]["arguments"]["items"]["properties"]["memory"]
     assert prop["enum"] == ["global", "constant", "both"]
     assert "__constant__" in prop["description"] and "cmem_args" in prop["description"]
 

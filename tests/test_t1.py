@@ -12,7 +12,7 @@ import pytest
 
 from tuner.errors import TunerError
 from tuner.space.declaration import check_declaration
-from tuner.space.loader import _schema
+from tuner.space.loader import space_schema
 from tuner.workloads.t1 import parse_values, space_from_t1, translate_condition
 
 KERNEL = 'extern "C" __global__ void triad(const double *A, const double *B, double *C, double s, int count) {}\n'
@@ -196,7 +196,7 @@ def imported(tmp_path, doc, workload="bench") -> dict:
 
 def assert_valid_space(doc: dict, path: Path) -> None:
     """A document the loader accepts: our schema, then the declaration checks."""
-    jsonschema.validate(doc, _schema())
+    jsonschema.validate(doc, space_schema())
     size_vars = set(next(iter(doc["sizes"].values())))
     check_declaration(doc, path, size_vars, set(doc["parameters"]), list(doc["dtypes"]))
 

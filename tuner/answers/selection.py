@@ -66,14 +66,12 @@ def nothing_stored(workload: Workload, root: Path | None) -> TunerError:
 
 
 def _nearest_size(workload: Workload, size: dict, measured: dict) -> tuple[str, str]:
-    """The measured size closest to `size`: by the workload's own features where it has them (spmv: a
-    matrix's rows and nonzeros per row), else by log-distance of the size variables; of two as close (2^24
-    between 2^23 and 2^25), the smaller, whatever order the parts were read in."""
-    by_features = getattr(workload, "nearest_size", None)
-    if by_features is not None:
-        key = by_features(size, measured)
-        if key is not None:
-            return key, " by features"
+    """The measured size closest to `size`: by the workload's own features where it has them
+    (Workload.nearest_size), else by log-distance of the size variables; of two as close (2^24 between 2^23 and
+    2^25), the smaller, whatever order the parts were read in."""
+    key = workload.nearest_size(size, measured)
+    if key is not None:
+        return key, " by features"
 
     def closeness(key: str) -> tuple:
         return round(size_distance(measured[key], size), 9), math.prod(measured[key].values()), key

@@ -31,7 +31,8 @@ SAMPLE_TIMES = (1e-3, 1.0, 1e3)
 SAMPLE_EVALUATIONS = 100_000  # restriction tests spent finding each sample config (a few hundred ms at most)
 
 
-def _schema() -> dict:
+def space_schema() -> dict:
+    """The space format's JSON schema (space.schema.json)."""
     return json.loads(resources.files("tuner.space").joinpath("space.schema.json").read_text())
 
 
@@ -69,10 +70,12 @@ def load_space(path: str | Path, *, sources_within: Path | None = None) -> Space
     if not isinstance(doc, dict):
         raise SpaceError(path, [], "expected a mapping of keys (workload, kernel, parameters, ...)")
 
-    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    errors = sorted(
+        jsonschema.Draft202012Validator(space_schema()).iter_errors(doc), key=lambda e: list(e.absolute_path)
+    )
     if errors:
         worst = _worst(errors)
-        raise SpaceError(path, list(worst.absolute_path), _explain(worst))
+        raise SpaceError(path, list(worst.absolute_path), explain_schema_error(worst))
 
     params = doc["parameters"]
     for name, values in params.items():
@@ -387,7 +390,7 @@ _NO_BOOLEANS = (
 )
 
 
-def _explain(e: jsonschema.ValidationError) -> str:
+def explain_schema_error(e: jsonschema.ValidationError) -> str:
     """Say what was expected in words, not in schema jargon."""
     v, expected, instance, schema = (
         e.validator,

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 from kernel_tuner import util
 
-from tuner.atomic import write_atomically
+from tuner.atomic import write_text_atomically
 from tuner.errors import TunerError
 from tuner.store.parts import read_parts
 from tuner.store.paths import results_root
@@ -165,9 +165,7 @@ def cache_text(doc: dict) -> str:
 
 def write_cache(path: Path, doc: dict) -> None:
     """Write a cache document whole (gzip-compressed where the name ends in .gz)."""
-    data = cache_text(doc).encode()
-    data = gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data
-    write_atomically(Path(path), lambda tmp: tmp.write_bytes(data))
+    write_text_atomically(path, cache_text(doc))
 
 
 def t4_results(doc: dict) -> dict:

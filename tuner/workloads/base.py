@@ -58,6 +58,12 @@ class Workload:
         """A workload's own size notation (e.g. 1024x512x2048), or None."""
         return None
 
+    def nearest_size(self, size: dict, measured: dict) -> str | None:
+        """Of the measured sizes (their `size_vars` key -> the size's variables), the one nearest `size` by the
+        workload's own features (spmv: a matrix's rows and nonzeros per row), or None: the nearest by the
+        log-distance of the size variables (`tuner best` at a size never measured)."""
+        return None
+
     def arguments(self, size: dict, dtype: str, rng: np.random.Generator) -> list:
         """Kernel arguments (numpy arrays and scalars) for one problem size."""
         raise NotImplementedError

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import yaml
 
 from tuner import locations
-from tuner.errors import TunerError
+from tuner.errors import TunerError, one_line
 from tuner.workloads.base import Workload
 
 ENTRY_POINT_GROUP = "gpu_tuner.workloads"
@@ -230,15 +230,7 @@ def _user_code(where: object, load: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: BLE001  (a user's module: whatever it raises is said in one line)
-        raise TunerError(f"{where}: cannot be imported: {_said(e)}{_line_in(e, where)}") from None
-
-
-def _said(e: BaseException) -> str:
-    """An exception in one line: its type, and its message if it has one."""
-    message = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
-    if isinstance(e, SystemExit):
-        return f"it calls sys.exit({e.code!r})" if e.code is not None else "it calls sys.exit()"
-    return f"{type(e).__name__}: {message}" if message else type(e).__name__
+        raise TunerError(f"{where}: cannot be imported: {one_line(e)}{_line_in(e, where)}") from None
 
 
 def _line_in(e: BaseException, where: object) -> str:
@@ -284,7 +276,7 @@ def _check_hooks(workload: Workload, where: object) -> None:
         try:
             hook = getattr(workload, name)
         except Exception as e:  # noqa: BLE001  (a property that raises, say)
-            wrong.append(f"{type(workload).__name__}.{name} cannot be read ({_said(e)}): the hook is {want}")
+            wrong.append(f"{type(workload).__name__}.{name} cannot be read ({one_line(e)}): the hook is {want}")
             continue
         if not callable(hook):
             shown = reprlib.repr(hook)

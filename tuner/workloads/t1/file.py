@@ -68,9 +68,9 @@ def _validate(doc: dict, path: Path) -> None:
     if errors:
         e = jsonschema.exceptions.best_match(errors)
         try:
-            from tuner.space.loader import _explain
+            from tuner.space.loader import explain_schema_error
 
-            message = _explain(e)
+            message = explain_schema_error(e)
         except ImportError:  # the loader's wording moved: the schema's own message will do
             message = e.message
         raise SpaceError(path, list(e.absolute_path), message)

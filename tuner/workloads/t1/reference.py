@@ -9,7 +9,7 @@ from tuner.errors import TunerError
 from tuner.space.declaration import check_declaration
 from tuner.space.errors import one_of
 from tuner.space.expressions import Expression
-from tuner.space.loader import _schema
+from tuner.space.loader import space_schema
 from tuner.workloads.declared import first_valid_config
 from tuner.workloads.t1.file import T1File
 
@@ -67,7 +67,7 @@ def reference_of(t1: T1File, outputs: list, params: dict, restrictions: list, no
 def check_document(t1: T1File, doc: dict, size_vars: set) -> None:
     """The document is a valid space (our schema, the declaration checks): a failure here is a T1 file
     this import reads wrongly, said as such rather than left for the loader."""
-    errors = list(jsonschema.Draft202012Validator(_schema()).iter_errors(doc))
+    errors = list(jsonschema.Draft202012Validator(space_schema()).iter_errors(doc))
     if errors:
         e = jsonschema.exceptions.best_match(errors)
         where = ".".join(map(str, e.absolute_path))

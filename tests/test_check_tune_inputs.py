@@ -122,12 +122,12 @@ def test_a_replay_of_an_unrecorded_gpu_or_size_lists_what_is_recorded(capsys):
 
 
 def test_a_workload_with_nothing_recorded_is_not_offered_a_replay(results, tmp_path, monkeypatch, capsys):
-    from tuner.campaign import request
+    from tuner.measure import machine
     from tuner.workloads.scaffold import init_workload
 
     init_workload("saxpy", tmp_path / "workloads")
     monkeypatch.setenv("TUNER_WORKLOADS", str(tmp_path / "workloads"))
-    monkeypatch.setattr(request, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
+    monkeypatch.setattr(machine, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
     err = one_line_error(["tune", "saxpy", "--quiet"], capsys)
     assert "no CUDA GPU on this machine; nothing of saxpy is recorded for --simulate to replay" in err
     assert "tuner tune saxpy --simulate" not in err
@@ -136,11 +136,11 @@ def test_a_workload_with_nothing_recorded_is_not_offered_a_replay(results, tmp_p
 
 
 def test_a_recorded_workload_without_a_gpu_is_offered_its_replay(monkeypatch, capsys):
-    from tuner.campaign import request
+    from tuner.measure import machine
 
     if not is_recorded(H100, "reduction", "seed", "float32"):
         pytest.skip("no recorded reduction campaign")
-    monkeypatch.setattr(request, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
+    monkeypatch.setattr(machine, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
     err = one_line_error(["tune", "reduction", "--size", "seed", "--quiet"], capsys)
     assert "`tuner tune reduction --simulate` replays a recorded campaign" in err
 

@@ -69,20 +69,20 @@ def test_workers_0_only_creates_the_campaign(results, capsys):
 
 
 def test_without_a_gpu_tune_says_what_is_missing_and_offers_a_replay(results, capsys, monkeypatch):
-    from tuner.campaign import request
+    from tuner.measure import machine
 
-    monkeypatch.setattr(request, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
+    monkeypatch.setattr(machine, "gpu_missing", lambda backend: "no CUDA GPU on this machine")
     err = fails(["tune", "reduction", "--size", "seed", "--quiet"], capsys, "no CUDA GPU on this machine")
     assert "--simulate" in err
     err = fails(["tune", "reduction", "--size", "seed", "--workers", "1", "--quiet"], capsys, "no CUDA GPU")
 
 
 def test_a_missing_backend_package_names_its_extra(monkeypatch):
-    from tuner.campaign import request
+    from tuner.measure import machine
 
-    monkeypatch.setattr(request.importlib.util, "find_spec", lambda name: None)
-    assert "pip install 'gpu-tuner[cuda]'" in request.gpu_missing("nvcuda")
-    assert "pip install 'gpu-tuner[cupy]'" in request.gpu_missing("cupy")
+    monkeypatch.setattr(machine.importlib.util, "find_spec", lambda name: None)
+    assert "pip install 'gpu-tuner[cuda]'" in machine.gpu_missing("nvcuda")
+    assert "pip install 'gpu-tuner[cupy]'" in machine.gpu_missing("cupy")
 
 
 def test_kernel_tuners_del_after_a_failed_set_up_is_not_shown(capsys):

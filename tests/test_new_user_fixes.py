@@ -236,7 +236,7 @@ def cannot_start_main(conn, spec):
 
 
 def test_a_measuring_process_that_cannot_start_says_what_the_machine_lacks(monkeypatch):
-    monkeypatch.setattr("tuner.campaign.request.gpu_missing", lambda backend: NO_DRIVER)
+    monkeypatch.setattr("tuner.measure.machine.gpu_missing", lambda backend: NO_DRIVER)
     runner = IsolatedRunner(
         MeasureSpec("reduction", {"n": 1024}, "float32", "nvcuda", 0, None), timeout=30, target=cannot_start_main
     )
@@ -247,7 +247,7 @@ def test_a_measuring_process_that_cannot_start_says_what_the_machine_lacks(monke
 
 def test_baseline_and_tune_say_the_same(project, monkeypatch, capsys):
     """In a new project, whose store is empty: both answer from the recordings shipped with the built-ins."""
-    monkeypatch.setattr("tuner.campaign.request.gpu_missing", lambda backend: NO_DRIVER)
+    monkeypatch.setattr("tuner.measure.machine.gpu_missing", lambda backend: NO_DRIVER)
     monkeypatch.setattr("tuner.answers.baseline.measure_target", cannot_start_main)
     assert main(["tune", "reduction", "--budget", "1"]) == 2
     tune = one_error_line(capsys)
@@ -257,13 +257,13 @@ def test_baseline_and_tune_say_the_same(project, monkeypatch, capsys):
 
 
 def test_a_machine_with_a_gpu_keeps_the_process_own_error(monkeypatch):
-    monkeypatch.setattr("tuner.campaign.request.gpu_missing", lambda backend: None)
+    monkeypatch.setattr("tuner.measure.machine.gpu_missing", lambda backend: None)
     runner = IsolatedRunner(MeasureSpec("reduction", {"n": 1024}, "float32", "nvcuda", 0, None), timeout=30)
     assert runner._cannot_start("ValueError: bad size") == "cannot run on this machine: ValueError: bad size"
 
 
 def test_cpu_code_is_not_said_to_lack_a_gpu(monkeypatch):
-    monkeypatch.setattr("tuner.campaign.request.gpu_missing", lambda backend: NO_DRIVER)
+    monkeypatch.setattr("tuner.measure.machine.gpu_missing", lambda backend: NO_DRIVER)
     runner = IsolatedRunner(MeasureSpec("gemm-cpu", {}, "float32", "nvcuda", 0, None), timeout=30)
     assert runner._cannot_start("OSError: g++ missing") == "cannot run on this machine: OSError: g++ missing"
 

@@ -3,8 +3,6 @@ for every kind of campaign (one process or distributed) before any GPU work."""
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +12,7 @@ from typing import TYPE_CHECKING
 from tuner import store
 from tuner.campaign.storage import open_storage
 from tuner.errors import TunerError
-from tuner.measure import kt
+from tuner.measure import kt, machine
 from tuner.search.strategies import DEFAULT_STRATEGY, make_strategy
 
 if TYPE_CHECKING:
@@ -94,44 +92,12 @@ def check_options(req: CampaignRequest) -> None:
         open_storage(req.storage)
 
 
-# what each backend imports, and the extra that installs it
-BACKEND_PACKAGES = {
-    "nvcuda": ("cuda", "cuda-python", "cuda"),
-    "cupy": ("cupy", "CuPy", "cupy"),
-    "pycuda": ("pycuda", "PyCUDA", "pycuda"),
-}
-CUDA_ERROR_NO_DEVICE = 100
-
-
-def gpu_missing(backend: str) -> str | None:
-    """What this machine lacks to measure on a GPU with `backend` (kt.BACKENDS, or host-nvcc: no Python
-    package), in words; None where nothing is missing. Asks the CUDA driver through ctypes: no CUDA
-    context is made here (the measuring process makes its own)."""
-    if backend in BACKEND_PACKAGES:
-        module, package, extra = BACKEND_PACKAGES[backend]
-        if importlib.util.find_spec(module) is None:
-            return f"the {backend} backend needs {package}, which is not installed (pip install 'gpu-tuner[{extra}]')"
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "no CUDA driver on this machine (libcuda.so.1 not found)"
-    status = driver.cuInit(0)
-    count = ctypes.c_int(0)
-    if status == CUDA_ERROR_NO_DEVICE or (
-        status == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and not count.value
-    ):
-        return "no CUDA GPU on this machine"
-    if status != 0:
-        return f"the CUDA driver does not start (cuInit error {status})"
-    return None
-
-
 def check_gpu(req: CampaignRequest, space: Space) -> None:
     """Before a live campaign: a GPU and the backend's package are there, else one line that says what is
     missing and offers a replay (tests that substitute a GPU-free measuring process skip it)."""
     if req.simulate or req.measure_target is not None or space.on_cpu:
         return
-    missing = gpu_missing(kt.effective_backend(space, req.backend))
+    missing = machine.gpu_missing(kt.effective_backend(space, req.backend))
     if missing:
         from tuner.store.recordings import sources
 

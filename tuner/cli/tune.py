@@ -183,8 +183,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace) -> int:
     """--dry-run: the workload's checks, a line each; exit 1 if any is a problem."""
-    from tuner.campaign.request import gpu_missing
-    from tuner.measure import kt
+    from tuner.measure import kt, machine
     from tuner.measure.dry_run import dry_run
     from tuner.workloads import get_workload
 
@@ -197,7 +196,7 @@ def _dry_run(args: argparse.Namespace) -> int:
             size_text(args),
             args.dtype,
             backend=args.backend,
-            gpu_here=gpu_missing(kt.effective_backend(workload.space, args.backend)) is None,
+            gpu_here=machine.gpu_missing(kt.effective_backend(workload.space, args.backend)) is None,
             progress=lambda text: status.update(escape(text)),
         )
     if args.json:

@@ -154,17 +154,16 @@ class IsolatedRunner(Runner):
 
     def _cannot_start(self, message: str) -> str:
         """Why the measuring process could not start: what this machine lacks (a GPU, its driver, the backend's
-        package) in the words of `tuner tune` (tuner.campaign.request.gpu_missing, the one place that says it),
+        package) in the words of `tuner tune` (tuner.measure.machine.gpu_missing, the one place that says it),
         else the process's own error."""
-        from tuner.campaign.request import gpu_missing
-        from tuner.measure import kt
+        from tuner.measure import kt, machine
         from tuner.workloads import get_workload
 
         try:
             backend = kt.effective_backend(get_workload(self.spec.workload).space, self.spec.backend)
         except TunerError:  # the process's own error says more
             return f"cannot run on this machine: {message}"
-        missing = None if backend == kt.CPU_BACKEND else gpu_missing(backend)  # CPU code needs no GPU
+        missing = None if backend == kt.CPU_BACKEND else machine.gpu_missing(backend)  # CPU code needs no GPU
         return f"cannot measure here: {missing}" if missing else f"cannot run on this machine: {message}"
 
     def _kill(self) -> None:

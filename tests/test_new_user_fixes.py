@@ -361,3 +361,12 @@ def test_version(capsys):
 def test_the_tour_compares_strategies_in_a_few_repeats(doc):
     lines = [s for s in (ROOT / doc).read_text().splitlines() if s.startswith("tuner compare-strategies reduction")]
     assert lines and all("--repeats 5" in s for s in lines)
+
+
+def test_a_misspelt_workload_name_suggests_the_nearest(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["best", "gemn"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown workload 'gemn'; known: " in err and "; did you mean 'gemm'; " in err
+    assert main(["best", "saxpy"]) == 2
+    assert "did you mean" not in capsys.readouterr().err  # nothing near: no guess

@@ -11,6 +11,7 @@ installed package's: its entry point's), and the space's `workload:` key must sa
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -333,11 +334,17 @@ def _get(name: str, workloads_folder: Path, stamp: int | None) -> Workload:
 
 
 def _unknown(name: str, table: dict[str, Found], folder: Path) -> str:
-    """The error of a name no workload has: the names known, where the user's workloads were looked for and
-    why there, and the likely mistakes seen on the way (a folder without space.yaml, a space.yml, tuner run
-    from inside a workload's folder)."""
+    """The error of a name no workload has: the names known, the nearest of them where the name looks misspelt,
+    where the user's workloads were looked for and why there, and the likely mistakes seen on the way (a folder
+    without space.yaml, a space.yml, tuner run from inside a workload's folder)."""
+    close = [f"did you mean '{match}'" for match in difflib.get_close_matches(name, table, n=1)]  # misspelt
     return "; ".join(
-        [f"unknown workload '{name}'; known: {', '.join(sorted(table))}", _looked_in(folder), *_mistakes(name, folder)]
+        [
+            f"unknown workload '{name}'; known: {', '.join(sorted(table))}",
+            *close,
+            _looked_in(folder),
+            *_mistakes(name, folder),
+        ]
     )
 
 

@@ -25,7 +25,7 @@ from tuner.answers import best_config
 from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.protocol import MeasureSpec
-from tuner.measure.provenance import software, source_hash
+from tuner.measure.provenance import kernel_hash, software
 from tuner.measure.runner import IsolatedRunner
 from tuner.stats import THRESHOLD
 from tuner.store.schema import record
@@ -226,7 +226,7 @@ def _baseline_row(
         "reference": workload.check_reference,
         **gpu,
         "backend": kt.effective_backend(space, backend),
-        "kernel_hash": source_hash(space.source_text),
+        "kernel_hash": kernel_hash(space),
         **software(),
         "timestamp": datetime.now(UTC).isoformat(),
     }

@@ -18,7 +18,7 @@ import pandas as pd
 from tuner import store
 from tuner.errors import TunerError
 from tuner.formatting import config_text
-from tuner.measure.provenance import local_device_name, source_hash
+from tuner.measure.provenance import kernel_hash, local_device_name
 from tuner.space import Space, format_size, size_distance
 from tuner.store.gpu_choice import choose_gpu, named_gpu
 from tuner.workloads import Workload, get_workload
@@ -224,10 +224,10 @@ def not_read_in_full(damaged: dict[str, str]) -> str:
 
 
 def current_kernel_hash(space: Space) -> str | None:
-    """The kernel source's hash as a campaign records it now (tuner.campaign.session); None where the source
-    cannot be read."""
+    """The kernel source's hash now (tuner.measure.provenance.kernel_hash, as every row records it); None where the
+    source cannot be read."""
     try:
-        return source_hash(space.source_text)
+        return kernel_hash(space)
     except OSError:
         return None
 

@@ -16,7 +16,7 @@ from tuner import store
 from tuner.campaign.request import CampaignRequest
 from tuner.measure import kt
 from tuner.measure.protocol import config_key
-from tuner.measure.provenance import software, source_hash
+from tuner.measure.provenance import kernel_hash, software
 from tuner.measure.runner import IsolatedRunner
 from tuner.space.model import row_time
 
@@ -89,7 +89,7 @@ def open_session(
             "backend": kt.effective_backend(space, req.backend),
             "timing": setup.get("timing", "plain"),
             "compiler_options": json.dumps(space.build_options(dtype)),
-            "kernel_hash": source_hash(space.source_text),
+            "kernel_hash": kernel_hash(space),
             **software(),
         }
         common = {

@@ -22,6 +22,12 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def kernel_hash(space: Space) -> str:
+    """The hash of the space's kernel source as it is now, as every row, study and baseline records it (the
+    file's text, before any #defines): which version of the kernel a measurement was taken with."""
+    return source_hash(space.source_text)
+
+
 @cache
 def git_commit() -> str:
     """The commit the code came from; TUNER_GIT_COMMIT where the tree travelled without .git."""

@@ -23,7 +23,7 @@ from tuner.campaign.storage import (
     sqlite_path,
 )
 from tuner.errors import TunerError
-from tuner.measure.provenance import source_hash
+from tuner.measure.provenance import kernel_hash
 from tuner.search import trial_kinds
 from tuner.search.codec import Codec
 from tuner.search.optuna_private import fixed_params
@@ -137,7 +137,7 @@ def create_campaign(
         seed=req.seed if req.seed is not None else 1,
         backend=req.backend,
         timeout=req.timeout,
-        kernel_hash=source_hash(space.source_text),
+        kernel_hash=kernel_hash(space),
         simulate=req.simulate,
         recording=recording,
         heartbeat_s=heartbeat_s,

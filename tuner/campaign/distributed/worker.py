@@ -21,7 +21,7 @@ from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import open_session
 from tuner.errors import TunerError
 from tuner.measure import kt
-from tuner.measure.provenance import source_hash
+from tuner.measure.provenance import kernel_hash
 from tuner.measure.replay import recording_searchspace
 from tuner.measure.runner import IsolatedRunner
 from tuner.search import trial_kinds
@@ -122,7 +122,7 @@ def _run_worker(
         else kt.searchspace(space, camp.dtype)
     )
     timeline.mark("loaded")  # imports, the study, the search space
-    if source_hash(space.source_text) != camp.kernel_hash:
+    if kernel_hash(space) != camp.kernel_hash:
         raise TunerError(
             f"campaign '{name}' tunes another version of {space.kernel_source.name} (kernel hash "
             f"{camp.kernel_hash}): check out the same commit on every host"

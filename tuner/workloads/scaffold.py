@@ -18,9 +18,7 @@ from pathlib import Path
 import yaml
 
 from tuner.errors import TunerError
-from tuner.workloads.registry import taken
-
-SPACE_FILE = "space.yaml"  # the name the registry looks for (tuner.workloads.registry.SPACE_FILE)
+from tuner.workloads.registry import SPACE_FILE, taken
 
 
 def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None, t1: Path | None = None) -> Path:

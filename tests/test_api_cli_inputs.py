@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,36 @@ def test_load_store_refuses_what_is_not_a_folder(tmp_path: Path) -> None:
         tuner.load_store(tmp_path / "file")
     with pytest.raises(tuner.TunerError, match="no such folder"):
         tuner.results("reduction", results=tmp_path / "nope")
+
+
+def test_the_api_and_the_cli_refuse_a_results_folder_in_the_same_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """One check (tuner.store.paths.checked_results_folder) for both: missing, not a folder, unreadable."""
+    (tmp_path / "file").write_text("")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    scandir = os.scandir
+
+    def refused(path: Path) -> object:  # root reads any folder: chmod cannot make one unreadable here
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refused)
+    for name, said in (
+        ("nope", "no such folder (a campaign, `tuner tune`, creates it)"),
+        ("file", "not a folder"),
+        ("locked", "cannot be read (Permission denied)"),
+    ):
+        folder = tmp_path / name
+        with pytest.raises(tuner.TunerError) as e:
+            tuner.load_store(folder)
+        assert str(e.value) == f"results {folder}: {said}"
+        assert main(["--results", str(folder), "best", "reduction"]) == 2
+        assert capsys.readouterr().err.strip() == f"error: --results {folder}: {said}"
+    with pytest.raises(tuner.TunerError, match="not a folder"):  # a campaign may create its folder, not replace a file
+        tuner.tune("reduction", results=tmp_path / "file", simulate=True)
 
 
 def test_tune_names_an_unknown_option_and_the_known_ones() -> None:

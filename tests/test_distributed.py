@@ -262,7 +262,7 @@ def test_workers_keep_to_the_budget_and_take_the_last_queued_config(results, cap
 def test_processes_creating_one_new_database_together_all_open_it(tmp_path):
     """Two campaigns started at once on a fresh results folder both write the schema's version: the loser of
     that race (an IntegrityError from SQLite) opens the database the winner made."""
-    script = ("import sys; from tuner.campaign.storage import open_storage; open_storage(sys.argv[1]); "
+    script = ("import sys; from tuner.campaign.rdb_storage import open_storage; open_storage(sys.argv[1]); "
               "print('opened')")
     for round_ in range(3):
         url = f"sqlite:///{tmp_path / f'fresh{round_}.sqlite3'}"

@@ -7,17 +7,16 @@ from pathlib import Path
 
 import pytest
 
+import tuner
 import tuner.campaign.local
+from tuner.answers.best_config import best
 from tuner.campaign.local import run_campaign
 from tuner.campaign.progress import CampaignProgress
 from tuner.campaign.request import CampaignRequest
 from tuner.campaign.summary import chosen_line, replay_line, stopped_line
 from tuner.cli import main
 from tuner.measure.replay import recording_searchspace
-from tuner.store import results_root
 from tuner.workloads import get_workload
-
-STORE = results_root()
 
 
 @pytest.fixture
@@ -36,7 +35,8 @@ def bars(monkeypatch):
 
 def test_a_replay_advances_its_progress_once_per_config_evaluated(bars):
     result = run_campaign(CampaignRequest(workload="reduction", size="large", dtype="float32", strategy="tpe",
-                                          max_evals=8, simulate=True, quiet=True, warm_start=False))
+                                          max_evals=8, simulate=True, quiet=True, warm_start=False),
+                          stored_best=best)
     (bar,) = bars
     assert bar.done == result.evaluated == 8 and bar.total == 8
     assert bar.best == pytest.approx(result.best["value"]) and bar.failed == 0
@@ -45,9 +45,18 @@ def test_a_replay_advances_its_progress_once_per_config_evaluated(bars):
     assert "`tuner best` answers" in result.closing[1] and "did not reach it" in result.closing[1]
 
 
+def test_tune_and_the_api_hand_tuner_best_to_a_replay_for_its_closing_notes():
+    """The campaign stage sits below the answers: `tuner tune` and tuner.tune() give it `tuner best`."""
+    said = _out(["tune", "reduction", "--size", "large", "--dtype", "float32", "--strategy", "tpe", "--budget", "8",
+                 "--simulate", "--quiet", "--no-warm-start"])
+    assert "`tuner best` answers" in said and "did not reach it" in " ".join(said.split())
+    out = tuner.tune("reduction", size="large", dtype="float32", strategy="tpe", budget=8, simulate=True,
+                     warm_start=False)
+    assert "`tuner best` answers" in out["closing"][1] and "did not reach it" in out["closing"][1]
+
 def test_a_brute_force_replay_counts_its_failures_and_says_the_space_was_exhausted(bars):
     result = run_campaign(CampaignRequest(workload="floyd-warshall-small", size="5k", dtype="int32",
-                                          strategy="brute_force", simulate=True, quiet=True))
+                                          strategy="brute_force", simulate=True, quiet=True), stored_best=best)
     (bar,) = bars
     assert bar.done == result.evaluated == bar.total
     assert bar.failed == sum(result.failures.values()) and bar.failures == result.failures
@@ -62,17 +71,18 @@ def test_the_progress_bar_is_drawn_for_a_replay(capsys):
 
 
 def test_the_summary_names_a_confirmation_that_chose_another_config():
-    answer = json.loads(_out(["best", "locvolcalib", "--size", "course-large", "--dtype", "float64", "--json"]))
+    gpu = json.loads(_out(["best", "locvolcalib", "--size", "course-large", "--dtype", "float64", "--json"]))["gpu"]
+    answer = best("locvolcalib", "course-large", "float64", gpu=gpu)  # as a replay of that GPU's recording asks
     assert any("near-ties" in n for n in answer["notes"])  # the store holds a confirmation for it
     top = {"config": {**answer["config"], "STEPS": 1}, "value": 1.0, "objective": "time"}
-    line = replay_line("locvolcalib", "course-large", "float64", answer["gpu"], top, [], STORE)
+    line = replay_line(answer, top, [])
     assert "confirmation" in line and f"{answer['value']:.4g}" in line
-    assert replay_line("locvolcalib", "course-large", "float64", answer["gpu"], answer, [], STORE) is None
+    assert replay_line(answer, answer, []) is None and replay_line(None, top, []) is None  # None: nothing stored
 
-    best = {"config": {"a": 1}, "value": 2.0, "objective": "GB/s"}
-    said = chosen_line(best, {"config": {"a": 2}, "value": 2.1, "objective": "GB/s"})
+    chosen = {"config": {"a": 1}, "value": 2.0, "objective": "GB/s"}
+    said = chosen_line(chosen, {"config": {"a": 2}, "value": 2.1, "objective": "GB/s"})
     assert "a=2" in said and "confirmation chose" in said
-    assert chosen_line(best, best) is None and stopped_line(None) is None
+    assert chosen_line(chosen, chosen) is None and stopped_line(None) is None
 
 
 def _out(argv: list[str]) -> str:

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from tuner import locations
-from tuner.campaign.storage import STORAGE_ENV, redact, scrub
+from tuner.campaign.rdb_storage import redact, scrub
+from tuner.campaign.study_storages import STORAGE_ENV
 from tuner.cli import main
 
 H100 = "nvidia-h100-80gb-hbm3"

@@ -26,12 +26,15 @@ def tune(
     """Run a campaign (or replay one with `simulate=True`) and return its outcome: the best config, its value,
     how many configs were evaluated and measured, failures by class. `budget`: evaluations (150) or a
     duration ("10m"); `options`: any other field of tuner.campaign.request.CampaignRequest (backend, device,
-    seed, timeout, patience, storage, warm_start, ...); TunerError for one it does not take, or a budget below 1."""
+    seed, timeout, patience, storage, warm_start, ...); TunerError for one it does not take, a budget below 1, or a
+    `results` that is there and not a folder."""
     from dataclasses import fields
 
+    from tuner.answers.best_config import best as best_answer
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest, parse_budget
     from tuner.errors import TunerError
+    from tuner.store import checked_results_folder
 
     # the request's fields that are not parameters of tune() (the budget's two are set from `budget`)
     own = ("workload", "size", "dtype", "strategy", "max_evals", "time_limit", "simulate", "results", "quiet")
@@ -53,11 +56,11 @@ def tune(
         max_evals=max_evals,
         time_limit=time_limit,
         simulate=simulate,
-        results=Path(results) if results else None,
+        results=checked_results_folder(results, "results", may_create=True),
         quiet=quiet,
         **options,
     )
-    return asdict(run_campaign(req))
+    return asdict(run_campaign(req, stored_best=best_answer))  # a replay's closing notes compare with best()
 
 
 def best(
@@ -76,9 +79,10 @@ def best(
     (docs/concepts.md, Answers). TunerError for a workload, size or dtype the workload does not have, a size
     whose every config failed, or a `results` that is not a folder."""
     from tuner.answers.best_config import best as best_answer
+    from tuner.store import checked_results_folder
 
     _check_text(size=size, dtype=dtype, gpu=gpu)
-    return best_answer(workload, size, dtype, gpu=gpu, root=_root(results))
+    return best_answer(workload, size, dtype, gpu=gpu, root=checked_results_folder(results, "results"))
 
 
 def results(
@@ -98,7 +102,7 @@ def results(
     it: its stored name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload,
     size or dtype the workload does not have, a GPU it has nothing stored on, or a `results` that is not a
     folder. The columns: docs/store.md (an empty store: an empty frame with the columns every row has)."""
-    from tuner.store import load_evaluations
+    from tuner.store import checked_results_folder, load_evaluations
     from tuner.store.gpu_choice import required_gpu
     from tuner.workloads import get_workload
 
@@ -106,7 +110,7 @@ def results(
     w = get_workload(workload)  # an unknown workload, size or dtype is an error, not an empty table
     sizes = w.space.resolve_size(size, w.parse_size) if size is not None else None
     dtype = w.space.resolve_dtype(dtype) if dtype is not None else None
-    df = load_evaluations(workload, _root(results))
+    df = load_evaluations(workload, checked_results_folder(results, "results"))
     stored: list[str] = [] if df.empty else [str(g) for g in df["gpu"].unique()]
     named = required_gpu(stored, gpu, workload) if gpu is not None else None
     if df.empty:  # nothing stored: still the schema's columns, so that df["objective_value"] is an empty column
@@ -126,9 +130,9 @@ def load_store(results: str | Path | None = None) -> pd.DataFrame:
     leaves those out), but each known workload's configs spelled as `results` and `best` spell them (a
     parameter added since with a default filled in). TunerError for a `results` that is not a folder (a typo
     must not read as an empty store)."""
-    from tuner.store import load_evaluations
+    from tuner.store import checked_results_folder, load_evaluations
 
-    df = load_evaluations(None, _root(results))
+    df = load_evaluations(None, checked_results_folder(results, "results"))
     return _with_schema(df) if df.empty else df
 
 
@@ -143,18 +147,6 @@ def _check_text(**given: object) -> None:
                 f"{name}={value!r}: give it as text (a {type(value).__name__} is not one)"
                 + (", a named size or the variables, e.g. size='n=4194304'" if name == "size" else "")
             )
-
-
-def _root(results: str | Path | None) -> Path | None:
-    """The store's folder the user named; TunerError where it is not one (a typo must not read as an empty
-    store). None: the project's results folder."""
-    from tuner.errors import TunerError
-
-    if not results:
-        return None
-    if not Path(results).is_dir():
-        raise TunerError(f"results {results}: {'not a folder' if Path(results).exists() else 'no such folder'}")
-    return Path(results)
 
 
 def _with_schema(df: pd.DataFrame) -> pd.DataFrame:

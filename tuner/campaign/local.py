@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from tuner import store
 from tuner.campaign import confirmation
 from tuner.campaign.progress import CampaignProgress, counted
+from tuner.campaign.rdb_storage import open_storage
 from tuner.campaign.request import CampaignRequest, Resolved, check_gpu, default_name, resolve
 from tuner.campaign.session import Session, baseline_medians, known_rows, open_session, store_row
-from tuner.campaign.storage import local_storage, open_storage
+from tuner.campaign.study_storages import local_storage
 from tuner.campaign.summary import chosen_line, closing_notes, replay_line, stopped_line
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -54,11 +55,18 @@ class CampaignResult:
     closing: list[str] = field(default_factory=list)
 
 
-def run_campaign(req: CampaignRequest) -> CampaignResult:
+# `tuner best`'s answer for a workload, size, dtype and GPU in a results folder (tuner.answers.best_config.best),
+# handed down by a caller above the answers stage; TunerError where nothing is stored
+StoredBest = Callable[[str, str, str, str, Path], dict]
+
+
+def run_campaign(req: CampaignRequest, *, stored_best: StoredBest | None = None) -> CampaignResult:
+    """Run the campaign `req` asks for, live or replayed. `stored_best`: where given, a replay's closing notes
+    say where `tuner best` answers another config than the replay's top row, and why."""
     r = resolve(req)
     root = Path(req.results or store.results_root())
     if req.simulate:
-        return _simulate(req, r, root)
+        return _simulate(req, r, root, stored_best)
     check_gpu(req, r.space)
     session = open_session(req, r.workload, r.size_name, r.size, r.dtype, root, store.new_campaign_id())
     try:
@@ -231,7 +239,7 @@ def campaign_strategy(
     return make_strategy(req.strategy, seed=req.seed, warm_start=warm, patience=patience or None, **kw)
 
 
-def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
+def _simulate(req: CampaignRequest, r: Resolved, root: Path, stored_best: StoredBest | None) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed. Without
     --gpu and with several GPUs recorded, the recording is chosen as `tuner best` chooses, and said."""
     here = None if req.gpu else local_device_name(r.space)  # the CPU's model for host code, as `tuner best`
@@ -266,9 +274,15 @@ def _simulate(req: CampaignRequest, r: Resolved, root: Path) -> CampaignResult:
         max_evals=r.max_evals,
     )
     summary = _summarize(run.results, r.space)
+    answer = None
+    if stored_best is not None and summary["best"] is not None:
+        try:
+            answer = stored_best(req.workload, r.size_name, r.dtype, run.gpu, root)
+        except TunerError:  # nothing stored to compare with (a recording without its rows)
+            pass
     closing = [  # the closing summary (tuner/campaign/summary.py): why it stopped, why `tuner best` differs
         stopped_line(getattr(strategy, "stop_reason", None)),
-        replay_line(req.workload, r.size_name, r.dtype, run.gpu, summary["best"], run.results, root),
+        replay_line(answer, summary["best"], run.results),
     ]
     return CampaignResult(
         req.workload,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner import store
-from tuner.campaign.storage import open_storage
+from tuner.campaign.rdb_storage import open_storage
 from tuner.errors import TunerError
 from tuner.measure import kt, machine
 from tuner.search.strategies import DEFAULT_STRATEGY, make_strategy

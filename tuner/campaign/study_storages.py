@@ -1,6 +1,7 @@
-"""Where a results folder keeps its Optuna studies, and which one holds a campaign: a single-process
+"""Which Optuna storage holds a campaign's study, and where a results folder keeps them: a single-process
 campaign's study is in its GPU's and workload's folder (`<gpu>/<workload>/optuna.sqlite3`), a distributed
-campaign's in the storage its workers share (`campaigns.sqlite3` beside the results, or a URL)."""
+campaign's in the storage its workers share (`campaigns.sqlite3` beside the results, or a URL). Opening one:
+tuner/campaign/rdb_storage.py."""
 
 from __future__ import annotations
 
@@ -8,16 +9,22 @@ from pathlib import Path
 
 import optuna
 
-from tuner.campaign.storage import (
-    LOCAL_FILE,
-    SHARED_FILE,
-    default_storage,
-    local_storage,
-    open_storage,
-    redact,
-    sqlite_path,
-)
+from tuner.campaign.rdb_storage import open_storage, redact, sqlite_path
 from tuner.errors import TunerError
+
+STORAGE_ENV = "TUNER_STORAGE"  # the storage URL, for `tuner worker` and `tuner status` without --storage
+SHARED_FILE = "campaigns.sqlite3"  # beside the results: the distributed campaigns' studies
+LOCAL_FILE = "optuna.sqlite3"  # in a GPU's and workload's folder: its single-process campaigns' studies
+
+
+def default_storage(root: Path) -> str:
+    """The storage of the distributed campaigns whose rows go to the results folder `root`."""
+    return f"sqlite:///{Path(root).resolve() / SHARED_FILE}"
+
+
+def local_storage(folder: Path) -> str:
+    """The studies of the single-process campaigns whose rows go to `folder` (a GPU's and workload's)."""
+    return f"sqlite:///{Path(folder) / LOCAL_FILE}"
 
 
 def study_storages(root: Path) -> list[str]:

@@ -4,9 +4,6 @@ median of every campaign's measurements; a replay's budget did not reach the sto
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tuner.errors import TunerError
 from tuner.formatting import config_text, readable
 
 # what each strategy's `stop_reason` means to a reader (tuner/search: optuna_strategy, kt_strategies)
@@ -39,21 +36,11 @@ def chosen_line(best: dict | None, top: dict | None, *, replayed: bool = False) 
     )
 
 
-def replay_line(
-    workload: str, size: str, dtype: str, gpu: str, top: dict | None, results: list, root: Path
-) -> str | None:
-    """A replay whose top row is not what `tuner best` answers for the recorded GPU, size and dtype: what it
-    answers and why (its confirmation's choice, a config the replay never reached, or the store's median over
-    several measurements)."""
-    from tuner.answers.best_config import best
-
-    if not top:
-        return None
-    try:
-        answer = best(workload, size, dtype, gpu=gpu, root=root)
-    except TunerError:  # nothing stored to compare with (a recording without its rows)
-        return None
-    if answer["fallback"] != "exact" or answer["config"] == top["config"]:
+def replay_line(answer: dict | None, top: dict | None, results: list) -> str | None:
+    """A replay whose top row is not what `tuner best` answers for the recorded GPU, size and dtype (`answer`;
+    None: nothing stored to compare with): what it answers and why (its confirmation's choice, a config the
+    replay never reached, or the store's median over several measurements)."""
+    if not answer or not top or answer["fallback"] != "exact" or answer["config"] == top["config"]:
         return None
     reached = any(r is not None and {k: r.get(k) for k in answer["config"]} == answer["config"] for r in results)
     if any("near-ties" in n for n in answer["notes"]):

@@ -118,11 +118,10 @@ def _check_folders(args: argparse.Namespace) -> None:
     recordings), nor a campaign create its store somewhere unintended."""
     if args.workloads_dir is not None and args.command != "init" and not args.workloads_dir.is_dir():
         raise TunerError(f"--workloads {args.workloads_dir}: no such folder (`tuner init NAME` creates one)")
-    results = args.results
-    if results is not None and results.exists() and not results.is_dir():
-        raise TunerError(f"--results {results}: not a folder")
-    if results is not None and not results.exists() and args.command not in STORING:
-        raise TunerError(f"--results {results}: no such folder (a campaign, `tuner tune`, creates it)")
+    if args.results is not None:  # imported only then: tuner.store imports pandas
+        from tuner.store.paths import checked_results_folder
+
+        checked_results_folder(args.results, "--results", may_create=args.command in STORING)
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:

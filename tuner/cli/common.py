@@ -101,7 +101,8 @@ def storage_url(args: argparse.Namespace) -> str:
     """--storage, else $TUNER_STORAGE (how `tune --workers` hands it to its workers: a command line is visible
     to every user in `ps`, a process's environment only to its owner), else the SQLite file beside the results
     that `tune --workers` uses by default."""
-    from tuner.campaign.storage import STORAGE_ENV, default_storage, sqlite_path
+    from tuner.campaign.rdb_storage import sqlite_path
+    from tuner.campaign.study_storages import STORAGE_ENV, default_storage
     from tuner.store import results_root
 
     if args.storage:

@@ -38,7 +38,7 @@ def command(args: argparse.Namespace) -> int:
         import optuna_dashboard
     except ImportError:
         raise TunerError("`tuner dashboard` needs optuna-dashboard: pip install 'gpu-tuner[dashboard]'") from None
-    from tuner.campaign.storage import open_storage, redact
+    from tuner.campaign.rdb_storage import open_storage, redact
     from tuner.campaign.study_storages import find_study
     from tuner.store import results_root
 

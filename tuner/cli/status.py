@@ -33,7 +33,7 @@ def command(args: argparse.Namespace) -> int:
         format_status,
         format_summary,
     )
-    from tuner.campaign.storage import redact, sqlite_path
+    from tuner.campaign.rdb_storage import redact, sqlite_path
     from tuner.errors import TunerError
 
     url = storage_url(args)

@@ -90,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run the campaign and print what it found; exit 1 if no configuration ran successfully."""
+    from tuner.answers.best_config import best
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest, parse_budget
 
@@ -137,7 +138,7 @@ def command(args: argparse.Namespace) -> int:
             log=lambda msg: print(msg, file=sys.stderr, flush=True),
         )
     else:
-        result = run_campaign(req)
+        result = run_campaign(req, stored_best=best)  # a replay's closing notes compare it with `tuner best`
     if args.workers == 0:  # documented: create the campaign only; `tuner worker` elsewhere runs it
         if args.json:
             print(json.dumps({**result.__dict__, "created_only": True}, indent=2, default=str))

@@ -202,8 +202,12 @@ class CubinCompiler:
     building. The compiler's messages name the kernel's file."""
 
     def __init__(self) -> None:
-        self.no_nvrtc: str | None = None  # why NVRTC is not used, once found out
-        self.fallback: str | None = None
+        self.no_nvrtc: str | None = None  # why NVRTC is not used, once found out: NO_CUDA_PYTHON or NO_LIBNVRTC
+
+    @property
+    def fallback(self) -> str | None:
+        """The warning that configs were built with nvcc where a campaign would use NVRTC; None: no such case."""
+        return NVRTC_MISSING if self.no_nvrtc == NO_LIBNVRTC else None
 
     def __call__(self, job: CompileJob, file_name: str) -> bytes:
         if self.no_nvrtc is None:
@@ -212,15 +216,17 @@ class CubinCompiler:
             try:
                 return nvrtc_cubin(job)[0]
             except ImportError:
-                self.no_nvrtc = "cuda-python is not installed (pip install 'gpu-tuner[cuda]')"
+                self.no_nvrtc = NO_CUDA_PYTHON
             except RuntimeError as e:
                 if not nvrtc_unloadable(e):  # the compiler's verdict; NVRTC calls the source CUDAProgram
                     raise RuntimeError(str(e).replace("CUDAProgram(", f"{file_name}(")) from None
-                self.no_nvrtc = "cuda-python cannot load NVRTC's library (libnvrtc)"
-                self.fallback = NVRTC_MISSING
+                self.no_nvrtc = NO_LIBNVRTC
         return _nvcc_cubin(job, file_name, self.no_nvrtc)
 
 
+# why NVRTC is not used: nvcc builds instead
+NO_CUDA_PYTHON = "cuda-python is not installed (pip install 'gpu-tuner[cuda]')"
+NO_LIBNVRTC = "cuda-python cannot load NVRTC's library (libnvrtc)"
 NVRTC_MISSING = (
     "cuda-python is installed but NVRTC's library (libnvrtc) cannot be loaded: built with nvcc instead. A campaign "
     "compiles with NVRTC: where you tune, install it with `pip install 'cuda-python[all]'` or a full CUDA toolkit"

@@ -6,7 +6,7 @@ distributed campaign needs the three below.
 Optuna records heartbeats only inside `Study.optimize`; a worker drives `study.ask`/`study.tell` itself
 (one thread measures while another keeps the books), so it beats for its trials through the storage's
 public `record_heartbeat(trial_id)` (tuner.campaign.distributed.liveness). Everything else is public: the
-storage is the RDBStorage the campaign opened (tuner.campaign.storage.open_storage), stale trials fail
+storage is the RDBStorage the campaign opened (tuner.campaign.rdb_storage.open_storage), stale trials fail
 through `optuna.storages.fail_stale_trials`, their retries are `RetryFailedTrialCallback`'s.
 
 - `trial_id(trial)`: the storage's id of a trial, which `record_heartbeat` and `get_trial` take (and which a

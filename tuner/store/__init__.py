@@ -4,6 +4,7 @@ the rows a question needs as the current space reads them (rows)."""
 from tuner.store.parts import PartWriter, read_parts, read_store, recorded_gpu, write_atomically, write_parquet
 from tuner.store.paths import (
     cache_path,
+    checked_results_folder,
     gpu_slug,
     new_campaign_id,
     read_roots,
@@ -32,6 +33,7 @@ __all__ = [
     "PartWriter",
     "cache_path",
     "canonical_config",
+    "checked_results_folder",
     "complete_configs",
     "config_medians",
     "gpu_slug",

@@ -1,19 +1,42 @@
 """Where the store keeps things: results/<gpu>/<workload>/ (evaluations/, baselines/, confirmations/ parts,
-and Kernel Tuner's cache of each size and dtype beside them)."""
+and Kernel Tuner's cache of each size and dtype beside them), and the results folder a user names, checked."""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tuner import locations
+from tuner.errors import TunerError
 
 
 def results_root() -> Path:
     """The results folder of the user's project (tuner.locations.project): where campaigns write."""
     return locations.project().results
+
+
+def checked_results_folder(folder: str | Path | None, named: str, *, may_create: bool = False) -> Path | None:
+    """The results folder the user named (`named`: as what, `--results` or `results`); None where none is (the
+    project's). TunerError where it is not a folder that can be read: a typo must not read as an empty store,
+    nor a campaign store its rows somewhere unintended. `may_create`: for a campaign, which creates it."""
+    if not folder:
+        return None
+    path = Path(folder)
+    if not path.exists():
+        if may_create:
+            return path
+        raise TunerError(f"{named} {folder}: no such folder (a campaign, `tuner tune`, creates it)")
+    if not path.is_dir():
+        raise TunerError(f"{named} {folder}: not a folder")
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as e:
+        raise TunerError(f"{named} {folder}: cannot be read ({e.strerror or e})") from None
+    return path
 
 
 def read_roots(root: Path) -> list[Path]:

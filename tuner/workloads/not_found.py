@@ -11,7 +11,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from tuner import locations
-from tuner.workloads.registry import SPACE_FILE, folder_workloads
+from tuner.workloads.folders import SPACE_FILE, folder_workloads
 
 
 def unknown_workload(name: str, known: Collection[str], folder: Path) -> str:

@@ -18,7 +18,6 @@ import re
 import reprlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache, lru_cache, partial
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -30,10 +29,9 @@ import yaml
 from tuner import locations
 from tuner.errors import TunerError, one_line
 from tuner.workloads.base import Workload
+from tuner.workloads.folders import MODULE_FILE, SPACE_FILE, Found, folder_workloads
 
 ENTRY_POINT_GROUP = "gpu_tuner.workloads"
-SPACE_FILE = "space.yaml"
-MODULE_FILE = "workload.py"
 
 # the built-ins: space spaces/<name>.yaml, kernels under kernels/, Python module here
 BUILTINS = {
@@ -48,36 +46,11 @@ BUILTINS = {
 }
 
 
-@dataclass(frozen=True)
-class Found:
-    """Where one workload is defined: how to load it, and what `tuner list` shows as its origin."""
-
-    name: str
-    origin: str  # "built-in", the folder, or "package <dist> (<entry point>)"
-    space_path: Path
-    sources_within: Path
-    module: str | None = None  # an importable module defining WORKLOAD
-    module_file: Path | None = None  # its workload.py: the user's (loaded from the file), or an installed package's
-    error: str | None = None  # why it cannot be loaded (an entry point that names no package): its commands say it
-
-
 def _builtins() -> list[Found]:
     return [
         Found(name, "built-in", locations.builtin_space(name), locations.BUILTIN_ROOT, module=module)
         for name, module in BUILTINS.items()
     ]
-
-
-def folder_workloads(folder: Path) -> list[Found]:
-    """The workloads in a folder: each sub-folder holding a space.yaml."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = []
-    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and (p / SPACE_FILE).is_file()):
-        module = sub / MODULE_FILE
-        found.append(Found(sub.name, str(sub), sub / SPACE_FILE, sub, module_file=module if module.is_file() else None))
-    return found
 
 
 def _installed() -> list[Found]:

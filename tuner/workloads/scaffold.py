@@ -18,7 +18,8 @@ from pathlib import Path
 import yaml
 
 from tuner.errors import TunerError
-from tuner.workloads.registry import SPACE_FILE, taken
+from tuner.workloads.folders import SPACE_FILE
+from tuner.workloads.registry import taken
 
 
 def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None, t1: Path | None = None) -> Path:

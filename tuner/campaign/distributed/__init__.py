@@ -27,7 +27,7 @@ thread, the bookkeeping on another), liveness (heartbeats, stale and orphaned tr
 Optuna's public API is in tuner/search/optuna_private.py, and why), cache_parts (Kernel Tuner's cache, a part per
 worker), status (progress and result), launch (a whole campaign on one host), signals (how its workers stop:
 SIGTERM, the death of the `tune` that started them). The database is opened by
-tuner/campaign/storage.py; a replayed campaign measures with tuner/measure/replay.py.
+tuner/campaign/rdb_storage.py; a replayed campaign measures with tuner/measure/replay.py.
 """
 
 from tuner.campaign.distributed.cache_parts import merge_cache_parts
@@ -47,7 +47,8 @@ from tuner.campaign.distributed.study import (
     lost_trials,
 )
 from tuner.campaign.distributed.worker import measuring_process, run_worker
-from tuner.campaign.storage import default_storage, open_storage
+from tuner.campaign.rdb_storage import open_storage
+from tuner.campaign.study_storages import default_storage
 
 __all__ = [
     "Campaign",

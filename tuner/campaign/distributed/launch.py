@@ -18,8 +18,9 @@ from tuner.campaign.distributed.status import campaign_result, campaign_status
 from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
+from tuner.campaign.rdb_storage import GRACE_S, HEARTBEAT_S, redact
 from tuner.campaign.request import CampaignRequest, resolve
-from tuner.campaign.storage import GRACE_S, HEARTBEAT_S, STORAGE_ENV, redact
+from tuner.campaign.study_storages import STORAGE_ENV
 from tuner.errors import TunerError
 from tuner.formatting import readable
 from tuner.store.recording_choice import replay_gpu, unrecorded

@@ -1,6 +1,6 @@
 """Trials outlive their workers: a worker beats for the trials it holds, and every worker now and then
 fails the trials of workers that stopped beating, which Optuna's RetryFailedTrialCallback (configured on the
-storage, tuner.campaign.storage) queues again for a worker still alive."""
+storage, tuner.campaign.rdb_storage) queues again for a worker still alive."""
 
 from __future__ import annotations
 

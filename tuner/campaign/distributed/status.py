@@ -11,7 +11,8 @@ from optuna.trial import TrialState
 from tuner import store
 from tuner.campaign.distributed.study import TrialCodec, load_campaign, lost_trials, retry_of, tally_trials
 from tuner.campaign.local import CampaignResult
-from tuner.campaign.storage import SHARED_FILE, open_storage, redact, sqlite_path
+from tuner.campaign.rdb_storage import open_storage, redact, sqlite_path
+from tuner.campaign.study_storages import SHARED_FILE
 from tuner.campaign.summary import chosen_line, closing_notes
 from tuner.formatting import config_text, readable
 from tuner.measure import kt
@@ -85,7 +86,7 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
 
 def _store_beside(url: str) -> list[Path]:
     """The store whose default storage `url` is (`tune --workers` keeps its campaigns beside the store's parts:
-    tuner.campaign.storage.default_storage), if it is one."""
+    tuner.campaign.study_storages.default_storage), if it is one."""
     if not url.startswith("sqlite") or sqlite_path(url) == ":memory:":
         return []
     file = Path(sqlite_path(url))

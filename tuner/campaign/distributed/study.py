@@ -13,15 +13,9 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner import store
+from tuner.campaign.rdb_storage import GRACE_S, HEARTBEAT_S, open_storage, redact, sqlite_path
 from tuner.campaign.request import CampaignRequest, default_name, resolve
-from tuner.campaign.storage import (
-    GRACE_S,
-    HEARTBEAT_S,
-    default_storage,
-    open_storage,
-    redact,
-    sqlite_path,
-)
+from tuner.campaign.study_storages import default_storage
 from tuner.errors import TunerError
 from tuner.measure.provenance import kernel_hash
 from tuner.search import trial_kinds

@@ -1,4 +1,6 @@
-"""The campaign's database: Optuna's RDB storage (the one with heartbeats), on SQLite or a server."""
+"""An Optuna storage opened from its URL: Optuna's RDB storage (the one with heartbeats), on SQLite or a
+server, and the URL as it may be shown (without its secrets). Which storage holds which campaign's study, and
+where a results folder keeps them: tuner/campaign/study_storages.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -16,24 +17,10 @@ import sqlalchemy
 
 from tuner.errors import TunerError
 
-STORAGE_ENV = "TUNER_STORAGE"  # the storage URL, for `tuner worker` and `tuner status` without --storage
 HEARTBEAT_S = 10  # how often a measuring worker says it is alive
 GRACE_S = 60  # silence after which its trial is retried by another worker (longer than any compile stall)
 MAX_RETRY = 3
 CREATE_TRIES = 5
-
-
-SHARED_FILE = "campaigns.sqlite3"  # beside the results: the distributed campaigns' studies
-LOCAL_FILE = "optuna.sqlite3"  # in a GPU's and workload's folder: its single-process campaigns' studies
-
-
-def default_storage(root: Path) -> str:
-    return f"sqlite:///{Path(root).resolve() / SHARED_FILE}"
-
-
-def local_storage(folder: Path) -> str:
-    """The studies of the single-process campaigns whose rows go to `folder` (a GPU's and workload's)."""
-    return f"sqlite:///{Path(folder) / LOCAL_FILE}"
 
 
 def sqlite_path(url: str) -> str:

@@ -186,7 +186,7 @@ def test_the_plot_names_the_recording_without_blank_fields_and_merges_identical_
     assert labels[0] == "default = default-cold (identical runs)" and "tpe" in labels and "default" not in labels
     assert legend.get_window_extent().x0 >= ax.get_window_extent().x1 - 1  # beside the axes, over no curve
     ticks = _visible_ticks(ax.xaxis, *ax.get_xlim())
-    assert ticks == [1, 2, 5, 10, 20, 56]  # up to the budget, whole numbers
+    assert ticks == [1, 2, 3, 5, 10, 20, 30, 56]  # up to the budget, whole numbers (log_ticks, as the report's)
     assert [t.get_text() for t in ax.get_xticklabels()][-1] == "56"
 
 

@@ -124,11 +124,30 @@ def identical_groups(doc: dict) -> list[list[str]]:
     return groups
 
 
-def log_ticks(budget: int) -> list[int]:
-    """The evaluations axis' ticks: 1, 2, 5, 10, 20, 50 ... below the budget, and the budget itself, so that
-    "evaluations needed" reads off the axis up to its end."""
-    ticks = [m * 10**e for e in range(0, len(str(budget)) + 1) for m in (1, 2, 5)]
-    return [t for t in ticks if t <= budget / 1.3] + [budget]
+LOG_MANTISSAS = ((1, 1.5, 2, 3, 5, 7), (1, 2, 3, 5), (1, 2, 5), (1, 3), (1,))  # the densest first
+LOG_MARGIN = 1.15  # a log axis with margins shows this much more than its data each side
+END_GAP = 1.3  # a round tick closer than this factor below an end tick would run into its label
+
+
+def log_ticks(lo: float, hi: float, most: int = 8, end: bool = False, whole: bool = False) -> list[float]:
+    """Round ticks on a log axis from lo to hi: 1, 2, 5, 10, 20 ... or denser where the span is short (1, 2, 3,
+    5, 10 ...) or sparser where it is long (1, 3, 10, 30 ..., then decades), the densest of those that gives at
+    most `most` ticks; `whole`: whole numbers only (a count of evaluations: never 1.5). Without `end`, ticks on
+    the axis' margins too (LOG_MARGIN beyond lo and hi); with it, the axis ends at hi (an evaluation budget) and
+    hi itself is the last tick, so that "evaluations needed" reads off the axis up to its end, the round ticks
+    stopping short of it (END_GAP) so that no two labels meet. The report's axes (evaluations, times) and
+    compare-strategies' evaluations axis alike."""
+    first, last = math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1
+    low, high = (lo, hi / END_GAP) if end else (lo / LOG_MARGIN, hi * LOG_MARGIN)
+    ticks: list[float] = []
+    for mantissas in LOG_MANTISSAS:
+        # m / 10^-e, not m * 10^e, below 1: 0.3, not 0.30000000000000004
+        ticks = [m * 10.0**e if e >= 0 else m / 10.0**-e for e in range(first, last + 1) for m in mantissas]
+        ticks = [t for t in ticks if low <= t <= high and (t.is_integer() or not whole)]
+        ticks += [float(hi)] if end else []
+        if len(ticks) <= most:
+            break
+    return ticks
 
 
 def plot(doc: dict, path: Path) -> None:
@@ -140,7 +159,8 @@ def plot(doc: dict, path: Path) -> None:
 def plot_figure(doc: dict) -> Figure:
     """Each strategy's mean fraction of the optimum against unique evaluations, with its 10th-90th percentile
     band; strategies whose curves are identical drawn once, named together; the legend beside the axes; the
-    evaluations on a log axis ticked 1, 2, 5, 10 ... and at the budget."""
+    evaluations on a log axis ticked at round numbers (log_ticks: 1, 2, 5, 10 ... at the default budget) and at
+    the budget."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
@@ -169,7 +189,7 @@ def plot_figure(doc: dict) -> Figure:
     if doc["budget"] > 1:
         ax.set_xscale("log")
         ax.set_xlim(1, doc["budget"])
-        ax.xaxis.set_major_locator(FixedLocator(log_ticks(doc["budget"])))
+        ax.xaxis.set_major_locator(FixedLocator(log_ticks(1, doc["budget"], end=True, whole=True)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_minor_formatter(NullFormatter())

@@ -5,8 +5,11 @@ the best against the ceiling measured in its own campaign (the copy bandwidth, o
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from tuner.answers.selection import Selection, select
 from tuner.answers.tables import by_parameters, config_table, objective_column
 from tuner.space import format_size
 from tuner.store.schema import Degraded, collect
+from tuner.workloads import Workload
 
 CEILING_BASELINE = "copy"  # a device-to-device copy: the memory roof, measured (the other baselines are vendors')
 MAX_SIZES = 12  # convergence panels: the selected size first, then the sizes with the most evaluations
@@ -45,6 +49,7 @@ class ReportData:
     failures: pd.DataFrame  # size, status, count (failed rows only)
     failure_messages: pd.DataFrame  # status, error, count: the commonest messages per class
     roofline: pd.DataFrame  # size, metric, achieved, ceiling, reference, fraction
+    size: str = ""  # the selected size as the page names it (size_labels)
     valid_configs: int | None = None  # the space's valid configs for the dtype (None: not counted)
     no_heatmap: str = ""  # why no pair of parameters is drawn as a heat map ("" where some are)
     results_options: str = ""  # `tuner results`' options that show this page's data: --size, --dtype, --gpu
@@ -64,13 +69,14 @@ def gather(
         space = sel.workload.space
         rows = evaluations[(evaluations["gpu"] == chosen_gpu) & (evaluations["dtype"] == sel.dtype)]
         objective = objective_column(space)
-        convergence, left_out = _convergence(rows, str(sel.rows["size_vars"].iloc[0]), space.maximize)
+        label = size_labels(sel.workload)
+        convergence, left_out = _convergence(rows, str(sel.rows["size_vars"].iloc[0]), space.maximize, label)
         table = config_table(sel)
         sweeps, heatmaps, no_heatmap = _sweeps(table, list(space.params), objective, space.maximize)
         answers = [a for a in export_answers(workload, sel.dtype, root)[0] if a["gpu"] == chosen_gpu]
         answers.sort(key=_magnitude)
         baselines = store.load_baselines(workload, root)
-        failures, messages = _failures(rows)
+        failures, messages = _failures(rows, label)
     data = ReportData(
         selection=sel,
         gpu=chosen_gpu,
@@ -81,10 +87,11 @@ def gather(
         sizes_left_out=left_out,
         sweeps=sweeps,
         heatmaps=heatmaps,
-        versus=_versus(answers),
+        versus=_versus(answers, label),
         failures=failures,
         failure_messages=messages,
-        roofline=_roofline(answers, baselines, space.objective),
+        roofline=_roofline(answers, baselines, space.objective, label),
+        size=label(str(sel.rows["size"].iloc[0]), str(sel.rows["size_vars"].iloc[0])),
         valid_configs=_valid_configs(sel),
         no_heatmap=no_heatmap,
         results_options=results_options(sel, chosen_gpu, gpu is not None),
@@ -94,12 +101,75 @@ def gather(
     return data
 
 
-def size_label(size_name: str, size_vars: str) -> str:
-    """A size as people name it: its name in the space, else its variables."""
-    return size_name if size_name else format_size(json.loads(size_vars))
+SizeLabel = Callable[[str, str | dict], str]  # (a stored size's name, its variables or their JSON) -> its label
 
 
-def _convergence(rows: pd.DataFrame, selected: str, maximize: bool) -> tuple[pd.DataFrame, int]:
+def size_labels(workload: Workload) -> SizeLabel:
+    """How the page names a size, one notation throughout: its name in the space; else (a size given by its
+    variables, stored under their `k=v` spelling) the workload's own notation where the space's named sizes
+    are written in it (gemm's 1024x1024x4096 beside its named 2048x2048x2048, not m=1024,n=1024,k=4096),
+    spelled as `--size` reads it back; else its stored name, or its variables."""
+    named = workload.space.sizes
+    template = notation(workload)
+
+    def label(name: str, size_vars: str | dict) -> str:
+        values = json.loads(size_vars) if isinstance(size_vars, str) else dict(size_vars)
+        if name in named:
+            return name
+        if template is not None:
+            with contextlib.suppress(KeyError, IndexError, ValueError):
+                text = template.format(**values)
+                if _parse(workload, text) == values:
+                    return text
+        return name or format_size(values)
+
+    return label
+
+
+def notation(workload: Workload) -> str | None:
+    """The workload's size notation as a format string ("{m}x{n}x{k}" for gemm), learnt from the space's named
+    sizes written in it (a name the workload's parse_size reads back as the size's own variables) and checked
+    on the workload's parser: a size of distinct values written that way must read back as itself (so that a
+    name like 256x256x256 tells the order no less than 256x512x1024); None where no named size is written in
+    a notation, or where the named sizes do not all spell out the same way."""
+    sizes = {name: values for name, values in workload.space.sizes.items() if _parse(workload, name) == values}
+    template = next(filter(None, (_template(name, values) for name, values in sizes.items())), None)
+    if template is None:
+        return None
+    probe = {var: 1009 + 10 * i for i, var in enumerate(next(iter(sizes.values())))}
+    try:
+        if _parse(workload, template.format(**probe)) != probe:
+            return None
+        if any(template.format(**values) != name for name, values in sizes.items()):
+            return None
+    except (KeyError, IndexError, ValueError):
+        return None
+    return template
+
+
+def _template(name: str, values: dict) -> str | None:
+    """A size's name with each number in it replaced by a variable of that value, in the order the size lists
+    them ("256x512x1024" -> "{m}x{n}x{k}"), where each variable is in it once and nothing else is; else None."""
+    parts = re.split(r"(\d+)", name.replace("{", "{{").replace("}", "}}"))  # the numbers at the odd places
+    left = list(values.items())
+    for i in range(1, len(parts), 2):
+        var = next((var for var, v in left if str(v) == parts[i]), None)
+        if var is None:
+            return None
+        left = [(k, v) for k, v in left if k != var]
+        parts[i] = "{" + var + "}"
+    return "".join(parts) if not left else None
+
+
+def _parse(workload: Workload, text: str) -> dict | None:
+    """The workload's reading of a size in its own notation, None where it reads none."""
+    try:
+        return workload.parse_size(text)
+    except Exception:  # noqa: BLE001  (a notation it cannot read: the label falls back to the variables)
+        return None
+
+
+def _convergence(rows: pd.DataFrame, selected: str, maximize: bool, label: SizeLabel) -> tuple[pd.DataFrame, int]:
     """Per campaign, the best objective found after each evaluation (in the order they were stored; a failure
     counts as an evaluation and keeps the best so far)."""
     counts = rows.groupby("size_vars").size()
@@ -113,7 +183,7 @@ def _convergence(rows: pd.DataFrame, selected: str, maximize: bool) -> tuple[pd.
             out.append(
                 pd.DataFrame(
                     {
-                        "size": size_label(str(group["size"].iloc[0]), str(size_vars)),
+                        "size": label(str(group["size"].iloc[0]), str(size_vars)),
                         "campaign_id": campaign,
                         "strategy": str(group["strategy"].iloc[0]) if "strategy" in group else "",
                         "evaluation": np.arange(1, len(values) + 1),
@@ -180,15 +250,18 @@ def _valid_configs(sel: Selection) -> int | None:
 def results_options(sel: Selection, gpu: str, gpu_given: bool) -> str:
     """The options of `tuner results` (and `tuner best`) that answer from this selection's size, dtype and GPU,
     those that are not the defaults: the size where it is not the space's default (the nearest measured, where
-    that was taken), the dtype where it is not the space's first, the GPU where one was named or this machine's
-    is not the one answered from."""
+    that was taken), spelled as the page names it; the dtype where it is not the space's first; the GPU where
+    one was named or this machine's is not the one answered from."""
     space, workload = sel.workload.space, sel.workload
     options = []
     size_vars = json.loads(str(sel.rows["size_vars"].iloc[0]))
     _, default_vars = space.resolve_size(None, workload.parse_size)
     if size_vars != default_vars:
-        name = str(sel.rows["size"].iloc[0])
-        options += ["--size", name if name in space.sizes else format_size(size_vars)]
+        name = size_labels(workload)(str(sel.rows["size"].iloc[0]), size_vars)  # in the page's notation
+        options += [
+            "--size",
+            name if name in space.sizes or _parse(workload, name) == size_vars else format_size(size_vars),
+        ]
     if sel.dtype != space.resolve_dtype(None):
         options += ["--dtype", sel.dtype]
     if gpu_given or "other-gpu" in sel.fallback:
@@ -196,12 +269,12 @@ def results_options(sel: Selection, gpu: str, gpu_given: bool) -> str:
     return " ".join(shlex.quote(o) for o in options)
 
 
-def _versus(answers: list[dict]) -> pd.DataFrame:
+def _versus(answers: list[dict], label: SizeLabel) -> pd.DataFrame:
     """Per size, the tuned best (`tuner best`'s answer) against each vendor reference: the reference's time over
     the tuned time (above 1: the tuned config is faster), both medians of the same measuring process."""
     out = [
         {
-            "size": a["size"],
+            "size": label(str(a["size"]), a["size_vars"]),
             "size_vars": json.dumps(a["size_vars"], sort_keys=True),
             "baseline": name,
             "tuned_ms": a["time_ms"],
@@ -221,11 +294,11 @@ def _magnitude(answer: dict) -> tuple[float, str]:
     return float(np.sum(np.log(values))) if values else 0.0, str(answer["size"])
 
 
-def _failures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _failures(rows: pd.DataFrame, label: SizeLabel) -> tuple[pd.DataFrame, pd.DataFrame]:
     failed = rows[rows["status"] != "ok"]
     if failed.empty:
         return pd.DataFrame(columns=["size", "status", "count"]), pd.DataFrame(columns=["status", "error", "count"])
-    labels = [size_label(str(n), str(v)) for n, v in zip(failed["size"], failed["size_vars"])]
+    labels = [label(str(n), str(v)) for n, v in zip(failed["size"], failed["size_vars"])]
     by_size = failed.assign(size=labels).groupby(["size", "status"]).size().rename("count").reset_index()
     # a message's last line says what went wrong (the lines above it are the compiler's or the trace's)
     last = failed["error"].fillna("").astype(str).map(lambda e: (e.strip().splitlines() or [""])[-1][:160])
@@ -234,7 +307,7 @@ def _failures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return by_size, messages.reset_index(drop=True)
 
 
-def _roofline(answers: list[dict], baselines: pd.DataFrame, objective: str) -> pd.DataFrame:
+def _roofline(answers: list[dict], baselines: pd.DataFrame, objective: str, label: SizeLabel) -> pd.DataFrame:
     """Per size, the tuned best against a ceiling measured in the best's own campaign: its GB/s against the
     copy bandwidth where that campaign timed a copy; where the objective is a FLOP/s, against the fastest FLOP/s
     any reference reached there (e.g. cuBLAS: the fastest measured, not a data-sheet peak). Nothing else."""
@@ -252,13 +325,14 @@ def _roofline(answers: list[dict], baselines: pd.DataFrame, objective: str) -> p
         ]
         refs = {str(r["baseline"]): json.loads(r["metrics"]) for _, r in mine.sort_values("timestamp").iterrows()}
         copy = refs.get(CEILING_BASELINE, {})
+        size = label(str(a["size"]), a["size_vars"])
         for metric, achieved in a["metrics"].items():
             if metric == "GB/s" and copy.get(metric):
-                out.append((a["size"], metric, achieved, copy[metric], f"{CEILING_BASELINE} (same campaign)"))
+                out.append((size, metric, achieved, copy[metric], f"{CEILING_BASELINE} (same campaign)"))
             elif metric == objective and "FLOP/s" in metric:
                 peaks = {name: m[metric] for name, m in refs.items() if m.get(metric)}
                 if peaks:
                     name = max(peaks, key=lambda k: peaks[k])
-                    out.append((a["size"], metric, achieved, peaks[name], f"{name} (same campaign)"))
+                    out.append((size, metric, achieved, peaks[name], f"{name} (same campaign)"))
     frame = pd.DataFrame(out, columns=columns[:-1])
     return frame.assign(fraction=frame["achieved"] / frame["ceiling"]) if len(frame) else pd.DataFrame(columns=columns)

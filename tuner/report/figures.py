@@ -14,9 +14,13 @@ from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.font_manager import FontProperties
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.lines import Line2D
+from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
+from tuner.answers.compare_report import log_ticks
 from tuner.formatting import readable
 
 FAILURE_COLORS = {
@@ -44,11 +48,13 @@ def to_uri(fig: MplFigure) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _grid(count: int, columns: int = 3, width: float = 4.2, height: float = 3.2) -> tuple[MplFigure, list[Axes]]:
-    """A figure of `count` panels, `columns` to a row."""
+def _grid(
+    count: int, columns: int = 3, width: float = 4.2, height: float = 3.2, wspace: float = 0.02
+) -> tuple[MplFigure, list[Axes]]:
+    """A figure of `count` panels, `columns` to a row, `wspace` (of a panel's width) between the columns."""
     cols = min(columns, count)
     rows = math.ceil(count / cols)
-    fig = MplFigure(figsize=(width * cols, height * rows), layout="constrained")
+    fig = MplFigure(figsize=(width * cols, height * rows), layout=ConstrainedLayoutEngine(wspace=wspace))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[count:]:
         ax.set_visible(False)
@@ -63,7 +69,7 @@ def integer_ticks(axis: Axis, most: float) -> None:
     """Ticks at whole numbers only (a count, up to `most`): 1, 2, 3 ..., never 2.5; on a log axis 1, 3, 10, 30 ...
     (or decades), spaced so that their labels do not run together."""
     if axis.get_scale() == "log":
-        axis.set_major_locator(FixedLocator(log_ticks(1, most, most=6)))
+        axis.set_major_locator(FixedLocator(log_ticks(1, most, most=6, whole=True)))
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
         axis.set_minor_formatter(NullFormatter())
     else:
@@ -84,18 +90,6 @@ def log_if_wide(ax: Axes, values: pd.Series, maximize: bool) -> bool:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda t, _: readable(float(t))))
     ax.yaxis.set_minor_formatter(NullFormatter())
     return True
-
-
-def log_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
-    """Round ticks between lo and hi on a log axis (1, 2, 5, 10 ... or denser where the span is short), at least
-    3 where any mantissa gives them, at most `most`."""
-    first, last = math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1
-    for mantissas in ((1, 1.5, 2, 3, 5, 7), (1, 2, 3, 5), (1, 2, 5), (1, 3), (1,)):
-        ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
-        ticks = [t for t in ticks if lo / 1.15 <= t <= hi * 1.15]  # the axis margins show a little more
-        if len(ticks) <= most:
-            return ticks
-    return ticks
 
 
 def campaign_styles(count: int, color: str) -> list[dict]:
@@ -169,26 +163,80 @@ def sweeps(tables: dict[str, pd.DataFrame], objective: str) -> MplFigure:
     return fig
 
 
-def heatmaps(grids: dict[tuple[str, str], pd.DataFrame], objective: str, maximize: bool) -> MplFigure:
-    """One panel per parameter pair: the best objective over both, brighter is better; blank where no
-    configuration of that pair succeeded."""
-    fig, axes = _grid(len(grids), columns=2, width=5.2, height=4.0)
+CELL_FONT = (7.0, 10.0)  # points: the smallest text in a heat map's cell that still reads, and the largest used
+
+
+def text_width(text: str, size: float) -> float:
+    """The width of `text` in points at font size `size`, in the font the figures draw with."""
+    width, _, _ = TextToPath().get_text_width_height_descent(text, FontProperties(size=size), ismath=False)
+    return float(width)
+
+
+def cell_font(fig: MplFigure, ax: Axes, cells: np.ma.MaskedArray) -> float:
+    """The largest font size, up to CELL_FONT's largest, at which every value of a placed heat map fits its
+    cell (its width with a margin each side, its height with room above and below); 0 for a map with no value."""
+    labels = [readable(float(v)) for v in cells.compressed()]
+    if not labels:
+        return 0.0
+    box = ax.get_window_extent()
+    points = 72 / fig.dpi
+    width, height = box.width * points / cells.shape[1], box.height * points / cells.shape[0]
+    widest = max(text_width(label, 1.0) for label in labels)  # points per point of font size
+    return min(CELL_FONT[1], 0.8 * width / widest, 0.55 * height)
+
+
+TICK_FONT = 8.0  # points: the tick labels of a heat map's values
+
+
+def cell_ticks(fig: MplFigure, ax: Axes, across: list[str], down: list[str]) -> None:
+    """A placed heat map's tick labels, one per column and row where they fit: the columns' turned upright where
+    the widest is wider than its cell, and where even so (or a row's) a line is taller than its cell, every
+    second (third ...) value labelled, so that no two labels run together."""
+    box = ax.get_window_extent()
+    points = 72 / fig.dpi
+    width, height = box.width * points / len(across), box.height * points / len(down)
+    line = 1.3 * TICK_FONT  # a label's height with the room between two
+    upright = max(text_width(label, TICK_FONT) for label in across) + 2 > width
+    step = math.ceil(line / width) if upright else 1
+    ax.set_xticks(range(0, len(across), step), across[::step], fontsize=TICK_FONT, rotation=90 if upright else 0)
+    step = math.ceil(line / height)
+    ax.set_yticks(range(0, len(down), step), down[::step], fontsize=TICK_FONT)
+
+
+def heatmaps(
+    grids: dict[tuple[str, str], pd.DataFrame], objective: str, maximize: bool
+) -> tuple[MplFigure, list[tuple[str, str]]]:
+    """One panel per parameter pair: the best objective over both, brighter is better, its colour bar beside
+    it; blank where no configuration of that pair succeeded. The values are written in the cells, all at one
+    size (the largest at which each fits its cell, CELL_FONT at most), in every map whose cells hold them at
+    CELL_FONT's smallest or more; returns the figure and the pairs whose cells are too small for them, whose
+    values are read off the colour bar."""
+    # room between the columns: a colour bar's label would otherwise sit against the next map's axis label
+    fig, axes = _grid(len(grids), columns=2, width=5.6, height=4.0, wspace=0.08)
+    panels = []
     for ax, ((down, across), grid) in zip(axes, grids.items()):
         cells = np.ma.masked_invalid(grid.to_numpy(dtype=float))
         image = ax.imshow(cells, cmap="viridis" if maximize else "viridis_r", aspect="auto")
-        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns], fontsize=8)
-        ax.set_yticks(range(grid.shape[0]), [str(i) for i in grid.index], fontsize=8)
         ax.set_xlabel(across)
         ax.set_ylabel(down)
-        if cells.size <= 64:
-            for (i, j), value in np.ndenumerate(cells.filled(np.nan)):
-                if np.isfinite(value):
-                    shade = float(np.asarray(image.norm(value)))  # 0..1 along the map; viridis is light at its top
-                    bright = shade > 0.6 if maximize else shade < 0.4
-                    color = "black" if bright else "white"
-                    ax.text(j, i, readable(float(value)), ha="center", va="center", fontsize=6, color=color)
         fig.colorbar(image, ax=ax, label=f"best {objective}")
-    return fig
+        panels.append((ax, image, cells, [str(c) for c in grid.columns], [str(i) for i in grid.index]))
+    fig.draw_without_rendering()  # the panels placed: how much room each cell gives its axis' labels
+    for ax, _, _, across_values, down_values in panels:
+        cell_ticks(fig, ax, across_values, down_values)
+    fig.draw_without_rendering()  # placed again, as they will be saved: their cells' size in points
+    fits = [cell_font(fig, ax, cells) for ax, _, cells, _, _ in panels]
+    size = min((f for f in fits if f >= CELL_FONT[0]), default=CELL_FONT[0])
+    for (ax, image, cells, _, _), fit in zip(panels, fits):
+        if fit < CELL_FONT[0]:
+            continue
+        for (i, j), value in np.ndenumerate(cells.filled(np.nan)):
+            if np.isfinite(value):
+                shade = float(np.asarray(image.norm(value)))  # 0..1 along the map; viridis is light at its top
+                bright = shade > 0.6 if maximize else shade < 0.4
+                color = "black" if bright else "white"
+                ax.text(j, i, readable(float(value)), ha="center", va="center", fontsize=size, color=color)
+    return fig, [pair for pair, fit in zip(grids, fits) if fit < CELL_FONT[0]]
 
 
 def versus(frame: pd.DataFrame) -> MplFigure:
@@ -227,19 +275,53 @@ def failures(frame: pd.DataFrame) -> MplFigure:
 
 
 def roofline(frame: pd.DataFrame) -> MplFigure:
-    """Per size and metric, the tuned best as a fraction of the ceiling measured in its campaign."""
+    """Per size and metric, the tuned best as a fraction of the ceiling measured in its campaign, each bar
+    labelled with its figures (bar_labels)."""
     labels = [f"{s} ({m})" for s, m in zip(frame["size"], frame["metric"])]
     fig = MplFigure(figsize=(7.5, max(2.2, 0.4 * len(frame) + 1.2)), layout="constrained")
     ax = fig.subplots()
     y = np.arange(len(frame))
-    ax.barh(y, 100 * frame["fraction"].astype(float), color="C2")
+    percent = 100 * frame["fraction"].astype(float).to_numpy()
+    ax.barh(y, percent, color="C2")
     ax.axvline(100, color="black", linewidth=0.8, linestyle="--")
-    rows = zip(frame["achieved"], frame["ceiling"], frame["metric"], frame["reference"])
-    for i, (achieved, ceiling, metric, reference) in enumerate(rows):
-        text = f"{readable(float(achieved))} / {readable(float(ceiling))} {metric}, {str(reference).split(' ')[0]}"
-        ax.text(2, i, text, va="center", fontsize=7, color="white")
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_ylim(len(frame) - 0.5, -0.5)  # in the order of the sizes, small at the top
     ax.set_xlabel("tuned best, % of the measured ceiling")
     ax.grid(axis="x", alpha=0.3)
+    rows = zip(frame["achieved"], frame["ceiling"], frame["metric"], frame["reference"])
+    texts = [f"{readable(float(a))} / {readable(float(c))} {m}, {str(r).split(' ')[0]}" for a, c, m, r in rows]
+    bar_labels(ax, percent, texts)
     return fig
+
+
+BAR_LABEL_PAD = 4.0  # points between a bar's label and the bar's start or end
+
+
+def bar_labels(ax: Axes, lengths: np.ndarray, texts: list[str], fontsize: float = 8) -> None:
+    """Label horizontal bars (from 0, at y = 0, 1, ...): inside its bar, in white from its start, where the bar
+    is long enough to hold the label; else just past the bar's end, in black on a white ground (over grid
+    lines and the 100% line), the x axis widened where it must be so that no label runs past the axes."""
+    fig = ax.get_figure(root=True)
+    assert isinstance(fig, MplFigure)
+    fig.draw_without_rendering()  # the axes placed as they will be saved: its width in points
+    span = ax.get_window_extent().width * 72 / fig.dpi
+    widths = np.array([text_width(t, fontsize) + 2 * BAR_LABEL_PAD for t in texts])  # points, pads included
+    lengths = np.nan_to_num(np.asarray(lengths, dtype=float))
+    high = ax.get_xlim()[1]
+    for _ in range(5):  # the axis' end decides which labels fit inside their bars, and the others move its end
+        inside = lengths * span / high >= widths
+        # an outer label ends at its bar's end plus its width, which must lie within the axes (with a margin)
+        room = np.maximum(1 - widths / span, 0.2)
+        wanted = max([high, *(1.02 * lengths[~inside] / room[~inside])])
+        if wanted <= high:
+            break
+        high = wanted
+    inside = lengths * span / high >= widths
+    ax.set_xlim(0, high)
+    pad = BAR_LABEL_PAD * high / span  # points in data units
+    for i, (length, text, fits) in enumerate(zip(lengths, texts, inside)):
+        if fits:
+            ax.text(pad, i, text, va="center", ha="left", fontsize=fontsize, color="white")
+        else:
+            ground = {"facecolor": "white", "edgecolor": "none", "pad": 1.0, "alpha": 0.85}
+            ax.text(length + pad, i, text, va="center", ha="left", fontsize=fontsize, color="black", bbox=ground)

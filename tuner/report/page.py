@@ -82,7 +82,7 @@ def _convergence(data: ReportData) -> Section:
 
 def _sweeps(data: ReportData) -> Section:
     sel = data.selection
-    s = Section("sweeps", f"Sweeps at {sel.rows['size'].iloc[0]}")
+    s = Section("sweeps", f"Sweeps at {data.size}")
     if not data.sweeps:
         s.empty = "No parameter took more than one value in the successful measurements of this size."
         return s
@@ -117,17 +117,29 @@ def _sweeps(data: ReportData) -> Section:
         )
     )
     if data.heatmaps:
+        fig, bare = figures.heatmaps(data.heatmaps, data.objective, data.maximize)
         s.figures.append(
             _figure(
                 "heatmaps",
                 f"The best {data.objective} over two parameters, for the {len(data.heatmaps)} pair(s) whose "
-                "cells differ most; blank: no configuration of that pair succeeded or none was measured.",
-                figures.heatmaps(data.heatmaps, data.objective, data.maximize),
+                "cells differ most; blank: no configuration of that pair succeeded or none was measured."
+                + _bare_maps(bare, len(data.heatmaps)),
+                fig,
             )
         )
     elif data.no_heatmap:
         s.notes.append(data.no_heatmap)
     return s
+
+
+def _bare_maps(bare: list[tuple[str, str]], drawn: int) -> str:
+    """The caption's word on the heat maps whose cells are too small to write their values in."""
+    if not bare:
+        return ""
+    if len(bare) == drawn:
+        return " The cells are too small to write the values in: read them off the colour bars."
+    pairs = ", ".join(f"{down} by {across}" for down, across in bare)
+    return f" The cells of {pairs} are too small to write the values in: read them off the colour bar."
 
 
 def _coverage(configs: int, valid: int) -> str:
@@ -260,7 +272,7 @@ def _degraded(data: ReportData) -> list[str]:
 def render(data: ReportData, parts: list[Section]) -> str:
     """The whole page."""
     sel = data.selection
-    title = f"{sel.workload.name} {sel.rows['size'].iloc[0]} {sel.dtype} on {data.gpu}"
+    title = f"{sel.workload.name} {data.size} {sel.dtype} on {data.gpu}"
     notes = list(data.notes)
     out = [
         "<!DOCTYPE html>",

@@ -161,7 +161,14 @@ def test_t4_export_validates_against_kernel_tuners_schema(tmp_path):
 def test_kt_cache_export_is_the_stores_cache(tmp_path, capsys):
     assert main(["export", "floyd-warshall-small", "--format", "kt-cache", "--gpu", H100]) == 0
     text = capsys.readouterr().out
-    assert text == find_recording(ROOT, "floyd-warshall-small", "5k", "int32", H100).read_text() + "\n"
+    recorded = find_recording(ROOT, "floyd-warshall-small", "5k", "int32", H100).read_text()
+    # the recording's header and entries, line for line; the header says also what it is of and was measured on
+    exported = json.loads(text)
+    assert {k: v for k, v in exported.items() if k not in ("workload", "size", "dtype", "environment")} == json.loads(
+        recorded
+    )
+    assert (exported["workload"], exported["size"], exported["dtype"]) == ("floyd-warshall-small", "5k", "int32")
+    assert text.endswith(recorded[recorded.index('"cache": {') :] + "\n")
     assert main(["export", "reduction", "--format", "t4", "--size", "n=1000"]) == 2  # never recorded
     assert "export a recorded size" in capsys.readouterr().err
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from tuner.errors import TunerError
+from tuner.formatting import readable
 
 RECORDING_FORMATS = ("t4", "kt-cache")  # one (GPU, size, dtype), every config
 FORMATS = ("json", "yaml", "header", *RECORDING_FORMATS)
@@ -17,6 +18,64 @@ FORMATS = ("json", "yaml", "header", *RECORDING_FORMATS)
 
 def _macro(text: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", str(text).upper()).strip("_")
+
+
+def _one_macro_each(workload: str, answers: list[dict]) -> None:
+    """Refuse a header in which two names would be one macro (`1k` and `1K` are TUNER_SIZE_1K, parameters
+    `a__b` and `a_b` are W_A_B): the preprocessor would take the first #if that matches, or the last #define,
+    and give the wrong config without a word. The names are the space's, which may differ in case alone."""
+    w = _macro(workload)
+    families = (  # what is named, the option that exports one of them alone, its macro
+        ("GPUs", "--gpu", "gpu", lambda n: f"TUNER_GPU_{_macro(n)}"),
+        ("sizes", "--size", "size", lambda n: f"TUNER_SIZE_{_macro(n)}"),
+        ("dtypes", "--dtype", "dtype", lambda n: f"TUNER_DTYPE_{_macro(n)}"),
+        ("parameters", None, "config", lambda n: f"{w}_{_macro(n)}"),
+    )
+    clashes, options = [], []
+    for what, option, key, macro in families:
+        names = {str(n) for a in answers for n in (a[key] if key == "config" else [a[key]])}
+        by_macro: dict[str, list[str]] = {}
+        for name in sorted(names):
+            by_macro.setdefault(macro(name), []).append(name)
+        for m, same in by_macro.items():
+            if len(same) > 1:
+                clashes.append(
+                    f"{what} {' and '.join(map(repr, same))} {'both' if len(same) == 2 else 'all'} become {m}"
+                )
+                options += [option] if option and option not in options else []
+    if clashes:
+        alone = f"export them one at a time ({', '.join(options)}) or " if options else ""
+        raise TunerError(
+            f"cannot write {workload}'s C header: {'; '.join(clashes)} (macros are upper case, with _ for any other "
+            f"character); {alone}use --format json or yaml, which keep them apart"
+        )
+
+
+def _measured(answer: dict) -> str:
+    """The answer's figures for a header's comment: `time 21.43 ms`, or `GB/s 1234, time 0.5312 ms`."""
+    time = f"time {readable(answer['time_ms'])} ms"
+    return time if answer["objective"] == "time" else f"{answer['objective']} {readable(answer['value'])}, {time}"
+
+
+def of_earlier_source(answer: dict) -> bool:
+    """Whether `answer` was measured only with an earlier version of its kernel source (`kernel_source.current`
+    false: tuner.answers.selection answers from those rows where the source as it is now has none)."""
+    return (answer.get("kernel_source") or {}).get("current") is False
+
+
+def export_notes(answers: list[dict]) -> list[str]:
+    """What an export of `answers` should tell its user once, beside the file: how many of its configs were
+    measured with an earlier version of the kernel source (each answer says so in its own notes)."""
+    stale = [a for a in answers if of_earlier_source(a)]
+    if not stale:
+        return []
+    # a few are named, so that the user knows what to tune again; many are listed by --json
+    which = [f"{a['gpu']} {a['size']} {a['dtype']}" for a in stale]
+    named = f" ({', '.join(which)})" if len(stale) <= 3 else ""
+    return [
+        f"{len(stale)} of {len(answers)} configs were measured with an earlier version of the kernel source"
+        f"{named}: tune again to refresh them"
+    ]
 
 
 def render(workload: str, answers: list[dict], fmt: str, degraded: dict | None = None) -> str:
@@ -64,7 +123,14 @@ def recording_text(
     outside: list[str] = []
     kernel = sel.kernel["hash"] if sel.kernel and sel.kernel["current"] else None
     doc = store_cache_doc(
-        workload, str(row["size"]), sel.dtype, str(row["gpu"]), root, outside=outside, kernel_hash=kernel
+        workload,
+        str(row["size"]),
+        sel.dtype,
+        str(row["gpu"]),
+        root,
+        outside=outside,
+        kernel_hash=kernel,
+        described=True,
     )
     text = cache_text(doc) + "\n" if fmt == "kt-cache" else json.dumps(t4_results(doc), indent=1) + "\n"
     about = {"gpu": doc["device_name"], "size": str(row["size"]), "dtype": sel.dtype, "configs": len(doc["cache"])}
@@ -79,7 +145,9 @@ def recording_text(
 
 def _header(workload: str, answers: list[dict]) -> str:
     """One guarded block per (GPU, size, dtype): define TUNER_GPU_<gpu>, TUNER_SIZE_<size> and
-    TUNER_DTYPE_<dtype> before including, and read <WORKLOAD>_<PARAM>; TUNER_<WORKLOAD>_FOUND says a block matched."""
+    TUNER_DTYPE_<dtype> before including, and read <WORKLOAD>_<PARAM>; TUNER_<WORKLOAD>_FOUND says a block matched.
+    Names that would be one macro are refused (_one_macro_each)."""
+    _one_macro_each(workload, answers)
     w = _macro(workload)
     guard = f"TUNER_{w}_CONFIG_H"
     selections = [
@@ -103,7 +171,9 @@ def _header(workload: str, answers: list[dict]) -> str:
         f" * then read {w}_<PARAMETER>; TUNER_{w}_FOUND is defined where the selection matched one of",
         " * (TUNER_GPU_ TUNER_SIZE_ TUNER_DTYPE_):",
         *selections,
-        " * Define TUNER_REQUIRE_CONFIG to make a selection that matches none a compile error. */",
+        " * Define TUNER_REQUIRE_CONFIG to make a selection that matches none a compile error.",
+        *[f" * Note: {note}." for note in export_notes(answers)],
+        " */",
         f"#ifndef {guard}",
         f"#define {guard}",
         "",
@@ -118,11 +188,10 @@ def _header(workload: str, answers: list[dict]) -> str:
             ]
         )
         prov = a.get("provenance", {})
-        stale = (a.get("kernel_source") or {}).get("current") is False  # the answer's note, said here too
         lines.append(
-            f"/* {a['gpu']}, {a['size']} {a['dtype']}: {a['value']:.6g} {a['objective']}, "
-            f"{a['time_ms']:.6g} ms; commit {prov.get('git_commit', '?')}, campaign {prov.get('campaign_id', '?')}"
-            + ("; measured with an earlier version of the kernel source" if stale else "")
+            f"/* {a['gpu']}, {a['size']} {a['dtype']}: {_measured(a)}; "
+            f"commit {prov.get('git_commit', '?')}, campaign {prov.get('campaign_id', '?')}"
+            + ("; measured with an earlier version of the kernel source" if of_earlier_source(a) else "")
             + " */"
         )
         lines.append(f"#{'if' if first else 'elif'} {cond}")

@@ -6,13 +6,17 @@ import argparse
 import json
 import sys
 
+from rich.markup import escape
+
 from tuner.cli.common import (
     add_allow_degraded,
     console,
     degraded_status,
+    err_console,
     not_found_in_degraded_store,
     write_text,
 )
+from tuner.errors import TunerError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     s.add_argument(
         "--size",
-        help="json, yaml, header: only this size (default: every measured size); "
-        "t4, kt-cache: the recorded size (default: the space's default size)",
+        action="append",  # as `tuner baseline --size`: one file for the sizes a build needs
+        help="json, yaml, header: only this size, repeated for several (default: every measured size); "
+        "t4, kt-cache: the recorded size, one (default: the space's default size)",
     )
     s.add_argument(
         "--gpu",
@@ -46,31 +51,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Write the export to --output, or to stdout."""
-    from tuner.answers.best_config import export_answers
-    from tuner.answers.export import render
+    """Write the export to --output, or to stdout; what the user should know of it (configs measured with an
+    earlier kernel source) on stderr, or in the --json summary."""
+    from tuner.answers.export import export_notes, render
     from tuner.answers.selection import DegradedStoreError
 
+    sizes = list(dict.fromkeys(args.size or [None]))  # a size given twice is exported once
     if args.format in ("t4", "kt-cache"):  # one recorded space in Kernel Tuner's own files
         from tuner.cli.export_recording import command as export_recording
 
-        return export_recording(args)
+        if len(sizes) > 1:
+            raise TunerError(
+                f"--format {args.format} writes one recorded size, and {len(sizes)} were given "
+                f"({', '.join(map(str, sizes))}): export each to its own file"
+            )
+        return export_recording(argparse.Namespace(**{**vars(args), "size": sizes[0]}))
     try:
-        answers, degraded = export_answers(args.workload, args.dtype, args.results, size=args.size, gpu=args.gpu)
+        answers, left_out = _answers(args, sizes)
     except DegradedStoreError as e:
         return not_found_in_degraded_store(e, args.allow_degraded)
-    left_out = degraded.as_dict() if degraded else None
     text = render(args.workload, answers, args.format, left_out)
+    notes = export_notes(answers)
     if args.json:  # what was written, for scripts: the export itself goes to -o (or into the summary)
         if args.output:
             write_text(args.output, text)
         summary = {"workload": args.workload, "format": args.format, "output": args.output}
         summary["configurations"] = len(answers)
-        summary["answers"] = [{k: a.get(k) for k in ("gpu", "size", "dtype", "fallback")} for a in answers]
+        summary["answers"] = [
+            {k: a.get(k) for k in ("gpu", "size", "dtype", "fallback", "kernel_source", "notes")} for a in answers
+        ]
+        summary["notes"] = notes
         print(json.dumps({**summary, **({} if args.output else {"text": text}), "degraded": left_out}, indent=2))
-    elif args.output:
+        return degraded_status(left_out, args.allow_degraded)
+    for note in notes:  # beside a file on stdout, or before the line that says it was written
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    if args.output:
         write_text(args.output, text)
         console.print(f"wrote {len(answers)} configuration(s) to {args.output}", highlight=False)
     else:
         sys.stdout.write(text)
     return degraded_status(left_out, args.allow_degraded)
+
+
+def _answers(args: argparse.Namespace, sizes: list[str | None]) -> tuple[list[dict], dict | None]:
+    """The answers of each size asked for (None: every measured size), each (GPU, size, dtype) once where two
+    spellings name one size, and what the store left out (Degraded.as_dict(), None where nothing)."""
+    from tuner.answers.best_config import export_answers
+    from tuner.store.schema import Degraded
+
+    answers: dict[tuple, dict] = {}
+    degraded = Degraded()
+    for size in sizes:
+        found, left_out = export_answers(args.workload, args.dtype, args.results, size=size, gpu=args.gpu)
+        degraded.merge(left_out)
+        for a in found:
+            answers.setdefault((a["gpu"], json.dumps(a["size_vars"], sort_keys=True), a["dtype"]), a)
+    return list(answers.values()), degraded.as_dict() if degraded else None

@@ -6,7 +6,9 @@ Tuner writes it (the parameters, `time` and `times`, the compile, verification a
 metrics, the timestamp; a failure as its error class), with the store's rule for the figures: a config's `time`
 is the median of its launches, the time every answer ranks by, so a plain Kernel Tuner replay of the file picks
 what `tuner best` picks. `write_cache` lays it out as Kernel Tuner does; `t4_results` turns a cache into a T4
-results document through Kernel Tuner's own writer (kernel_tuner.file_utils.get_t4_results).
+results document through Kernel Tuner's own writer (kernel_tuner.file_utils.get_t4_results), its metadata saying
+what the configs were measured on. An exported cache (`described`) says it in its header too: Kernel Tuner's
+readers, and ours, pass over header keys they do not know.
 
 In: `read_recording` reads any complete Kernel Tuner cache (`.json`, `.json.gz`, closed or left open by an
 interrupted run) or T4 results file into one `FileRecording`: the parameters, each config's objective value
@@ -91,6 +93,32 @@ def _entry_rows(rows: pd.DataFrame, maximize: bool) -> list[dict]:
     return chosen.iloc[chosen["config"].map(first_seen).argsort(kind="stable")].to_dict("records")
 
 
+# What a row says it was measured on and with, by the store's column: the device (`gpu` is the CPU's model for
+# host code) and the Python packages, as T4's environment names them (`device_query`, `requirements`)
+DEVICE_QUERY = ("gpu", "compute_capability", "driver", "cuda", "backend", "cpu_threads", "cpu_cores", "compiler")
+REQUIREMENTS = {"gpu-tuner": "package_version", "kernel_tuner": "kernel_tuner_version", "optuna": "optuna_version"}
+
+
+def _distinct(rows: pd.DataFrame, column: str) -> list[str]:
+    if column not in rows:
+        return []
+    values = {str(v) for v in rows[column].dropna()}
+    return sorted(values - {"", "nan", "None", "<NA>"})
+
+
+def environment(rows: pd.DataFrame) -> dict:
+    """What `rows` were measured on and with, in the terms of T4's metadata schema: `device_query` (the GPU,
+    its compute capability, driver, CUDA, backend; a CPU's cores and compiler), each field's value, or its
+    values where the rows differ (campaigns on several drivers), and `requirements` (`kernel_tuner==1.5.0`)."""
+    query = {}
+    for column in DEVICE_QUERY:
+        values = _distinct(rows, column)
+        if values:  # a GPU has no compiler field, a CPU no driver: left out, not empty
+            query[column] = values[0] if len(values) == 1 else values
+    requirements = [f"{name}=={v}" for name, column in REQUIREMENTS.items() for v in _distinct(rows, column)]
+    return {"device_query": query, "requirements": requirements}
+
+
 def problem_size(size_vars: dict) -> list | str:
     """The size's variables as Kernel Tuner's problem size (numbers), else "callable" as it writes then."""
     values = list(size_vars.values())
@@ -106,6 +134,7 @@ def store_cache_doc(
     rows: pd.DataFrame | None = None,
     outside: list[str] | None = None,
     kernel_hash: str | None = None,
+    described: bool = False,
 ) -> dict:
     """The Kernel Tuner cache of one recorded (GPU, size, dtype), from the store's rows as `tuner best` reads
     them (times taken the current way; every failure). The parameters are those the rows were recorded with
@@ -114,7 +143,9 @@ def store_cache_doc(
     parameters no longer list (recorded under a wider space) are left out, so that every entry is a config of
     the header's `tune_params`; their configs are added to `outside` where given. `kernel_hash`: only the rows
     measured with that kernel source (`tuner export` of a size the current source has rows of, as `tuner best`
-    answers from them)."""
+    answers from them). `described` (an exported file): the header says also the workload, the size's name, the
+    dtype (a cache of int32 and one of float32 are otherwise alike) and the `environment` of its rows; the
+    recordings replays derive leave it out, as Kernel Tuner writes them."""
     space = get_workload(workload).space
     raw = read_parts(f"*/{workload}/evaluations/*.parquet", Path(root or results_root())) if rows is None else rows
     if raw.empty:
@@ -145,20 +176,23 @@ def store_cache_doc(
         raise TunerError(
             f"no config stored for {workload} {size_name} {dtype} on {gpu} lies within the space's parameters"
         )
-    return {
+    header = {
         "device_name": gpu,
         "kernel_name": space.kernel_name,
         "problem_size": problem_size(size_vars),
         "tune_params_keys": keys,
         "tune_params": {k: list(space.params[k]) for k in keys},
         "objective": [space.objective],
-        "cache": cache,
     }
+    if described:
+        header.update(workload=workload, size=size_name, dtype=dtype, environment=environment(rows_now))
+    return {**header, "cache": cache}
 
 
 def cache_text(doc: dict) -> str:
     """Kernel Tuner's layout: the header, then one entry a line, closed (as its close_cache leaves it)."""
-    text = json.dumps({**doc, "cache": {}}, cls=util.NpEncoder, indent="")[:-3]
+    header = {k: v for k, v in doc.items() if k != "cache"}  # the cache last, whatever the order given
+    text = json.dumps({**header, "cache": {}}, cls=util.NpEncoder, indent="")[:-3]
     text += "".join("\n" + json.dumps({k: v}, cls=util.NpEncoder)[1:-1] + "," for k, v in doc["cache"].items())
     return text[:-1] + "}\n}" if doc["cache"] else text + "}\n}"
 
@@ -168,8 +202,22 @@ def write_cache(path: Path, doc: dict) -> None:
     write_text_atomically(path, cache_text(doc))
 
 
+def t4_metadata(doc: dict) -> dict:
+    """What a T4 results file says beside its results, from a cache document: the device (`device`, which
+    read_recording reads back), kernel and problem size of every cache's header; the workload, size and dtype
+    of a `described` one; and `hardware` and `environment` as T4's metadata schema lays them out."""
+    meta = {"device": doc["device_name"], "kernel": doc["kernel_name"], "problem_size": doc["problem_size"]}
+    meta.update({k: doc[k] for k in ("workload", "size", "dtype") if k in doc})
+    # lshw's words for a device (T4's hardware_description is "e.g. lshw on Linux"); the OS was not recorded
+    meta["hardware"] = {"hardware_description": [{"product": doc["device_name"]}]}
+    if "environment" in doc:
+        meta["environment"] = doc["environment"]
+    return meta
+
+
 def t4_results(doc: dict) -> dict:
-    """A cache document as Kernel Tuner's T4 results file, written by Kernel Tuner's own get_t4_results."""
+    """A cache document as Kernel Tuner's T4 results file, written by Kernel Tuner's own get_t4_results, with
+    the metadata of t4_metadata beside its time unit."""
     from kernel_tuner.file_utils import get_t4_results
 
     errors = {name: getattr(util, name)() for name in KT_ERROR_NAMES}
@@ -182,6 +230,7 @@ def t4_results(doc: dict) -> dict:
     out = get_t4_results(results, doc["tune_params"], objective=doc["objective"][0])
     for result in out["results"]:  # the failure itself is the T4 result's invalidity, not a measurement
         result["measurements"] = [m for m in result["measurements"] if m["name"] != "__error__"]
+    out["metadata"] = {**out.get("metadata", {}), **t4_metadata(doc)}
     return json.loads(json.dumps(out, cls=util.NpEncoder))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -212,3 +213,23 @@ def test_a_headers_comment_says_the_objective_once_readably(saxpy, capsys):
     _write([_row(A, 1000.0)])
     code, out, _ = _cli(capsys, "export", "saxpy", "--format", "header")
     assert code == 0 and f"/* {GPU}, small float32: GB/s 1000, time 0.01258 ms; commit abc1234" in out
+
+
+def test_a_name_holding_a_comments_end_does_not_end_the_headers_comment(saxpy, capsys, tmp_path):
+    """A size named `a*/b` (the schema allows it) is written into the header's comments: it must not close them
+    early and leave the rest of the line to the compiler."""
+    _space_with(saxpy, sizes="  'a*/b': {n: 1000}\n")
+    _write([_named(_row(A, 100.0, size={"n": 1000}), "a*/b")])
+    code, out, _ = _cli(capsys, "export", "saxpy", "--format", "header")
+    assert code == 0 and "a*/b" not in out and "a* /b" in out
+    header = tmp_path / "saxpy.h"
+    header.write_text(out)
+    program = tmp_path / "use.c"
+    program.write_text('#define TUNER_REQUIRE_CONFIG\n#define TUNER_GPU_NVIDIA_H100_80GB_HBM3\n#define TUNER_SIZE_A_B\n'
+                       '#define TUNER_DTYPE_FLOAT32\n#include "saxpy.h"\nint main(void) { return SAXPY_WPT; }\n')
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    done = subprocess.run([compiler, "-std=c99", "-Werror", "-c", str(program), "-o", str(tmp_path / "use.o")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -172,7 +172,7 @@ def _header(workload: str, answers: list[dict]) -> str:
         " * (TUNER_GPU_ TUNER_SIZE_ TUNER_DTYPE_):",
         *selections,
         " * Define TUNER_REQUIRE_CONFIG to make a selection that matches none a compile error.",
-        *[f" * Note: {note}." for note in export_notes(answers)],
+        *[f" * Note: {_in_comment(note)}." for note in export_notes(answers)],
         " */",
         f"#ifndef {guard}",
         f"#define {guard}",
@@ -188,12 +188,12 @@ def _header(workload: str, answers: list[dict]) -> str:
             ]
         )
         prov = a.get("provenance", {})
-        lines.append(
-            f"/* {a['gpu']}, {a['size']} {a['dtype']}: {_measured(a)}; "
+        said = (
+            f"{a['gpu']}, {a['size']} {a['dtype']}: {_measured(a)}; "
             f"commit {prov.get('git_commit', '?')}, campaign {prov.get('campaign_id', '?')}"
             + ("; measured with an earlier version of the kernel source" if of_earlier_source(a) else "")
-            + " */"
         )
+        lines.append(f"/* {_in_comment(said)} */")
         lines.append(f"#{'if' if first else 'elif'} {cond}")
         lines.append(f"#define TUNER_{w}_FOUND 1")
         for k, v in a["config"].items():
@@ -212,3 +212,9 @@ def _header(workload: str, answers: list[dict]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _in_comment(text: str) -> str:
+    """`text` safe inside a C block comment: a name holding `*/` (a size or GPU name; the schema allows it)
+    would end the comment early and leave the rest of the line as code."""
+    return text.replace("*/", "* /")

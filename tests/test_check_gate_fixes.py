@@ -1,5 +1,5 @@
 """The regression gate's audit fixes: a gate checks the project's own baselines (the shipped ones only for a
-`--simulate` demo in a project with none), a named workload without a baseline is refused by the replay too,
+`tuner check --simulate --demo`), a named workload without a baseline is refused by the replay too,
 --threshold is a fraction, a damaged baseline part is said in every report and error, the replay reproduces a
 stale baseline, a check that cannot run still writes its reports, and a baseline whose config is no longer the
 stored best says so."""
@@ -96,31 +96,44 @@ def test_a_gate_checks_the_projects_own_baselines_not_the_shipped_ones(project, 
 
 
 @needs_baselines
-def test_a_simulated_check_in_a_project_without_baselines_replays_the_shipped_ones_and_says_so(
+def test_a_simulated_check_in_a_project_without_baselines_replays_the_shipped_ones_only_as_a_demo(
     project, monkeypatch, capsys
 ):
-    """The README's demo from a wheel: `tuner check --simulate --plant-slowdown 0.1` in a fresh project."""
-    code, out, err = _run(capsys, "check", "--simulate", "--plant-slowdown", "0.1", "--json")
-    checks = json.loads(out)["checks"]
-    assert code == 1 and {c["workload"] for c in checks} == {"reduction", "gemm"} and len(checks) == 9
-    assert {c["verdict"] for c in checks} == {"regression"}
-    assert "no baseline in this project's store" in err and "replaying the 9 baseline(s) shipped with" in err
-    assert all("a baseline shipped with the built-in workloads" in c["reason"] for c in checks)
-    assert read_baselines(project).frame.empty and read_baselines(project, shipped_if_none=True).shipped
-    # a gate on a GPU never checks them
+    """The README's demo from a wheel: `tuner check --simulate --demo --plant-slowdown 0.1` in a fresh project.
+    Without --demo a project with no baselines of its own cannot pass (it once replayed the shipped ones, exit 0)."""
+    code, out, err = _run(capsys, "check", "--simulate", "--json")
+    doc = json.loads(out)
+    assert code == 2 and doc["exit_code"] == 2 and doc["checks"] == [] and doc["baselines"] == "project"
+    assert "no baseline stored to replay in this project's store" in doc["error"] and "--simulate --demo" in err
+    code, out, err = _run(capsys, "check", "--simulate", "--demo", "--plant-slowdown", "0.1", "--json")
+    doc = json.loads(out)
+    checks = doc["checks"]
+    assert code == 1 and doc["baselines"] == "shipped" and {c["workload"] for c in checks} == {"reduction", "gemm"}
+    assert len(checks) == 9 and {c["verdict"] for c in checks} == {"regression"}
+    assert "a demo: the 9 baseline(s) replayed are those shipped with the built-in workloads" in err
+    assert any("not this project's" in n for n in doc["notes"])
+    assert all("a baseline shipped with the built-in workloads (--demo)" in c["reason"] for c in checks)
+    assert read_baselines(project).frame.empty and read_baselines(project, demo=True).shipped
+    # a gate on a GPU never checks them, and --demo is for --simulate alone
     monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: H100_INFO)
     _no_gpu_work(monkeypatch)
     code, _, err = _run(capsys, "check")
     assert code == 2 and "no baseline stored: record one with `tuner baseline" in err
-    # a replay of named workloads announces theirs, not all of those shipped (and none for one without)
-    code, _, err = _run(capsys, "check", "gemm", "--simulate", "--json")  # the log on stderr
-    assert code == 0 and "replaying the 1 baseline(s) shipped with" in err
-    code, _, err = _run(capsys, "check", "floyd-warshall-small", "--simulate", "--json")
-    assert code == 2 and "replaying the" not in err and "no baseline of floyd-warshall-small stored" in err
-    # nor a replay once the project has a baseline of its own
+    code, _, err = _run(capsys, "check", "--demo")
+    assert code == 2 and "--demo is for --simulate" in err
+    # a demo of named workloads announces theirs, not all of those shipped (and none for one without)
+    code, _, err = _run(capsys, "check", "gemm", "--simulate", "--demo", "--json")  # the log on stderr
+    assert code == 0 and "the 1 baseline(s) replayed are those shipped" in err
+    code, _, err = _run(capsys, "check", "floyd-warshall-small", "--simulate", "--demo", "--json")
+    assert code == 2 and "replayed are" not in err and "no baseline of floyd-warshall-small is shipped" in err
+    # the project's own once it has one; the demo still the shipped ones
     _baselines(project, "gemm")
     code, out, err = _run(capsys, "check", "--simulate", "--json")
-    assert code == 0 and {c["workload"] for c in json.loads(out)["checks"]} == {"gemm"} and "shipped" not in err
+    doc = json.loads(out)
+    assert code == 0 and {c["workload"] for c in doc["checks"]} == {"gemm"} and doc["baselines"] == "project"
+    assert "shipped" not in err
+    code, out, _ = _run(capsys, "check", "--simulate", "--demo", "--json")
+    assert len(json.loads(out)["checks"]) == 9 and json.loads(out)["baselines"] == "shipped"
 
 
 # ---- 2. a named workload without a baseline --------------------------------------------------------------------
@@ -257,9 +270,10 @@ def test_a_baseline_part_missing_a_column_is_left_out_as_damaged_not_a_traceback
     code, out, err = _run(capsys, "--results", str(root), "check", "--simulate", "--json")
     doc = json.loads(out)
     assert code == 3 and len(doc["checks"]) == len(rows) - 1 + 1 and "Traceback" not in err
-    assert doc["degraded"]["rows"] == [{"path": str(part), "reason": "rounds not a list of finite numbers", "count": 1}]
+    why = f"rounds not a list of positive finite times ({rows.at[0, 'workload']} {rows.at[0, 'size']} {rows.at[0, 'dtype']})"
+    assert doc["degraded"]["rows"] == [{"path": str(part), "reason": why, "count": 1}]
     assert "degraded store: 1 row(s) left out" in err
-    with pytest.warns(UserWarning, match="rows left out: 1 with rounds not a list of finite numbers"):
+    with pytest.warns(UserWarning, match="rows left out: 1 with rounds not a list of positive finite times"):
         assert len(read_baselines(root).frame) == len(rows) - 1 + 1  # outside a check: a warning
 
 
@@ -309,7 +323,13 @@ def test_a_check_that_cannot_run_still_writes_both_reports_with_its_error(tmp_pa
     assert "no CUDA GPU found" in suite.find("testcase/error").text and "no CUDA GPU found" in md
     assert md.startswith("**error**: the check could not run (exit 2)")
     code, out, _ = _run(capsys, "--results", str(root), "check", "--json")  # stdout: a document all the same
-    assert code == 2 and json.loads(out) == {"exit_code": 2, "checks": [], "error": json.loads(out)["error"]}
+    assert code == 2 and json.loads(out) == {
+        "exit_code": 2,
+        "baselines": "project",
+        "checks": [],
+        "notes": [],
+        "error": json.loads(out)["error"],
+    }
     assert "no CUDA GPU found" in json.loads(out)["error"]
     for argv, said in (
         (["--simulate", "--plant", "nope=1"], "reduction has no parameter nope"),

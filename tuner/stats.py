@@ -5,6 +5,7 @@ cuBLAS) timed in the same round, so a throttled or slower runner moves both and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ class Comparison:
     change: float  # relative change of the median time: +0.05 = 5% slower
     ci_low: float  # bootstrap confidence interval of `change`
     ci_high: float
-    verdict: str  # "regression", "faster" or "pass"
+    verdict: str  # "regression", "faster", "pass", or "invalid" (no finite change, interval or threshold)
 
 
 def normalise(times: ArrayLike, reference: ArrayLike) -> np.ndarray:
@@ -47,18 +48,23 @@ def compare(
     b, n = np.asarray(baseline, float), np.asarray(now, float)
     if len(b) < 3 or len(n) < 3:
         raise ValueError("need at least 3 rounds on each side")
-    change = float(np.median(n) / np.median(b) - 1)
     rng = np.random.default_rng(seed)
     bs = np.median(rng.choice(b, (resamples, len(b))), axis=1)
     ns = np.median(rng.choice(n, (resamples, len(n))), axis=1)
-    boot = ns / bs - 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # a time of 0: not finite, which verdict() fails closed on
+        change = float(np.median(n) / np.median(b) - 1)
+        boot = ns / bs - 1
     alpha = 1 - confidence
     lo, hi = (float(x) for x in np.quantile(boot, [alpha / 2, 1 - alpha / 2]))
     return Comparison(change, lo, hi, verdict(change, lo, hi, threshold))
 
 
 def verdict(change: float, ci_low: float, ci_high: float, threshold: float) -> str:
-    """Regression: significant (the interval above zero) and practical (the change beyond `threshold`)."""
+    """Regression: significant (the interval above zero) and practical (the change beyond `threshold`). Fails
+    closed: where any of them is not a finite number (a time of zero, a NaN), every comparison below is False and
+    would read as a pass; it is "invalid" instead, which no gate passes."""
+    if not all(math.isfinite(x) for x in (change, ci_low, ci_high, threshold)):
+        return "invalid"
     if ci_low > 0 and change > threshold:
         return "regression"
     if ci_high < 0 and change < -threshold:

@@ -4,11 +4,15 @@ A baseline is the best stored config of a (workload, size, dtype) on this GPU, r
 rounds in several worker sessions spread over the run, each round also timing the workload's reference
 (copy bandwidth, cuBLAS) in the same worker. This module holds the measuring process both commands start,
 taking a baseline and its stored row, saving and loading baselines, and the session noise that sets a
-kernel's noise floor."""
+kernel's noise floor. A baseline replaces the one it refreshes only once all its sessions are measured: until
+then its sessions are kept beside the baselines (PARTIAL_FILE), which no check reads."""
 
 from __future__ import annotations
 
+import glob
+import itertools
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +24,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from tuner import store
+from tuner import locations, store
 from tuner.answers import best_config
 from tuner.errors import TunerError
 from tuner.measure import kt
@@ -28,13 +32,16 @@ from tuner.measure.protocol import MeasureSpec
 from tuner.measure.provenance import kernel_hash, software
 from tuner.measure.runner import IsolatedRunner
 from tuner.stats import THRESHOLD
-from tuner.store.schema import record
+from tuner.store.schema import Degraded, record
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
 BASELINE_FILE = "check/baseline.parquet"
+# a refresh's sessions until it has them all: kept (a stop loses nothing measured), never checked, and never in
+# place of the complete baseline it refreshes
+PARTIAL_FILE = "check/baseline.partial.parquet"
 CHECK_ITERATIONS = 30  # timed launches per round: a steadier median than a campaign's 7
 MIN_ROUNDS = 3  # a comparison's fewest rounds on each side (tuner.stats.compare)
 BASELINE_SESSIONS = 6  # worker sessions per baseline kernel: their spread sets the noise floor (session_noise)
@@ -71,12 +78,14 @@ def load_check_baselines(root: Path | None = None, gpu: str | None = None, *, sh
 
 @dataclass
 class Baselines:
-    """The baselines a check compares with, and the baseline parts that could not be read (their kernels are
-    not in `frame`: a check must say so, and name them where a kernel it was asked for is among them)."""
+    """The baselines a check compares with (each row with `part`, the file it was read from), and what their read
+    left out: whole parts and rows (their kernels are not in `frame`: a check must say so, and name them where a
+    kernel it was asked for is among them)."""
 
     frame: pd.DataFrame
-    unreadable: dict[str, str] = field(default_factory=dict)  # part: why it could not be read
-    shipped: bool = False  # those shipped with the built-in workloads: the project has none of its own
+    unreadable: dict[str, str] = field(default_factory=dict)  # part: why it, or rows of it, could not be read
+    shipped: bool = False  # those shipped with the built-in workloads (`tuner check --simulate --demo`)
+    left_out: Degraded = field(default_factory=Degraded)  # what the read left out, as the store says it
 
     def unreadable_of(self, workloads: Iterable[str] | None = None, gpu: str | None = None) -> dict[str, str]:
         """The unreadable parts of `workloads` (None: any) on `gpu`, known by their folder: <gpu>/<workload>/check/."""
@@ -101,20 +110,31 @@ def unreadable_text(parts: dict[str, str]) -> str:
     )
 
 
-def read_baselines(root: Path, *, shipped_if_none: bool = False) -> Baselines:
-    """The project's own baselines (the store `root` alone: a gate checks what the project recorded, not the
-    recordings shipped with the built-in workloads), with the parts that could not be read. With
-    `shipped_if_none` (`tuner check --simulate`, the README's demo), a project with no baseline at all gets those
-    shipped with the built-ins instead (Baselines.shipped), where an installed package reads them
-    (tuner.store.paths.read_roots). What was left out goes to the tuner.store.schema.collect() around the read,
-    else is a warning, as tuner.store.read_parts does."""
-    pattern = f"*/*/{BASELINE_FILE}"
-    found, shipped = store.read_store(pattern, root, shipped=False), False
-    if shipped_if_none and found.frame.empty and not found.degraded and len(store.read_roots(root)) > 1:
-        found, shipped = store.read_store(pattern, root, shipped=True), True
-    if found.degraded and not record(found.degraded):
-        found.degraded.warn(stacklevel=2)
-    return Baselines(found.frame, dict(found.degraded.parts), shipped and not found.frame.empty)
+def read_baselines(root: Path, *, demo: bool = False) -> Baselines:
+    """The project's own baselines (the store `root` alone: a gate checks what the project recorded, never the
+    recordings shipped with the built-in workloads), each row with the part it was read from (`part`: a row a
+    check cannot use is named by its file), and what the read left out. With `demo` (`tuner check --simulate
+    --demo`, the README's tour), those shipped with the built-in workloads instead, whatever the project holds
+    (tuner.locations.BUILTIN_RESULTS: a wheel's package data, a source checkout's own store). What was left out
+    goes to the tuner.store.schema.collect() around the read, else is a warning, as tuner.store.read_parts does."""
+    source = Path(locations.BUILTIN_RESULTS if demo else root)
+    frames, left_out = [], Degraded()
+    for part in sorted(source.glob(f"*/*/{BASELINE_FILE}")):  # one read a part: each row knows its file
+        found = store.read_store(glob.escape(part.relative_to(source).as_posix()), source, shipped=False)
+        left_out.merge(found.degraded)
+        if not found.frame.empty:
+            frames.append(found.frame.assign(part=str(part)))
+    if left_out and not record(left_out):
+        left_out.warn(stacklevel=2)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return Baselines(frame, left_out.reasons(), demo, left_out)
+
+
+def baseline_sessions(base: dict) -> int:
+    """The worker sessions a baseline's rounds came from: 1 where it does not say (taken before the column; the
+    store's schema admits a whole number of 1 or more, or nothing)."""
+    n = base.get("sessions")
+    return int(n) if isinstance(n, (int, float, np.integer, np.floating)) and math.isfinite(n) else 1
 
 
 def take_baseline(
@@ -136,7 +156,12 @@ def take_baseline(
     (pass 1 measures every kernel once, pass 2 again, ...): the spread between a kernel's sessions then
     holds what changes over minutes (clocks, temperature, launch state), which is what a later check on a
     runner that has been busy for minutes meets. Measured back to back, the sessions agreed better than
-    the card agreed with itself ten minutes later, and A/A checks failed on that drift."""
+    the card agreed with itself ten minutes later, and A/A checks failed on that drift.
+
+    A kernel's baseline is stored once it has all its sessions, and only then replaces the one it refreshes: a run
+    stopped after one session must not leave a 1-session baseline (whose noise is unknown) in place of a 6-session
+    one. The sessions of an unfinished one are kept in PARTIAL_FILE, which no check reads. Returns the baselines
+    completed."""
     if rounds < 1 or sessions_per_baseline < 1 or rounds * sessions_per_baseline < MIN_ROUNDS:
         raise TunerError(
             f"a baseline needs at least {MIN_ROUNDS} rounds in all (--rounds x --sessions), "
@@ -155,45 +180,74 @@ def take_baseline(
             for dtype in dtypes or sorted(evals["dtype"].unique()):
                 kernels.append(_Kernel(name, size_name, size, space.resolve_dtype(dtype)))
     rows = {}
-    for session in range(sessions_per_baseline):
-        for kernel in kernels:
-            name, size_name, size, dtype, sessions = (
-                kernel.name,
-                kernel.size_name,
-                kernel.size,
-                kernel.dtype,
-                kernel.sessions,
-            )
-            if session > 0 and not sessions:
-                continue  # nothing tuned for it: skipped in the first pass
-            space = get_workload(name).space
-            t0 = time.monotonic()
-            runner, gpu = measuring_process(name, size, dtype, backend, device, timeout)
-            try:
-                if kernel.config is None:
-                    # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
-                    answer = best_config.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
-                    if answer["fallback"] != "exact" or answer["gpu"] != gpu["gpu"]:  # not a GPU named alike
-                        log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
-                        continue
-                    kernel.config = answer["config"]
-                config = kernel.config
-                row = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
-            finally:
-                runner.shutdown()
-            if row["status"] != "ok":
-                raise TunerError(
-                    f"{name} {size_name} {dtype}: the best config fails now ({row['status']}: {row['error'][:300]})"
-                )
-            sessions.append(row)
-            rows[(name, size_name, dtype)] = _baseline_row(name, size_name, size, dtype, config, gpu, sessions, backend)
-            _save_baseline(root, rows[(name, size_name, dtype)])  # at once: an interrupted run keeps what it measured
+    try:
+        for session in range(sessions_per_baseline):
+            for kernel in kernels:
+                if session > 0 and not kernel.sessions:
+                    continue  # nothing tuned for it: skipped in the first pass
+                row = _measure_session(kernel, rounds, sessions_per_baseline, backend, device, timeout, root, log)
+                if row is None:
+                    continue
+                done = len(kernel.sessions) == sessions_per_baseline
+                # complete: it replaces the baseline it refreshes; until then its sessions are kept beside it
+                # (at once: a stop keeps what it measured), never in place of a complete one
+                _save_baseline(root, row, log, partial=not done)
+                if done:
+                    rows[(kernel.name, kernel.size_name, kernel.dtype)] = row
+    except BaseException:  # a stop (Ctrl-C, a config that fails now): what stands, and where the rest is kept
+        unfinished = [k for k in kernels if 0 < len(k.sessions) < sessions_per_baseline]
+        if unfinished:
             log(
-                f"baseline {name} {size_name} {dtype}, session {len(sessions)}/{sessions_per_baseline}: {config} "
-                f"median {np.median(row['rounds']):.4g} ms over {rounds} rounds ({time.monotonic() - t0:.1f} s; "
-                f"worker set-up {runner.setup.get('setup_s')})"  # type: ignore[union-attr]  # set by _worker's start
+                f"stopped: {len(unfinished)} baseline(s) unfinished ("
+                + ", ".join(
+                    f"{k.name} {k.size_name} {k.dtype} {len(k.sessions)}/{sessions_per_baseline}" for k in unfinished
+                )
+                + f"): their sessions are kept in {PARTIAL_FILE} beside the baselines, which stand as they were "
+                "(no check reads an unfinished baseline); run `tuner baseline` again to record them"
             )
+        raise
     return list(rows.values())
+
+
+def _measure_session(
+    kernel: _Kernel,
+    rounds: int,
+    sessions: int,
+    backend: str,
+    device: int,
+    timeout: float,
+    root: Path,
+    log: Callable[[str], object],
+) -> dict | None:
+    """One more worker session of `kernel` (its config chosen in the first): the baseline row of its sessions so
+    far; None where nothing is tuned for it on this GPU."""
+    name, size_name, size, dtype = kernel.name, kernel.size_name, kernel.size, kernel.dtype
+    space = get_workload(name).space
+    t0 = time.monotonic()
+    runner, gpu = measuring_process(name, size, dtype, backend, device, timeout)
+    try:
+        if kernel.config is None:
+            # size_name is a named size or the k=v spelling of an ad-hoc one: either resolves again
+            answer = best_config.best(name, size_name, dtype, gpu=gpu["gpu"], root=root)
+            if answer["fallback"] != "exact" or answer["gpu"] != gpu["gpu"]:  # not a GPU named alike
+                log(f"skip {name} {size_name} {dtype}: nothing tuned for it on {gpu['gpu']}")
+                return None
+            kernel.config = answer["config"]
+        config = kernel.config
+        measured = runner.measure_rounds([config[k] for k in space.params], list(space.params), rounds)
+    finally:
+        runner.shutdown()
+    if measured["status"] != "ok":
+        raise TunerError(
+            f"{name} {size_name} {dtype}: the best config fails now ({measured['status']}: {measured['error'][:300]})"
+        )
+    kernel.sessions.append(measured)
+    log(
+        f"baseline {name} {size_name} {dtype}, session {len(kernel.sessions)}/{sessions}: {config} "
+        f"median {np.median(measured['rounds']):.4g} ms over {rounds} rounds ({time.monotonic() - t0:.1f} s; "
+        f"worker set-up {runner.setup.get('setup_s')})"  # type: ignore[union-attr]  # set by _worker's start
+    )
+    return _baseline_row(name, size_name, size, dtype, config, gpu, kernel.sessions, backend)
 
 
 @dataclass
@@ -252,10 +306,46 @@ def noise_floor(rounds: ArrayLike, sessions: int, threshold: float = THRESHOLD) 
     return max(threshold, session_noise(rounds, sessions))
 
 
-def _save_baseline(root: Path, row: dict) -> None:
-    """Add (or replace) one (size, dtype) baseline in its workload's file, atomically."""
-    path = _baseline_path(root, row["gpu"], row["workload"])
-    old = pd.read_parquet(path) if path.exists() else pd.DataFrame()
-    if not old.empty:
-        old = old[~((old["size_vars"] == row["size_vars"]) & (old["dtype"] == row["dtype"]))]
-    store.write_parquet(pd.concat([old, pd.DataFrame([row])], ignore_index=True), path)
+def _save_baseline(root: Path, row: dict, log: Callable[[str], object], *, partial: bool = False) -> None:
+    """Add (or replace) one (size, dtype) baseline in its workload's file, written whole (tuner.atomic); with
+    `partial`, in the file of unfinished ones (PARTIAL_FILE) instead. A complete baseline leaves that file too."""
+    folder = store.workload_dir(root, row["gpu"], row["workload"])
+    key = (row["size_vars"], row["dtype"])
+    _replace_row(folder, PARTIAL_FILE, key, row if partial else None, log)
+    if not partial:
+        _replace_row(folder, BASELINE_FILE, key, row, log)
+
+
+def _replace_row(folder: Path, name: str, key: tuple[str, str], row: dict | None, log: Callable[[str], object]) -> None:
+    """In the part `folder`/`name`: the row of `key` (size_vars, dtype) replaced by `row` (None: left out; the
+    file too, where nothing is left), the part written whole (tuner.atomic: a stop never leaves half a file)."""
+    path = folder / name
+    old = _old_rows(folder, name, log)  # a damaged part is moved aside: then what could be read is written again
+    kept = old[~((old["size_vars"] == key[0]) & (old["dtype"] == key[1]))] if not old.empty else old
+    new = pd.concat([kept, pd.DataFrame([row])], ignore_index=True) if row is not None else kept
+    if new.empty:
+        path.unlink(missing_ok=True)
+    elif row is not None or len(kept) < len(old) or not path.exists():
+        store.write_parquet(new, path)
+
+
+def _old_rows(folder: Path, name: str, log: Callable[[str], object]) -> pd.DataFrame:
+    """The rows of the part `folder`/`name` as the store's schema admits them. A part that cannot be read in full
+    (truncated, a row a check could not use) is moved aside, with a line naming both files: the refresh replaces
+    it with what could be read and the new row, and nothing in it is lost."""
+    path = folder / name
+    if not path.exists():
+        return pd.DataFrame()
+    found = store.read_store(glob.escape(name), folder, shipped=False)  # `name` under check/: its schema applies
+    if found.degraded:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        stem = path.name.removesuffix(".parquet")
+        aside = next(  # never over one moved aside before (in the same second, say)
+            p
+            for n in itertools.count()
+            if not (p := path.with_name(f"{stem}.damaged-{stamp}{f'-{n}' if n else ''}.parquet")).exists()
+        )
+        path.replace(aside)
+        why = "; ".join(found.degraded.reasons().values())
+        log(f"note: {path} could not be read in full ({why}): moved aside to {aside.name}, and replaced")
+    return found.frame

@@ -5,15 +5,18 @@ again), normalises by the reference of the same round, and compares distribution
 This module holds the run, the verdict for one kernel, the refusal rules, the re-tune of a regressed kernel
 and the exit code; the reports are in tuner.answers.check_report. Exit 0 pass, 1 regression (slower, or a
 wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison, a baseline recorded
-before its space gained a parameter or timed otherwise than kernels are timed now). The baselines are the
-project's own (its store's root alone: never those shipped with the built-in workloads). A check whose
-baseline's config is no longer the stored best for its GPU, size and dtype says so (check_rows.StoreRows)."""
+before its space gained a parameter or timed otherwise than kernels are timed now, or of a workload nothing
+defines now; a comparison that gave no finite number). The baselines are the project's own (its store's root
+alone: never those shipped with the built-in workloads); those recorded on other GPUs are not checked, and said.
+A check whose baseline's config is no longer the stored best for its GPU, size and dtype says so
+(check_rows.StoreRows), and so does one whose kernel source changed since its baseline."""
 
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from tuner import store
 from tuner.answers.baseline import (
     MIN_ROUNDS,
     Baselines,
+    baseline_sessions,
     measuring_process,
     noise_floor,
     read_baselines,
@@ -31,7 +35,7 @@ from tuner.answers.baseline import (
 from tuner.answers.check_rows import StoreRows
 from tuner.errors import TunerError
 from tuner.formatting import config_text
-from tuner.measure.provenance import gpu_info
+from tuner.measure.provenance import gpu_info, kernel_hash
 from tuner.space import Space, format_size
 from tuner.stats import THRESHOLD, compare, normalise
 from tuner.workloads import get_workload
@@ -43,14 +47,14 @@ class CheckResult:
     size: str
     dtype: str
     config: dict
-    verdict: str  # pass, faster, regression, failed, refused
+    verdict: str  # pass, faster, regression, failed, refused, stale, invalid (no finite comparison)
     reason: str = ""
     reference: str = ""
     baseline_ms: float | None = None
     now_ms: float | None = None
     raw: dict = field(default_factory=dict)  # change and confidence interval of raw times
     normalised: dict = field(default_factory=dict)  # the same, in units of the reference
-    retuned: dict | None = None
+    retuned: dict | None = None  # a re-tune's best (config, time_ms), and whether it recovers the baseline (recovery)
     noise_floor: float | None = None  # the slowdown this kernel must show to be flagged on this runner
     rounds: list = field(default_factory=list)  # this check's per-round medians (ms), for a closer look
     decided_by: str = ""  # "normalised" or "raw": whose verdict is the check's
@@ -61,8 +65,29 @@ class CheckResult:
         return {"pass": 0, "faster": 0, "regression": 1, "failed": 1}.get(self.verdict, 2)
 
 
+PROJECT, SHIPPED = "project", "shipped"  # whose baselines a check compared with (CheckRun.baselines)
+
+
+class CheckRun(list[CheckResult]):
+    """A check's results, in order, with what its reports say beside them: whose baselines were checked
+    (`baselines`: "project", the project's own, or "shipped", those shipped with the built-in workloads, a demo),
+    and notes on what the gate did not check (baselines of other GPUs, say)."""
+
+    def __init__(self, results: Iterable[CheckResult] = (), *, baselines: str = PROJECT) -> None:
+        super().__init__(results)
+        self.baselines = baselines
+        self.notes: list[str] = []
+
+
 def _major(version: str) -> str:
     return str(version).split(".")[0]
+
+
+def _positive_time(value: object) -> bool:
+    try:
+        return math.isfinite(float(value)) and float(value) > 0  # type: ignore[arg-type]  # checked: raises
+    except (TypeError, ValueError):
+        return False
 
 
 def _refusal(base: dict, gpu: dict) -> str | None:
@@ -78,7 +103,8 @@ def _refusal(base: dict, gpu: dict) -> str | None:
 def check_one(
     base: dict, gpu: dict, now: dict, *, threshold: float = THRESHOLD, allow_different: bool = False
 ) -> CheckResult:
-    """The verdict for one baseline row and one fresh measurement (pure: unit-tested without a GPU)."""
+    """The verdict for one baseline row and one fresh measurement (pure: unit-tested without a GPU). Fails closed:
+    a measurement, or a comparison, that holds no finite positive time is `invalid` (exit 2), never a pass."""
     res = CheckResult(
         base["workload"],
         base["size"],
@@ -98,6 +124,18 @@ def check_one(
         res.verdict, res.reason = "failed", f"{now['status']}: {now.get('error', '')[:300]}"
         return res
     b_rounds, n_rounds = list(base["rounds"]), list(now["rounds"])
+    if len(b_rounds) < MIN_ROUNDS:  # compare() needs as many on each side
+        res.verdict = "refused"
+        res.reason = (
+            f"the baseline holds {len(b_rounds)} round(s), fewer than the {MIN_ROUNDS} a comparison needs: record it "
+            f"again with `tuner baseline {base['workload']}`"
+        )
+        return res
+    if not n_rounds or not all(_positive_time(x) for x in n_rounds):
+        res.verdict = "invalid"
+        res.reason = f"the fresh measurement's rounds are not all positive finite times: {n_rounds[:5]}"
+        return res
+    sessions = baseline_sessions(base)
     res.baseline_ms, res.now_ms = float(pd.Series(b_rounds).median()), float(pd.Series(n_rounds).median())
     res.rounds = [float(x) for x in n_rounds]
     b_ref = json.loads(base["references"]).get(res.reference)
@@ -106,20 +144,26 @@ def check_one(
     if b_ref and n_ref:
         pairs.append(("normalised", list(normalise(b_rounds, b_ref)), list(normalise(n_rounds, n_ref))))
     for label, b, n in pairs:
-        floor = noise_floor(b, int(base.get("sessions") or 1), threshold)
+        floor = noise_floor(b, sessions, threshold)
         c = compare(b, n, threshold=floor)
         setattr(res, label, {"change": c.change, "ci": [c.ci_low, c.ci_high], "verdict": c.verdict, "threshold": floor})
     res.decided_by = deciding(res.raw, res.normalised)
     decider = getattr(res, res.decided_by)
     res.verdict, res.noise_floor = decider["verdict"], decider["threshold"]
     notes = ["compared anyway: " + refusal] if refusal else []
+    if res.verdict == "invalid":
+        notes.append(
+            f"the {res.decided_by} comparison gave no finite change, interval or noise floor "
+            f"({decider['change']:+.3g} [{decider['ci'][0]:+.3g}, {decider['ci'][1]:+.3g}], floor "
+            f"{decider['threshold']:.3g}): not a verdict"
+        )
     if res.normalised and res.decided_by == "raw":
         notes.append(
             f"decided on raw times: the {res.reference} reference did not track this kernel between "
             f"the baseline's sessions (noise floor {res.normalised['threshold']:.1%} normalised, "
             f"{res.raw['threshold']:.1%} raw)"
         )
-    if int(base.get("sessions") or 1) < 2:
+    if sessions < 2:
         notes.append(
             "one baseline session: its session-to-session noise is unknown, so only the "
             f"{threshold:.0%} threshold guards against it (take the baseline with --sessions 6)"
@@ -134,6 +178,27 @@ def deciding(raw: dict, normalised: dict) -> str:
     sessions: then dividing by it only adds its own noise (the copy beside LocVolCalib's compute-bound
     solver on the H100: a floor of 10.9% normalised against 3.0% raw)."""
     return "normalised" if normalised and normalised["threshold"] <= raw["threshold"] else "raw"
+
+
+def note(res: CheckResult, text: str) -> None:
+    """`text` added to the result's reason."""
+    res.reason = (res.reason + "; " if res.reason else "") + text
+
+
+def note_kernel_changed(res: CheckResult, base: dict, space: Space) -> None:
+    """The note of a check whose kernel source changed since its baseline (its kernel_hash, as every row records
+    it: tuner.measure.provenance.kernel_hash): a regression may be that change, or the baseline may be due for a
+    refresh once the change is meant."""
+    recorded = base.get("kernel_hash")
+    if res.verdict == "stale" or not isinstance(recorded, str) or not recorded:
+        return
+    now = kernel_hash(space)
+    if recorded != now:
+        note(
+            res,
+            f"the kernel source changed since the baseline (kernel_hash {recorded} then, {now} now): refresh the "
+            f"baseline with `tuner baseline {base['workload']}` once the change is meant",
+        )
 
 
 def check_retune(retune: int) -> None:
@@ -190,8 +255,19 @@ def note_stored_best(res: CheckResult, base: dict, space: Space, rows: StoreRows
         return
     found = rows.stored_best(base, space)
     if found:
-        res.stored_best, note = found
-        res.reason = (res.reason + "; " if res.reason else "") + note
+        res.stored_best, said = found
+        note(res, said)
+
+
+def unknown_workload(base: dict, why: str) -> CheckResult:
+    """The result of a baseline of a workload nothing defines now (renamed, its plugin gone): stale, naming the part
+    it was read from, so that the rest of the gate still runs."""
+    res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "stale")
+    res.reason = (
+        f"the baseline part {base.get('part', '?')} is of workload '{base['workload']}', which nothing defines now "
+        f"({why}): remove its baseline, or restore the workload"
+    )
+    return res
 
 
 def prepare(
@@ -202,16 +278,26 @@ def prepare(
     gpu: str | None,
     none: Callable[[str], str],
     log: Callable[[str], object],
-) -> tuple[dict[str, Space], list[CheckResult]]:
+) -> tuple[dict[str, Space], dict[str, str], list[CheckResult]]:
     """What a check (run_check) and its replay (tuner.answers.check_replay) do before the first kernel: the spaces
-    of the workloads of the baselines `df`, --plant checked against them and against every baseline's config
-    (said now, not after minutes of measuring), and a refused result for each workload named without a baseline
-    (named, so a CI gate must not pass it by): its baseline part on `gpu` could not be read (named), else
-    `none(workload)`. Returns the spaces by workload and those results, each logged."""
-    spaces = {name: get_workload(name).space for name in set(df["workload"])}
+    of the workloads of the baselines `df` (and why each workload nothing defines now is unknown: its baselines
+    are stale, unknown_workload), --plant checked against them and against every baseline's config (said now,
+    not after minutes of measuring), a line for each baseline row or part the read left out, and a refused result
+    for each workload named without a baseline (named, so a CI gate must not pass it by): its baseline part on
+    `gpu` could not be read (named), else `none(workload)`. Returns the spaces and the unknown workloads, by
+    workload, and those results, each logged."""
+    spaces, unknown = {}, {}
+    for name in sorted(set(df["workload"])):
+        try:
+            spaces[name] = get_workload(name).space
+        except TunerError as e:  # a baseline of a workload since renamed or removed: that baseline is stale
+            unknown[name] = str(e)
     check_plant(plant or {}, spaces)
     for base in df.to_dict("records") if plant else ():  # a planted config that breaks a restriction: said first
-        planted_config(base, spaces[base["workload"]], plant or {})
+        if base["workload"] in spaces:
+            planted_config(base, spaces[base["workload"]], plant or {})
+    for line in baselines.left_out.lines():  # the exit status says a part was left out; this says which, and why
+        log(f"not checked: {line}")
     checked = set(df["workload"])
     results = [
         CheckResult(w, "", "", {}, "refused", missing_baseline(w, baselines, gpu, none(w)))
@@ -220,7 +306,7 @@ def prepare(
     ]
     for res in results:
         log(f"{res.workload}: refused ({res.reason})")
-    return spaces, results
+    return spaces, unknown, results
 
 
 def run_check(
@@ -236,7 +322,7 @@ def run_check(
     plant: dict | None = None,
     retune: int = 0,
     log: Callable[[str], object] = print,
-) -> list[CheckResult]:
+) -> CheckRun:
     check_threshold(threshold)
     if rounds < MIN_ROUNDS:
         raise TunerError(f"a check needs at least {MIN_ROUNDS} rounds to compare, got --rounds {rounds}")
@@ -246,7 +332,10 @@ def run_check(
         get_workload(name)
     here = gpu_info(device)
     if here["gpu"] == "unknown":
-        raise TunerError("no CUDA GPU found: a check needs the GPU it compares")
+        raise TunerError(
+            "no CUDA GPU found: a check needs the GPU it compares (without one, `tuner check --simulate` tests the "
+            "gate on the baselines' recorded rounds)"
+        )
     baselines = read_baselines(root)  # the project's own: not those shipped with the built-in workloads
     df = baselines.frame
     if df.empty:
@@ -270,8 +359,17 @@ def run_check(
                 else f": record one with `tuner baseline {' '.join(workloads or ['WORKLOAD'])}`"
             )
         )
+    run = CheckRun()
+    others = df[df["gpu"] != here["gpu"]] if not mine.empty else df.iloc[:0]
+    if not others.empty:  # never silently: a gate that names no kernels checks this GPU's alone
+        gpus = ", ".join(f"{g}: {n}" for g, n in others["gpu"].value_counts().sort_index().items())
+        run.notes.append(
+            f"{len(others)} baseline(s) recorded on other GPUs ({gpus}) not checked: a check compares the baselines "
+            f"of the GPU it runs on ({here['gpu']})"
+        )
+        log(run.notes[-1])
     df = mine if not mine.empty else df
-    spaces, results = prepare(
+    spaces, unknown, refused = prepare(
         df,
         workloads,
         plant,
@@ -280,8 +378,14 @@ def run_check(
         lambda w: f"no baseline on {here['gpu']}: record one with `tuner baseline {w}`",
         log,
     )
+    run.extend(refused)
     rows = StoreRows(df, root)
     for base in df.to_dict("records"):
+        if base["workload"] in unknown:
+            res = unknown_workload(base, unknown[base["workload"]])
+            log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({res.reason})")
+            run.append(res)
+            continue
         space = spaces[base["workload"]]
         config = planted_config(base, space, plant or {})
         t0 = time.monotonic()
@@ -306,16 +410,52 @@ def run_check(
             lifecycle = runner.lifecycle_s
         res = check_one(base, gpu, now, threshold=threshold, allow_different=allow_different)
         if plant:
-            res.reason = (res.reason + "; " if res.reason else "") + f"planted config {plant}"
+            note(res, f"planted config {plant}")
+        note_kernel_changed(res, base, space)
         note_stored_best(res, base, space, rows)
         if res.verdict == "regression" and retune:
-            res.retuned = retuned(base, retune, log, backend=backend, device=device)
+            found = retuned(base, retune, log, backend=backend, device=device)
+            # the campaign times kernels as this check's worker does (tuner/measure/timing.py)
+            res.retuned = recovery(res, base, space, found, gpu.get("timing"), "the re-tune's")
         log(
             f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({time.monotonic() - t0:.1f} s: worker "
             f"{lifecycle}, measured {now.get('measure_s')} s) {res.reason}"
         )
-        results.append(res)
-    return results
+        run.append(res)
+    return run
+
+
+def recovery(
+    res: CheckResult, base: dict, space: Space, found: dict | None, timing: str | None, whose: str
+) -> dict | None:
+    """A re-tune's answer `found` (its best: config, time_ms), with whether it recovers the baseline (`recovers`)
+    and a note saying so, also added to the result's reason: it does where its time is within the kernel's raw
+    noise floor of the baseline's median. Times taken with another timing protocol (`timing`, of `whose` times:
+    tuner/measure/timing.py) than the baseline's are not compared: `recovers` is None and the note says why."""
+    if found is None:
+        return None
+    config, ms, base_ms = found.get("config") or {}, found.get("time_ms"), res.baseline_ms
+    own = space.complete(json.loads(base["config"]))
+    changed = {k: v for k, v in config.items() if own.get(k, object()) != v}
+    what = f"re-tuned to {config_text(changed)}" if changed else "re-tuned to the baseline's own config"
+    recorded = base.get("timing") if isinstance(base.get("timing"), str) else "plain"
+    recovers: bool | None = None
+    if ms is None or base_ms is None or not math.isfinite(ms) or ms <= 0:
+        said = f"{what}: no time to compare with the baseline's"
+    elif timing is None or not store.timing_matches(base, space, timing):
+        said = (
+            f"{what}: {ms:.4g} ms, not comparable with the baseline's {base_ms:.4g} ms: {whose} times were taken "
+            f"{timing or 'in more than one way'}, the baseline's {recorded} (tuner/measure/timing.py)"
+        )
+    else:
+        floor = res.raw.get("threshold", THRESHOLD)
+        recovers = ms <= base_ms * (1 + floor)
+        said = (
+            f"{what}: {ms:.4g} ms, {ms / base_ms - 1:+.1%} against the baseline's {base_ms:.4g} ms (noise floor "
+            f"{floor:.1%}): {'it recovers the baseline' if recovers else 'it does not recover the baseline'}"
+        )
+    note(res, said)
+    return {**found, "baseline_ms": base_ms, "recovers": recovers, "note": said}
 
 
 def retuned(

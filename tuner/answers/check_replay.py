@@ -7,11 +7,13 @@ of its own as a real check's would be. Unchanged code should then pass; `slowdow
 session's kernel times (not its reference's) by 1 + slowdown, a regression the gate must flag; a planted
 config (--plant) scales them by how much longer that config took than the baseline's in the store's campaigns
 on the same GPU, size and dtype. Nothing is measured: the verdicts are check_one's on recorded figures, and each
-result says it was replayed. A re-tune (--retune) of a regression replays a campaign from the recording.
-As on a GPU (tuner.answers.check.run_check): the baselines are the project's own (a project with none replays
-those shipped with the built-in workloads, saying so), a workload named without one is refused, and a stale
-baseline (timed otherwise than kernels are timed now, or its config lacking parameters its space gained) is
-stale, not replayed."""
+result says it was replayed. A re-tune (--retune) of a regression replays a campaign from the recording, and says
+whether its config recovers the baseline where the recording was timed as the baseline was (else that the times
+are not comparable). As on a GPU (tuner.answers.check.run_check): the baselines are the project's own, a project
+with none is an error (exit 2: a gate never passes on baselines not its own), and those shipped with the built-in
+workloads are replayed only when asked (`--demo`, the README's tour), which every report says; a workload named
+without one is refused, and a stale baseline (timed otherwise than kernels are timed now, its config lacking
+parameters its space gained, or of a workload nothing defines now) is stale, not replayed."""
 
 from __future__ import annotations
 
@@ -21,19 +23,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner import store
-from tuner.answers.baseline import MIN_ROUNDS, read_baselines, unreadable_text
+from tuner import locations, store
+from tuner.answers.baseline import MIN_ROUNDS, baseline_sessions, read_baselines, unreadable_text
 from tuner.answers.check import (
+    PROJECT,
+    SHIPPED,
     CheckResult,
+    CheckRun,
     check_one,
     check_retune,
     check_threshold,
     lacking_parameters,
+    note,
+    note_kernel_changed,
     note_stored_best,
     planted_config,
     prepare,
+    recovery,
     retuned,
     timing_differs,
+    unknown_workload,
 )
 from tuner.answers.check_rows import StoreRows
 from tuner.errors import TunerError
@@ -51,16 +60,13 @@ GPU_KEYS = ("gpu", "driver", "cuda")
 
 
 def held_out(base: dict) -> tuple[dict, dict] | None:
-    """The baseline without its last session, and that session as a fresh measurement; None when the
-    baseline has one session only or its rounds do not split into its sessions."""
-    sessions = int(base.get("sessions") or 1)
-    rounds = list(base["rounds"])
+    """The baseline without its last session, and that session as a fresh measurement; None where it cannot be
+    split so (why_not_held_out says why)."""
+    if why_not_held_out(base):
+        return None
+    sessions, rounds = baseline_sessions(base), list(base["rounds"])
     references = json.loads(base["references"])
-    if sessions < 2 or len(rounds) % sessions or any(len(v) != len(rounds) for v in references.values()):
-        return None
     cut = len(rounds) - len(rounds) // sessions
-    if cut < MIN_ROUNDS:
-        return None
     earlier = {
         **base,
         "rounds": rounds[:cut],
@@ -71,6 +77,30 @@ def held_out(base: dict) -> tuple[dict, dict] | None:
     return earlier, now
 
 
+def why_not_held_out(base: dict) -> str | None:
+    """Why the baseline's last session cannot play a fresh measurement against the others (None: it can): one
+    session, rounds that do not split into its sessions, or too few rounds on either side to compare."""
+    sessions, rounds = baseline_sessions(base), list(base["rounds"])
+    again = f"record it again with `tuner baseline {base['workload']}`"
+    if sessions < 2:
+        return "a replay needs a baseline of two sessions or more, and this one has 1 (take it with --sessions 6)"
+    if len(rounds) % sessions:
+        return (
+            f"its {len(rounds)} rounds do not split into its {sessions} sessions (each session holds as many): the "
+            f"last session cannot be told from the others; {again}"
+        )
+    for name, times in json.loads(base["references"]).items():
+        if len(times) != len(rounds):
+            return f"its {name} reference holds {len(times)} times for {len(rounds)} rounds; {again}"
+    per = len(rounds) // sessions
+    if per < MIN_ROUNDS or len(rounds) - per < MIN_ROUNDS:
+        return (
+            f"its sessions hold {per} round(s) each: the held-out session and the others need {MIN_ROUNDS} rounds or "
+            f"more each to be compared ({again} with --rounds {MIN_ROUNDS} or more)"
+        )
+    return None
+
+
 def simulate_check(
     workloads: Sequence[str] | None = None,
     *,
@@ -79,14 +109,15 @@ def simulate_check(
     plant: dict | None = None,
     retune: int = 0,
     root: Path | None = None,
+    demo: bool = False,
     log: Callable[[str], object] = print,
-) -> list[CheckResult]:
-    """Every baseline of the project's store (of `workloads`) checked against its own held-out session; a
-    project with no baseline at all replays those shipped with the built-in workloads, and says so. `plant`
-    scales that session's kernel times by how much longer the planted config took in the store's campaigns
-    (planted_ratio), `slowdown` by 1 + slowdown; `retune` replays a campaign of that many evaluations for each
-    regression. A baseline a check on the GPU would not run (stale: timed otherwise than kernels are timed now,
-    or its config lacking parameters its space gained) is stale here too."""
+) -> CheckRun:
+    """Every baseline of the project's store (of `workloads`) checked against its own held-out session; with
+    `demo`, those shipped with the built-in workloads instead (CheckRun.baselines "shipped", said in every
+    report). `plant` scales that session's kernel times by how much longer the planted config took in the store's
+    campaigns (planted_ratio), `slowdown` by 1 + slowdown; `retune` replays a campaign of that many evaluations for
+    each regression. A baseline a check on the GPU would not run (stale: timed otherwise than kernels are timed
+    now, its config lacking parameters its space gained, or of a workload nothing defines now) is stale here too."""
     check_threshold(threshold)
     if not -0.5 < slowdown < 10:
         raise TunerError(f"--plant-slowdown {slowdown}: give a fraction such as 0.1 (a 10% slower kernel)")
@@ -94,23 +125,33 @@ def simulate_check(
     for name in workloads or ():
         get_workload(name)
     root = Path(root or store.results_root())
-    baselines = read_baselines(root, shipped_if_none=True)
+    baselines = read_baselines(root, demo=demo)
+    # the store the baselines' campaigns are read from (a plant's times, the stored best, a re-tune's recording)
+    source = locations.BUILTIN_RESULTS if demo else root
     df = baselines.frame
     if workloads:
         df = df[df["workload"].isin(workloads)]
-    if baselines.shipped and not df.empty:  # those of the workloads named: what is replayed
-        log(
-            f"no baseline in this project's store ({root}): replaying the {len(df)} baseline(s) shipped with the "
-            "built-in workloads (a gate checks the project's own: record them with `tuner baseline WORKLOAD ...`)"
-        )
     if df.empty:
         damaged = baselines.unreadable_of(workloads)
         if damaged:
             raise TunerError(f"no baseline could be read to replay: {unreadable_text(damaged)} (on a GPU)")
         of = f" of {', '.join(workloads)}" if workloads else ""
         named = " ".join(workloads or ["WORKLOAD ..."])
-        raise TunerError(f"no baseline{of} stored to replay: record one with `tuner baseline {named}` on a GPU")
-    spaces, results = prepare(
+        if demo:
+            raise TunerError(f"no baseline{of} is shipped with the built-in workloads ({source}) to replay")
+        raise TunerError(
+            f"no baseline{of} stored to replay in this project's store ({root}): record one with `tuner baseline "
+            f"{named}` on a GPU (to try the gate on the baselines shipped with the built-in workloads: `tuner check "
+            "--simulate --demo`)"
+        )
+    run = CheckRun(baselines=SHIPPED if demo else PROJECT)
+    if demo:  # never mistaken for the project's own: said here, in each result and in the reports
+        run.notes.append(
+            f"a demo: the {len(df)} baseline(s) replayed are those shipped with the built-in workloads ({source}), "
+            "not this project's (a gate checks the project's own: record them with `tuner baseline WORKLOAD ...`)"
+        )
+        log(run.notes[-1])
+    spaces, unknown, refused = prepare(
         df,
         workloads,
         plant,
@@ -119,9 +160,16 @@ def simulate_check(
         lambda w: f"no baseline stored to replay: record one with `tuner baseline {w}`",
         log,
     )
-    rows = StoreRows(df, root)
-    shipped = "; a baseline shipped with the built-in workloads" if baselines.shipped else ""
+    run.extend(refused)
+    rows = StoreRows(df, source)
+    shipped = "; a baseline shipped with the built-in workloads (--demo)" if demo else ""
     for base in df.to_dict("records"):
+        if base["workload"] in unknown:
+            res = unknown_workload(base, unknown[base["workload"]])
+            res.reason = f"replayed: {res.reason}{shipped}"
+            log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({res.reason})")
+            run.append(res)
+            continue
         space = spaces[base["workload"]]
         # as a check on the GPU would: stale where the config lacks parameters, or was timed otherwise than
         # a worker times kernels now (tuner.measure.timing.PROTOCOL)
@@ -143,7 +191,7 @@ def simulate_check(
             res.reason = f"replayed: {res.reason}"
         elif split is None:
             res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "refused")
-            res.reason = "a replay needs a baseline of two sessions or more (take it with --sessions 6)"
+            res.reason = f"not replayed: {why_not_held_out(base)}"
         elif any(factor is None for factor, _ in scales):
             res = CheckResult(base["workload"], base["size"], base["dtype"], json.loads(base["config"]), "refused")
             res.reason = next(why for factor, why in scales if factor is None)
@@ -157,14 +205,18 @@ def simulate_check(
             res.reason = f"{said}; {res.reason}" if res.reason else said
             if res.verdict == "regression" and retune:
                 try:
-                    res.retuned = retuned(base, retune, log, replay=root)
+                    found = retuned(base, retune, log, replay=source)
                 except TunerError as e:  # no recording to replay it from: the verdict stands, said
-                    res.reason += f"; not re-tuned: {e}"
+                    note(res, f"not re-tuned: {e}")
+                else:  # the recording's times, as its rows were timed: comparable with the baseline's, or not
+                    timing = rows.timing_of(base, found["config"], space) if found else None
+                    res.retuned = recovery(res, base, space, found, timing, "the recording's")
         res.reason += shipped
+        note_kernel_changed(res, base, space)
         note_stored_best(res, base, space, rows)
         log(f"{res.workload} {res.size} {res.dtype}: {res.verdict} ({res.reason})")
-        results.append(res)
-    return results
+        run.append(res)
+    return run
 
 
 def planted_ratio(base: dict, space: Space, config: dict, rows: pd.DataFrame) -> tuple[float | None, str]:

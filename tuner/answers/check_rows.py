@@ -73,6 +73,17 @@ class StoreRows:
         if left_out:
             record(left_out)
 
+    def timing_of(self, base: dict, config: dict, space: Space) -> str | None:
+        """How the stored rows of `config` on the baseline's GPU, size and dtype were timed (their `timing`; "plain"
+        where they do not say), as a recording of them replays their times; None where no row, or rows timed in
+        more than one way, hold it."""
+        ok = self._of(base["workload"]).groups.get((base["gpu"], _canonical_size(base["size_vars"]), base["dtype"]))
+        if ok is None or ok.empty:
+            return None
+        mine = ok[ok["config"] == store.canonical_config(space.complete(config))]
+        timings = {t if isinstance(t, str) else "plain" for t in (mine["timing"] if "timing" in mine else [None])}
+        return timings.pop() if len(mine) and len(timings) == 1 else None
+
     def stored_best(self, base: dict, space: Space) -> tuple[dict, str] | None:
         """Where the baseline's config is no longer the best stored for its GPU, size and dtype (a later campaign
         found a better one: `tuner best` and `tuner export` answer it, and the gate checks a config no longer

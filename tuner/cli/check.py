@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from tuner.cli.common import DEGRADED_EXIT, DEGRADED_HELP, console, degraded_status, parse_assignment, write_text
 from tuner.errors import TunerError, one_line
+
+if TYPE_CHECKING:
+    from tuner.answers.check import CheckRun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check", help="re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run"
     )
     s.add_argument("workloads", nargs="*", help="default: every workload with a baseline")
-    s.add_argument("--rounds", type=int, default=20, help="rounds per kernel (default 20)")
+    s.add_argument("--rounds", type=int, help="rounds per kernel (default 20; not with --simulate)")
     s.add_argument(
         "--threshold",
         type=float,
@@ -30,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "3%%)",
     )
     s.add_argument(
-        "--allow-different", action="store_true", help="compare even across GPU models or major driver/CUDA versions"
+        "--allow-different",
+        action="store_true",
+        help="compare even across GPU models or major driver/CUDA versions (not with --simulate)",
     )
     s.add_argument(
         "--retune",
@@ -54,6 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plays the fresh measurement), to test the gate itself",
     )
     s.add_argument(
+        "--demo",
+        action="store_true",
+        help="with --simulate: replay the baselines shipped with the built-in workloads, not the project's (a demo: "
+        '`baselines` is "shipped" in --json); without it, a project with no baselines of its own cannot pass',
+    )
+    s.add_argument(
         "--plant-slowdown",
         type=float,
         default=0.0,
@@ -63,8 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--junit", help="write a JUnit XML report")
     s.add_argument("--markdown", help="write a markdown summary")
     s.add_argument("--json", action="store_true", help="the verdicts as one JSON document on stdout")
-    s.add_argument("--backend", default="nvcuda", choices=sorted(BACKENDS))
-    s.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    s.add_argument("--backend", choices=sorted(BACKENDS), help="default nvcuda; not with --simulate")
+    s.add_argument("--device", type=int, help="CUDA device ordinal (default 0; not with --simulate)")
     s.add_argument("--allow-degraded", action="store_true", help=DEGRADED_HELP)
     s.epilog = (
         "exit status: 0 every kernel passed; 1 a regression (or a kernel failed); 2 the check could not run or "
@@ -79,7 +90,7 @@ def command(args: argparse.Namespace) -> int:
     (a damaged baseline part would otherwise leave its kernels out of the gate unsaid). The reports say what the
     store left out, and carry the process's exit code; a check that could not run at all (exit 2) still writes
     --junit and --markdown, with its error, for a CI step that publishes them whatever happened."""
-    from tuner.answers import check
+    from tuner.answers import check, check_report
     from tuner.store.schema import collect
 
     try:
@@ -88,9 +99,11 @@ def command(args: argparse.Namespace) -> int:
     except Exception as e:  # exit 2 (a TunerError, or a bug: tuner.cli.main says which): the reports say why
         degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # the damage said too
         said = str(e) if isinstance(e, TunerError) else f"{one_line(e)} (a bug to report)"
-        _write_reports(args, [], degraded.as_dict() if degraded else None, error=said)
+        empty = check.CheckRun(baselines=check.SHIPPED if args.demo else check.PROJECT)
+        _write_reports(args, empty, degraded.as_dict() if degraded else None, error=said)
         if args.json:  # a script reading stdout gets a document whatever happened
-            print(json.dumps({"exit_code": 2, "checks": [], "error": said}, indent=2))
+            left = degraded.as_dict() if degraded else None
+            print(check_report.as_json(empty, code=2, degraded=left, baselines=empty.baselines, error=said))
         raise
     left = degraded.as_dict() if degraded else None
     status = degraded_status(left, args.allow_degraded)  # said in any case
@@ -99,7 +112,17 @@ def command(args: argparse.Namespace) -> int:
     return code
 
 
-def _check(args: argparse.Namespace) -> list:
+# the options of a measurement: under --simulate nothing is measured, and an option that would do nothing is an
+# error (a gate that asked for --rounds 1, or another device, must not read as having had it)
+MEASURING = (
+    ("--rounds", "rounds"),
+    ("--backend", "backend"),
+    ("--device", "device"),
+    ("--allow-different", "allow_different"),
+)
+
+
+def _check(args: argparse.Namespace) -> CheckRun:
     from tuner.answers import check
 
     plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None
@@ -108,12 +131,26 @@ def _check(args: argparse.Namespace) -> list:
         if not folder.is_dir():
             raise TunerError(f"cannot write {path}: no folder {folder}")
     check.check_threshold(args.threshold)
-    log = Console(stderr=True).print if args.json else console.print
+    out = Console(stderr=True) if args.json else console
+
+    def log(line: str) -> None:  # whole lines: a path or config is never cut, and a CI log greps them
+        out.print(line, soft_wrap=True, markup=False)
+
     if args.plant_slowdown and not args.simulate:
         raise TunerError("--plant-slowdown is for --simulate (on a GPU, --plant changes the config itself)")
+    if args.demo and not args.simulate:
+        raise TunerError("--demo is for --simulate: a check on the GPU compares the project's own baselines")
     if args.simulate:
         from tuner.answers.check_replay import simulate_check
 
+        given = [
+            flag for flag, name in MEASURING if getattr(args, name) is not None and getattr(args, name) is not False
+        ]
+        if given:
+            raise TunerError(
+                f"{', '.join(given)}: nothing is measured under --simulate (each baseline's last recorded session plays "
+                f"the fresh measurement); leave {'it' if len(given) == 1 else 'them'} out, or check on a GPU"
+            )
         return simulate_check(
             args.workloads or None,
             threshold=args.threshold,
@@ -121,15 +158,16 @@ def _check(args: argparse.Namespace) -> list:
             plant=plant,
             retune=args.retune,
             root=args.results,
+            demo=args.demo,
             log=log,
         )
     return check.run_check(
         args.workloads or None,
-        rounds=args.rounds,
+        rounds=20 if args.rounds is None else args.rounds,
         threshold=args.threshold,
         allow_different=args.allow_different,
-        backend=args.backend,
-        device=args.device,
+        backend=args.backend or "nvcuda",
+        device=args.device or 0,
         root=args.results,
         plant=plant,
         retune=args.retune,
@@ -137,27 +175,51 @@ def _check(args: argparse.Namespace) -> list:
     )  # stdout: the JSON
 
 
-def _report(args: argparse.Namespace, results: list, code: int, degraded: dict | None) -> None:
+def _report(args: argparse.Namespace, results: CheckRun, code: int, degraded: dict | None) -> None:
     from tuner.answers import check_report
 
     if args.json:
-        print(check_report.as_json(results, code=code, degraded=degraded))
+        print(
+            check_report.as_json(
+                results, code=code, degraded=degraded, notes=results.notes, baselines=results.baselines
+            )
+        )
     else:
-        table = check_report.markdown(results, degraded=degraded, allowed=args.allow_degraded)
+        table = check_report.markdown(
+            results, degraded=degraded, allowed=args.allow_degraded, notes=results.notes, baselines=results.baselines
+        )
         console.print(table, highlight=False, soft_wrap=True)  # a table: no line breaks
     _write_reports(args, results, degraded)
 
 
-def _write_reports(args: argparse.Namespace, results: list, degraded: dict | None, error: str | None = None) -> None:
-    """--junit and --markdown; with `error` (the check could not run), each that can be written is, and a
-    failure to write one is not said over the error."""
+def _write_reports(
+    args: argparse.Namespace, results: CheckRun, degraded: dict | None, error: str | None = None
+) -> None:
+    """--junit and --markdown (each saying whose baselines were checked, and the notes); with `error` (the check
+    could not run), each that can be written is, and a failure to write one is not said over the error."""
     from tuner.answers import check_report
 
-    allowed = args.allow_degraded
-    for path, text in (
-        (args.junit, lambda: check_report.junit(results, degraded=degraded, allowed=allowed, error=error)),
-        (args.markdown, lambda: check_report.markdown(results, degraded=degraded, allowed=allowed, error=error)),
-    ):
+    def junit() -> str:
+        return check_report.junit(
+            results,
+            degraded=degraded,
+            allowed=args.allow_degraded,
+            error=error,
+            notes=results.notes,
+            baselines=results.baselines,
+        )
+
+    def markdown() -> str:
+        return check_report.markdown(
+            results,
+            degraded=degraded,
+            allowed=args.allow_degraded,
+            error=error,
+            notes=results.notes,
+            baselines=results.baselines,
+        )
+
+    for path, text in ((args.junit, junit), (args.markdown, markdown)):
         if not path:
             continue
         if error is None:

@@ -3,16 +3,20 @@
 Every part read (tuner.store.parts.read_parts) is checked against the schema of its folder (evaluations/,
 baselines/, confirmations/, and check/, the regression gate's baselines): a part lacking a required column, or
 holding one of the wrong type, is left out whole; rows whose value (objective_value, time_ms) is not a number, or
-not finite in a successful row, and a regression baseline's rows whose rounds are not a list of finite numbers,
-are left out and counted. An answer drawn from a store with anything left out says so (`degraded`), so a damaged
-store never gives a silently wrong answer."""
+not finite in a successful row, are left out and counted, and so are a regression baseline's rows that a check
+could not read: its rounds not a list of positive finite times, its config or size_vars not a JSON object, its
+references not a JSON object of lists of positive finite times one a round, its names (workload, size, dtype,
+gpu) missing, or its sessions not a whole number of 1 or more (each named by its workload, size and dtype). An
+answer drawn from a store with anything left out says so (`degraded`), so a damaged store never gives a silently
+wrong answer."""
 
 from __future__ import annotations
 
 import contextvars
+import json
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +24,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-TEXT, NUMBER, FLAG, NUMBERS = "text", "number", "flag", "numbers"  # NUMBERS: a list of finite numbers a row
+TEXT, NUMBER, FLAG = "text", "number", "flag"
+# the kinds of a regression baseline's columns, each checked row by row where rows are read, so that a check never
+# meets a value it cannot use (a JSON error or a NaN verdict half-way through the gate): TIMES a non-empty list of
+# positive finite numbers (times in ms: a time of 0 or below is no measurement); NAME text, never missing or empty;
+# JSON_OBJECT text holding a JSON object; TIMES_BY_NAME text holding a JSON object of TIMES, each as long as the
+# row's TIMES column (a reference timed in each round); COUNT a whole number of 1 or more, or missing (a column that
+# older parts lack: optional, unlike every other kind)
+TIMES, NAME, JSON_OBJECT, TIMES_BY_NAME, COUNT = "times", "name", "json object", "times by name", "count"
+OPTIONAL = {COUNT}  # kinds whose column a part may lack
 
-# required columns of each kind of part, with their type (a NUMBER or NUMBERS column is also checked row by row)
+# required columns of each kind of part (and, of the kinds in OPTIONAL, columns checked where a part has them), with
+# their type (a NUMBER column, and each of the regression baseline's kinds, is also checked row by row)
 EVALUATION: dict[str, str] = {
     "workload": TEXT,
     "size": TEXT,
@@ -58,17 +71,19 @@ CONFIRMATION: dict[str, str] = {
 }
 # the regression gate's baselines (check/baseline.parquet: tuner.answers.baseline), as a check reads them
 CHECK_BASELINE: dict[str, str] = {
-    "workload": TEXT,
-    "size": TEXT,
-    "size_vars": TEXT,
-    "dtype": TEXT,
-    "config": TEXT,
-    "rounds": NUMBERS,
-    "references": TEXT,
-    "gpu": TEXT,
+    "workload": NAME,
+    "size": NAME,
+    "size_vars": JSON_OBJECT,
+    "dtype": NAME,
+    "config": JSON_OBJECT,
+    "rounds": TIMES,
+    "references": TIMES_BY_NAME,
+    "gpu": NAME,
     "driver": TEXT,
     "cuda": TEXT,
+    "sessions": COUNT,
 }
+ROW_NAME = ("workload", "size", "dtype")  # the NAME columns that name a row where it is left out
 BY_FOLDER = {
     "evaluations": EVALUATION,
     "baselines": BASELINE,
@@ -193,11 +208,11 @@ def check(frame: pd.DataFrame, schema: dict[str, str] | None, path: Path, degrad
     where the whole part is left out (a required column missing or of the wrong type)."""
     if schema is None or frame.empty:
         return frame
-    missing = [c for c in schema if c not in frame.columns]
+    missing = [c for c, kind in schema.items() if c not in frame.columns and kind not in OPTIONAL]
     if missing:
         degraded.add_part(path, "missing column(s) " + ", ".join(missing))
         return None
-    wrong = [c for c, kind in schema.items() if not _has_type(frame[c], kind)]
+    wrong = [c for c, kind in schema.items() if c in frame.columns and not _has_type(frame[c], kind)]
     if wrong:
         degraded.add_part(path, "wrong type in column(s) " + ", ".join(f"{c} ({frame[c].dtype})" for c in wrong))
         return None
@@ -216,11 +231,44 @@ def check(frame: pd.DataFrame, schema: dict[str, str] | None, path: Path, degrad
         keep &= ~mistyped & ~nonfinite
         if not pd.api.types.is_float_dtype(values.dtype):
             frame = frame.assign(**{column: numbers})
-    for column in (c for c, kind in schema.items() if kind == NUMBERS):
-        listed = np.array([_finite_numbers(v) for v in frame[column]], dtype=bool)
-        degraded.add_rows(path, f"{column} not a list of finite numbers", int((keep & ~listed).sum()))
-        keep &= listed
+    keep &= _rows_as_typed(frame, schema, path, degraded, keep)
     return frame if keep.all() else frame[keep].reset_index(drop=True)
+
+
+# what is wrong with a value of each row-checked kind (None: nothing); TIMES_BY_NAME is checked with the row's TIMES
+_ROW_CHECKS: dict[str, Callable[[object], str | None]] = {
+    TIMES: lambda v: None if _times(v) else "not a list of positive finite times",
+    NAME: lambda v: None if isinstance(v, str) and v.strip() else "missing",
+    JSON_OBJECT: lambda v: None if isinstance(_json(v), dict) else "not a JSON object",
+    COUNT: lambda v: None if _missing(v) or _count(v) else f"{_shown(v)}, not a whole number of 1 or more",
+}
+
+
+def _rows_as_typed(
+    frame: pd.DataFrame, schema: dict[str, str], path: Path, degraded: Degraded, keep: np.ndarray
+) -> np.ndarray:
+    """Which rows hold values of their row-checked kinds; each other row is counted in `degraded` once, by its
+    first fault, and named where the schema names rows (ROW_NAME), so that the line saying it was left out says
+    which kernel that is."""
+    good = np.ones(len(frame), dtype=bool)
+    checked = [(c, k) for c, k in schema.items() if (k in _ROW_CHECKS or k == TIMES_BY_NAME) and c in frame.columns]
+    if not checked:
+        return good
+    times = next((c for c, kind in schema.items() if kind == TIMES), "")
+    names = list(ROW_NAME) if all(schema.get(c) == NAME for c in ROW_NAME) else []
+    columns = list(dict.fromkeys([c for c, _ in checked] + [c for c in (times, *names) if c in frame.columns]))
+    for i, row in enumerate(frame[columns].to_dict("records")):
+        if not keep[i]:
+            continue
+        for column, kind in checked:
+            value = row[column]
+            fault = _times_by_name(value, row.get(times)) if kind == TIMES_BY_NAME else _ROW_CHECKS[kind](value)
+            if fault:
+                label = " ".join(v for v in (row[c] for c in names) if isinstance(v, str))
+                degraded.add_rows(path, f"{column} {fault}" + (f" ({label})" if label else ""), 1)
+                good[i] = False
+                break
+    return good
 
 
 def unreadable(e: Exception) -> str:
@@ -236,9 +284,13 @@ def _has_type(values: pd.Series, kind: str) -> bool:
         )
     if kind == FLAG:
         return pd.api.types.is_bool_dtype(dtype)
-    if kind == NUMBERS:  # checked row by row
+    if kind == TIMES:  # checked row by row
         return pd.api.types.is_object_dtype(dtype)
-    return _is_text(values)
+    if kind == COUNT:  # checked row by row; a column of missing values alone reads as object or float
+        return not pd.api.types.is_bool_dtype(dtype) and (
+            pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_object_dtype(dtype)
+        )
+    return _is_text(values)  # TEXT, and NAME, JSON_OBJECT, TIMES_BY_NAME (checked row by row)
 
 
 def _is_text(values: pd.Series) -> bool:
@@ -251,11 +303,44 @@ def _missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def _finite_numbers(value: object) -> bool:
-    """Whether `value` is a non-empty list (or array) of finite real numbers."""
+def _times(value: object) -> bool:
+    """Whether `value` is a non-empty list (or array) of positive finite real numbers."""
     if not isinstance(value, (list, tuple, np.ndarray)) or len(value) == 0:
         return False
-    return all(math.isfinite(n) for n in map(_number, value))
+    return all(math.isfinite(n) and n > 0 for n in map(_number, value))
+
+
+def _times_by_name(value: object, times: object) -> str | None:
+    """What is wrong with `value` as a JSON object of lists of times, one a round of `times` (None: nothing)."""
+    doc = _json(value)
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    for name, listed in doc.items():
+        if not _times(listed):
+            return f"{name} not a list of positive finite times"
+        if isinstance(times, (list, tuple, np.ndarray)) and len(listed) != len(times):
+            return f"{name} holds {len(listed)} times for {len(times)} rounds"
+    return None
+
+
+def _json(value: object) -> object:
+    """`value` parsed as JSON text (None where it is not text, or not JSON)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _count(value: object) -> bool:
+    """Whether `value` is a whole number of 1 or more (2.0 is one: a column with missing values reads as floats)."""
+    n = _number(value)
+    return math.isfinite(n) and n >= 1 and n == int(n)
+
+
+def _shown(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
 
 
 def _number(value: object) -> float:

@@ -61,7 +61,7 @@ def start_worker(root, name, url, device, delay=0.0):
 def running_trials_of(study, pid, older_than_s=0.0):
     """The numbers of the victim's running trials (the one it measures and the one it has asked ahead)."""
     return [t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-            if t.user_attrs.get("worker", "").endswith(f"-gpu0-{pid}")
+            if t.user_attrs.get("worker", "").endswith(f"-replay0-{pid}")
             and datetime.now() - t.datetime_start > timedelta(seconds=older_than_s)]
 
 
@@ -89,7 +89,7 @@ def brute_force_with_a_killed_worker(root: Path, url: str) -> dict:
     for p in others:
         out, _ = p.communicate(timeout=300)
         assert p.returncode == 0, out
-    return {"name": name, "url": url, "root": root, "killed": killed, "victim": f"-gpu0-{victim.pid}"}
+    return {"name": name, "url": url, "root": root, "killed": killed, "victim": f"-replay0-{victim.pid}"}
 
 
 def check_exactly_once_and_best(run: dict):
@@ -149,21 +149,27 @@ def test_status_command(sqlite_run, capsys):
     study = optuna.load_study(study_name=sqlite_run["name"], storage=sqlite_run["url"])
     lost = len(lost_trials(study.trials))
     assert lost >= len(sqlite_run["killed"])
-    assert f"done {SPACE_SIZE}/{SPACE_SIZE}, running 0, queued 0, retried after a lost worker {lost}" in out
+    assert f"done {SPACE_SIZE}/{SPACE_SIZE}, running 0, queued 0, dead workers 1, lost trials {lost} (retried)" in out
     assert "[brute_force] on NVIDIA H100 80GB HBM3 (simulated)" in out
     single = run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
                                           simulate=True, results=sqlite_run["root"], quiet=True))
     assert out.count("  worker ") == 3 and f"best so far: {single.best['value']:.0f} GB/s" in out
+    # the killed worker shown dead (its process gone, its trials lost), the two others finished
+    assert out.count(": finished, ") == 2 and out.count(": dead, ") == 1
+    assert f"{sqlite_run['victim']}: dead, " in out
     # where each worker's time went; the killed one never closed
     assert out.count("    seconds after its start: loaded ") == 3 and out.count(", closed ") == 2
     assert main(["status", sqlite_run["name"], "--storage", sqlite_run["url"], "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["done"] == SPACE_SIZE and doc["lost_workers"] == lost and doc["gpu"] == H100
+    # lost trials and lost workers counted apart (the audit found the trials' count under `lost_workers`)
+    assert doc["done"] == SPACE_SIZE and doc["lost_trials"] == lost and doc["lost_workers"] == 1 and doc["gpu"] == H100
+    assert sorted(w["state"] for w in doc["workers"].values()) == ["dead", "finished", "finished"]
     # without a name: a line per campaign, in the SQLite file beside the results unless --storage names another
     assert main(["--results", str(sqlite_run["root"]), "status"]) == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith(f"{sqlite_run['name']}: reduction seed float32 [brute_force] on {H100} (simulated): "
                            f"done {SPACE_SIZE}/{SPACE_SIZE}, running 0, best {single.best['value']:.0f} GB/s")
+    assert line.endswith(", 1 worker dead")
 
 
 def test_status_without_a_campaign_database_says_where_it_looked(results, capsys):
@@ -349,7 +355,8 @@ def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(results):
 
 def test_a_measurement_that_raises_stops_the_worker_at_once(results, monkeypatch):
     """The measuring thread's error reaches the caller without waiting on the scheduler thread; the failed
-    trial is told FAIL, and the trial asked ahead is left running, for another worker to retry."""
+    trial is told FAIL, and so is the trial asked ahead: both given back, nothing left running to be retried
+    as a dead worker's after the grace period."""
     from kernel_tuner.strategies.common import CostFunc
 
     with_recording(results)
@@ -371,10 +378,14 @@ def test_a_measurement_that_raises_stops_the_worker_at_once(results, monkeypatch
         run_worker(name, url, 0, results=results)
     assert time.monotonic() - started < 30
     study = optuna.load_study(study_name=name, storage=url)
-    states = [t.state for t in study.trials if t.user_attrs.get("worker")]
+    from tuner.campaign.distributed.study import GIVEN_BACK
+
+    trials = [t for t in study.trials if t.user_attrs.get("worker")]
+    states = [t.state for t in trials]
     assert states.count(optuna.trial.TrialState.COMPLETE) == 2
-    assert states.count(optuna.trial.TrialState.FAIL) == 1
-    assert states.count(optuna.trial.TrialState.RUNNING) <= 1  # asked ahead: a heartbeat check retries it
+    assert states.count(optuna.trial.TrialState.RUNNING) == 0
+    given_back = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    assert len(given_back) >= 2 and all(t.user_attrs.get(GIVEN_BACK) for t in given_back)  # raised, asked ahead
 
 
 def two_config_campaign(results, name: str):

@@ -5,6 +5,7 @@ budget. And workers that ask at the same moment keep to the budget: a trial aske
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -56,11 +57,11 @@ def alive(pid: int, started: str) -> bool:
     return fields is not None and fields[19] == started and fields[0] not in ("Z", "X")
 
 
-def tune(root: Path, name: str, out: Path, delay: float = 0.0) -> subprocess.Popen:
+def tune(root: Path, name: str, out: Path, delay: float = 0.0, cmd: list[str] | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "TUNER_REPLAY_DELAY": str(delay)}
-    cmd = [sys.executable, "-m", "tuner", "--results", str(root), "tune", "reduction", "--size", "seed", "--dtype",
-           "float32", "--simulate", "--workers", "2", "--strategy", "random", "--budget", str(BUDGET),
-           "--campaign", name, "--quiet", "--json"]
+    cmd = cmd or [sys.executable, "-m", "tuner", "--results", str(root), "tune", "reduction", "--size", "seed",
+                  "--dtype", "float32", "--simulate", "--workers", "2", "--strategy", "random", "--budget",
+                  str(BUDGET), "--campaign", name, "--quiet", "--json"]
     # a session of its own: the test's clean-up kills whatever of it is left; files, not pipes, for its output,
     # which workers that outlive it would hold open
     with out.open("w") as f:
@@ -68,9 +69,14 @@ def tune(root: Path, name: str, out: Path, delay: float = 0.0) -> subprocess.Pop
 
 
 def kill_then_resume(root: Path, sig: int, expected_rc: tuple[int, ...]) -> None:
+    """`tune --workers 2` stopped by `sig` mid-campaign: every worker stops as on Ctrl-C, giving back the trials it
+    held (none is left running, to be counted lost and retried on the rerun: the audit saw "running 3" for over a
+    minute, then "retried after a lost worker 3"); a SIGTERM's `tune` says in one line how to resume, and that
+    line, run, resumes the campaign to exactly its budget."""
     with_recording(root)
     name, url = f"kill-{uuid.uuid4().hex[:8]}", f"sqlite:///{root / 'campaigns.sqlite3'}"
-    # created here for its short grace period, so that the rerun soon retries the trials the stop left running
+    # created here for its short grace period: a trial the stop left running would be retried soon on the rerun
+    # (and counted as lost, which the checks below refuse)
     create_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random",
                                     max_evals=BUDGET, simulate=True, results=root), name, url,
                     heartbeat_s=1, grace_s=3)
@@ -96,6 +102,9 @@ def kill_then_resume(root: Path, sig: int, expected_rc: tuple[int, ...]) -> None
         assert 0 < status["done"] < BUDGET
         # each worker stopped as on Ctrl-C, its clean-up done (not killed), and what it measured is stored
         assert all("closed" in w["timeline_s"] for w in status["workers"].values()), status["workers"]
+        assert [w["state"] for w in status["workers"].values()] == ["stopped", "stopped"], status["workers"]
+        # the trials they held were given back at their stop: none left running for a heartbeat check to find
+        assert (status["running"], status["lost_workers"]) == (0, 0), status
         rows = read_parts("*/reduction/evaluations/*.parquet", root / "simulated")
         assert len(rows) >= status["done"] and rows.config.is_unique
     finally:
@@ -103,7 +112,15 @@ def kill_then_resume(root: Path, sig: int, expected_rc: tuple[int, ...]) -> None
             os.killpg(parent.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    again = tune(root, name, root / "again.txt")
+    said = [line for line in (root / "first.txt").read_text().splitlines() if "interrupted" in line]
+    resume = None
+    if sig == signal.SIGTERM:  # one line for the campaign, none from its workers; a SIGKILLed `tune` says nothing
+        (line,) = said
+        assert line.startswith("interrupted; resume with: tuner --results "), line
+        resume = [sys.executable, "-m", *shlex.split(line.split("resume with: ", 1)[1])]  # `tuner`, run so
+    else:
+        assert said == []
+    again = tune(root, name, root / "again.txt", cmd=resume)
     try:
         assert again.wait(timeout=90) == 0, (root / "again.txt").read_text()
     finally:
@@ -115,6 +132,7 @@ def kill_then_resume(root: Path, sig: int, expected_rc: tuple[int, ...]) -> None
     doc = json.loads(text[text.index("{"):])
     status = campaign_status(name, url)
     assert (status["done"], status["running"], doc["evaluated"]) == (BUDGET, 0, BUDGET), (status, text)
+    assert (status["retried"], status["lost_trials"]) == (0, 0), status  # nothing lost: the stop gave it back
     rows = read_parts("*/reduction/evaluations/*.parquet", root / "simulated")
     assert len(rows) == BUDGET and rows.config.is_unique  # each config once: the rerun measured only the rest
 

@@ -125,6 +125,8 @@ def test_cli_errors_are_one_line_no_traceback(results, capsys):
                           (["results", "reduction", "--top", "0"], "--top 0"),
                           (["tune", "reduction", "--simulate", "--storage", "sqlite:////nonexistent/x.db"],
                            "cannot open storage 'sqlite:////nonexistent/x.db'"),
+                          (["tune", "reduction", "--simulate", "--storage", "mysql://x"],  # the driver MySQL needs
+                           "pip install pymysql, and give the URL as mysql+pymysql://"),
                           (["tune", "reduction", "--simulate", "--storage", "mysql://x"],  # markup-like text kept
                            "pip install 'gpu-tuner[distributed]'")]:
         assert main(argv) == 2, argv

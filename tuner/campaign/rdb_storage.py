@@ -33,8 +33,8 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         raise TunerError(
             f"storage '{redact(url)}': give a database URL (sqlite:///path on one host, "
-            "postgresql://user@host/db across hosts); Optuna's heartbeat, which retries the trial of "
-            "a dead worker, exists only in its RDB storage"
+            "postgresql://user@host/db or mysql+pymysql://user@host/db across hosts); Optuna's heartbeat, which "
+            "retries the trial of a dead worker, exists only in its RDB storage"
         )
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # its INFO line per study and trial drowns the campaign's own
     sqlite = url.startswith("sqlite")
@@ -48,9 +48,7 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
                 )
             break
         except ImportError as e:
-            raise TunerError(
-                f"storage '{redact(url)}' needs its database driver ({e}): pip install 'gpu-tuner[distributed]'"
-            ) from None
+            raise TunerError(f"storage '{redact(url)}' {missing_driver(url, e)}") from None
         except Exception as e:  # noqa: BLE001  (sqlalchemy's errors: no server, wrong password, no such database)
             if _creation_race(e) and attempt + 1 < CREATE_TRIES:
                 time.sleep(0.1 * (attempt + 1))
@@ -67,6 +65,36 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
             lambda conn: conn.exec_driver_sql("BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"),
         )
     return storage
+
+
+# the Python package of each SQLAlchemy driver of the databases Optuna's RDB storage supports, where the two differ
+# in name; the extra installs psycopg, the default driver of postgresql:// URLs
+DRIVER_PACKAGES = {
+    "psycopg": "'gpu-tuner[distributed]'",
+    "psycopg2": "psycopg2-binary",
+    "mysqldb": "mysqlclient",
+    "mysqlconnector": "mysql-connector-python",
+}
+
+
+def missing_driver(url: str, e: ImportError) -> str:
+    """What to install for a storage URL whose database driver is missing (the rest of a line after the URL):
+    the package of the driver the URL asks for, which SQLAlchemy's import error names (Optuna wraps it)."""
+    cause = e.__cause__ if isinstance(e.__cause__, ImportError) else e
+    module = cause.name or str(cause)
+    try:
+        driver = sqlalchemy.engine.make_url(url).get_driver_name()
+    except Exception:  # noqa: BLE001  (a URL SQLAlchemy cannot parse, or whose dialect it lacks)
+        driver = ""
+    if url.startswith("mysql") and driver in ("mysqldb", ""):  # mysql:// asks for mysqlclient, which needs C headers
+        return (
+            f"needs a MySQL driver (no module {module}): pip install pymysql, and give the URL as "
+            "mysql+pymysql://user:password@host/db; or PostgreSQL, the server campaigns are tested on: "
+            "pip install 'gpu-tuner[distributed]', postgresql://user:password@host/db"
+        )
+    return (
+        f"needs its database driver (no module {module}): pip install {DRIVER_PACKAGES.get(driver, driver or module)}"
+    )
 
 
 def _creation_race(e: Exception) -> bool:

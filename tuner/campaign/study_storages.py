@@ -12,7 +12,7 @@ import optuna
 from tuner.campaign.rdb_storage import open_storage, redact, sqlite_path
 from tuner.errors import TunerError
 
-STORAGE_ENV = "TUNER_STORAGE"  # the storage URL, for `tuner worker` and `tuner status` without --storage
+STORAGE_ENV = "TUNER_STORAGE"  # the storage URL, for `tune --workers`, `worker` and `status` without --storage
 SHARED_FILE = "campaigns.sqlite3"  # beside the results: the distributed campaigns' studies
 LOCAL_FILE = "optuna.sqlite3"  # in a GPU's and workload's folder: its single-process campaigns' studies
 
@@ -33,17 +33,20 @@ def study_storages(root: Path) -> list[str]:
     return shared + [local_storage(p.parent.resolve()) for p in sorted(Path(root).glob(f"*/*/{LOCAL_FILE}"))]
 
 
-def existing_storage(url: str) -> str:
-    """`url`, a storage the user named, where it exists: a SQLite file that is not there is an error (opening
-    it would create an empty database: a typo in the path would then be served as a storage without studies)."""
-    if url.startswith("sqlite:"):
-        path = sqlite_path(url)
-        if path == ":memory:" or not path:
-            raise TunerError(f"storage '{redact(url)}': an in-memory database holds no campaign's study")
-        path = path if Path(path).is_file() else path.split("?", 1)[0]  # sqlite:///x.db?timeout=...
-        if not Path(path).is_file():
-            where = "no such file" if Path(path).parent.is_dir() else f"no such folder {Path(path).parent}"
-            raise TunerError(f"storage '{redact(url)}': {where} (a campaign's study is made by `tuner tune`)")
+def existing_storage(url: str, *, source: str = "", hint: str = "`tuner tune` creates it") -> str:
+    """`url`, a storage to read or join, where it exists: a SQLite file that is not there is an error (opening
+    it would create an empty database: a typo in the path would then be served as a storage without studies).
+    The error names where the URL came from (`source`) and what to do (`hint`). The one check of this:
+    `tuner worker`, `tuner status` and `tuner dashboard` make it here (tuner.cli.common.storage_url, find_study)."""
+    if not url.startswith("sqlite:"):
+        return url  # a server's database: opening it creates nothing
+    path = sqlite_path(url)
+    if path == ":memory:" or not path:
+        raise TunerError(f"storage '{redact(url)}': an in-memory database holds no campaign's study")
+    file = Path(path) if Path(path).is_file() else Path(path.split("?", 1)[0])  # sqlite:///x.db?timeout=...
+    if not file.is_file():
+        where = "no such file" if file.parent.is_dir() else f"no such folder {file.parent}"
+        raise TunerError(f"no campaign database at {redact(url)}{source}: {where} ({hint})")
     return url
 
 

@@ -97,24 +97,25 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def storage_url(args: argparse.Namespace) -> str:
-    """--storage, else $TUNER_STORAGE (how `tune --workers` hands it to its workers: a command line is visible
-    to every user in `ps`, a process's environment only to its owner), else the SQLite file beside the results
-    that `tune --workers` uses by default."""
-    from tuner.campaign.rdb_storage import sqlite_path
-    from tuner.campaign.study_storages import STORAGE_ENV, default_storage
+def storage_url(args: argparse.Namespace, *, creating: bool = False) -> str:
+    """The distributed campaigns' storage, decided here alike for `tune --workers`, `worker` and `status`:
+    --storage, else $TUNER_STORAGE (a command line is visible to every user in `ps`, a process's environment only
+    to its owner: `tune --workers` hands the URL to its workers so), else the SQLite file beside the results.
+    A command that joins or reads a campaign (not `creating` it) needs the storage to exist
+    (study_storages.existing_storage): opening a SQLite file that is not there would create an empty one."""
+    from tuner.campaign.study_storages import STORAGE_ENV, default_storage, existing_storage
     from tuner.store import results_root
 
     if args.storage:
-        return args.storage
-    if os.environ.get(STORAGE_ENV):
-        return os.environ[STORAGE_ENV]
-    url = default_storage(args.results or results_root())
-    if not Path(sqlite_path(url)).is_file():
-        raise TunerError(
-            f"no campaign database at {url} (`tuner tune ... --workers N` creates it; --storage URL for another)"
-        )
-    return url
+        url, source = args.storage, ""
+    elif os.environ.get(STORAGE_ENV):
+        url, source = os.environ[STORAGE_ENV], f" (from ${STORAGE_ENV})"
+    else:
+        url, source = default_storage(args.results or results_root()), ""
+    if creating:
+        return url
+    hint = "`tuner tune ... --workers N` creates it" + ("" if args.storage or source else "; --storage URL for another")
+    return existing_storage(url, source=source, hint=hint)
 
 
 DEGRADED_EXIT = 3

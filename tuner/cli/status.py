@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from tuner.cli.common import storage_url
 
@@ -33,14 +32,9 @@ def command(args: argparse.Namespace) -> int:
         format_status,
         format_summary,
     )
-    from tuner.campaign.rdb_storage import redact, sqlite_path
-    from tuner.errors import TunerError
+    from tuner.campaign.rdb_storage import redact
 
-    url = storage_url(args)
-    # status only reads: opening a SQLite URL whose file is missing would create an empty database there
-    # (a typo left behind); the commands that create campaigns may make it
-    if url.startswith("sqlite") and sqlite_path(url) != ":memory:" and not Path(sqlite_path(url)).is_file():
-        raise TunerError(f"no campaign database at {redact(url)} (`tuner tune ... --workers N` creates it)")
+    url = storage_url(args)  # only one that exists: status creates nothing
     names = [args.campaign] if args.campaign else campaign_names(url)
     statuses = [campaign_status(name, url, args.results) for name in names]
     if args.json:

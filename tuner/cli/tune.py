@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 from rich.markup import escape
 
-from tuner.cli.common import console, size_text
+from tuner.cli.common import console, err_console, size_text, storage_url
 from tuner.errors import TunerError
 from tuner.formatting import config_text, readable
 
@@ -55,7 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=60.0,
         help="seconds one configuration may take before it is killed (default 60)",
     )
-    s.add_argument("--storage", help="Optuna storage URL (default: SQLite beside the results)")
+    s.add_argument(
+        "--storage",
+        help="Optuna storage URL (default: with --workers, $TUNER_STORAGE, else the SQLite file beside the results "
+        "that `tuner worker` and `tuner status` read too; without, SQLite in the GPU's and workload's folder)",
+    )
     s.add_argument(
         "--simulate", action="store_true", help="replay from results/ in Kernel Tuner's simulation mode (no GPU)"
     )
@@ -85,7 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--allow-mixed-gpus", action="store_true", help="with --workers: let workers on other GPU models join"
     )
     s.add_argument("--measure-target", help=argparse.SUPPRESS)  # tests: a GPU-free worker process, module:function
-    s.set_defaults(func=command)
+    s.set_defaults(func=command, tune_parser=s)  # the parser: a stopped campaign's line says how to resume it
 
 
 def command(args: argparse.Namespace) -> int:
@@ -116,9 +121,10 @@ def command(args: argparse.Namespace) -> int:
         warm_start=not args.no_warm_start,
         patience=args.patience,
     )
-    if args.devices is not None and args.workers is None:
-        raise TunerError("--devices is for --workers N: give one GPU ordinal per worker")
-    if args.workers is not None:
+    if args.workers is None:
+        _refuse_distributed_options(args)
+        result = run_campaign(req, stored_best=best)  # a replay's closing notes compare it with `tuner best`
+    else:
         from tuner.campaign.distributed import run_distributed
 
         devices = parse_devices(args.devices, args.workers)
@@ -127,22 +133,29 @@ def command(args: argparse.Namespace) -> int:
             from tuner.workloads import get_workload
 
             check_gpu(req, get_workload(req.workload).space)
-        result = run_distributed(
-            req,
-            args.workers,
-            devices=devices,
-            name=args.campaign,
-            url=args.storage,
-            allow_mixed_gpus=args.allow_mixed_gpus,
-            measure_target=args.measure_target,
-            log=lambda msg: print(msg, file=sys.stderr, flush=True),
-        )
-    else:
-        result = run_campaign(req, stored_best=best)  # a replay's closing notes compare it with `tuner best`
+        try:
+            result = run_distributed(
+                req,
+                args.workers,
+                devices=devices,
+                name=args.campaign,
+                url=storage_url(args, creating=True),  # as `tuner worker` and `tuner status` decide it
+                allow_mixed_gpus=args.allow_mixed_gpus,
+                measure_target=args.measure_target,
+                log=lambda msg: print(msg, file=sys.stderr, flush=True),
+            )
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: the workers have stopped, each storing its rows and giving back the trials it held
+            # (they say nothing themselves): one line here says how to go on
+            stored = "" if args.simulate else "everything measured is stored; "
+            err_console.print(f"interrupted; {stored}resume with: {resume_command(args)}", highlight=False)
+            return 130
     if args.workers == 0:  # documented: create the campaign only; `tuner worker` elsewhere runs it
         if args.json:
             print(json.dumps({**result.__dict__, "created_only": True}, indent=2, default=str))
         else:
+            for note in result.notes:  # which recording a replay's workers will replay, as a replay here says it
+                console.print(note, highlight=False)
             console.print(
                 f"campaign created for {result.workload} {result.size} {result.dtype}; no worker runs here: "
                 "start `tuner worker` on the GPU hosts (the line above says how)",
@@ -213,6 +226,54 @@ def _dry_run(args: argparse.Namespace) -> int:
     where = "" if report.on_cpu else " on a machine with a GPU"
     console.print(f"next: tuner tune {args.workload}{where}", highlight=False)
     return 0
+
+
+# the options of a distributed campaign, and why a campaign on one process has no use for them
+DISTRIBUTED_OPTIONS = {
+    "campaign": "--campaign names a distributed campaign (--workers N); one on one process is named by its "
+    "workload, size, dtype, strategy and seed",
+    "devices": "--devices is for --workers N: give one GPU ordinal per worker (one process measures on --device)",
+    "allow_mixed_gpus": "--allow-mixed-gpus is for --workers N: it lets workers on other GPU models join a "
+    "distributed campaign",
+}
+
+
+def _refuse_distributed_options(args: argparse.Namespace) -> None:
+    """An option of --workers given without it would do nothing: one line, rather than a campaign ignoring it."""
+    for dest, refusal in DISTRIBUTED_OPTIONS.items():
+        if getattr(args, dest) not in (None, False):
+            raise TunerError(refusal)
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command line that runs this campaign again (a stopped one resumes): the options given, as parsed
+    (those at their default left out, a storage URL without its password, test-only ones left out)."""
+    from tuner.campaign.rdb_storage import redact
+
+    parser: argparse.ArgumentParser = args.tune_parser
+    words = ["tuner"]
+    if args.results is not None:
+        words += ["--results", str(args.results)]
+    if args.workloads_dir is not None:
+        words += ["--workloads", str(args.workloads_dir)]
+    words.append("tune")
+    options: list[str] = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.help == argparse.SUPPRESS or value is None:  # a test's hook; --help; an option not given
+            continue
+        if not action.option_strings:
+            words.append(str(value))  # the workload
+        elif value != action.default:
+            option = action.option_strings[-1]
+            if action.nargs == 0:  # a flag
+                options.append(option)
+            else:
+                options += [option, redact(str(value)) if action.dest == "storage" else str(value)]
+    line = shlex.join(words + options)
+    if args.storage and redact(args.storage) != args.storage:
+        line += "  (with the storage's password for ***, or the URL in $TUNER_STORAGE)"
+    return line
 
 
 def parse_devices(text: str | None, workers: int) -> list[int] | None:

@@ -31,6 +31,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Work on the campaign until its budget is spent, then print what this worker did."""
+    if not args.launch:
+        return _work(args)
+    try:
+        return _work(args)
+    except KeyboardInterrupt:
+        # started by `tune --workers` (--launch): stopped with it, its trials given back; that command says, once for
+        # all its workers, how to resume
+        return 130
+
+
+def _work(args: argparse.Namespace) -> int:
+    """The worker's work and its summary line (or JSON)."""
     launched = None
     if args.launch:  # before the heavy imports below, which the measuring process's set-up then overlaps
         from tuner.measure.runner import IsolatedRunner
@@ -57,8 +69,9 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2, default=str))
         return 0
     back = summary.get("handed_back", 0)
+    done = "replayed" if summary.get("simulated") else "measured"  # a replay measures nothing
     console.print(
-        f"worker {summary['worker']} ({summary['gpu']}): {summary['measured']} measured, "
+        f"worker {summary['worker']} ({summary['gpu']}): {summary['measured']} {done}, "
         f"{summary['served']} served from the store, {summary['trials']} trials"
         + (
             f" ({back} told at once: another trial's config, invalid, or left over when the queue ran out)"

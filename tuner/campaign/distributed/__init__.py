@@ -16,6 +16,8 @@ of workers join it, each a process bound to one GPU with its own isolated worker
   period; the next worker to look fails it and Optuna's RetryFailedTrialCallback enqueues it again (in
   between, the failed trial still holds its config: study.in_limbo). The retry first looks in the store, so a
   row written just before the kill is served, never measured twice;
+- a worker that stops (Ctrl-C, SIGTERM, an error, its time limit) gives back the trials it holds unmeasured:
+  told FAIL at once (study.GIVEN_BACK), so none is left running for the stale check to count as lost;
 - of trials that drew the same config, the lowest-numbered live one measures it; the others are told
   its value (or step aside), and the search goes on from the nearest unclaimed config.
 
@@ -23,10 +25,10 @@ Workers stay until no trial is running anywhere, so a trial left by a worker tha
 
 Modules: study (a campaign's settings and trials), worker (one GPU's process), campaign_loop (the search
 loop of tuner/search/loop.py with the workers' claims and brute force's queue), scheduler (measuring on one
-thread, the bookkeeping on another), liveness (heartbeats, stale and orphaned trials; what reaches past
-Optuna's public API is in tuner/search/optuna_private.py, and why), cache_parts (Kernel Tuner's cache, a part per
-worker), status (progress and result), launch (a whole campaign on one host), signals (how its workers stop:
-SIGTERM, the death of the `tune` that started them). The database is opened by
+thread, the bookkeeping on another), liveness (heartbeats, stale and orphaned trials, a worker's process gone;
+what reaches past Optuna's public API is in tuner/search/optuna_private.py, and why), cache_parts (Kernel
+Tuner's cache, a part per worker), status (progress and result, each worker's state), launch (a whole campaign
+on one host), signals (how its workers stop: SIGTERM, the death of the `tune` that started them). The database is opened by
 tuner/campaign/rdb_storage.py; a replayed campaign measures with tuner/measure/replay.py.
 """
 

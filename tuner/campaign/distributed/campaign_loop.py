@@ -25,7 +25,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.campaign.distributed.liveness import Heartbeat, Liveness, dead_trials
-from tuner.campaign.distributed.study import Campaign, TrialCodec, in_limbo, retry_of, tally_trials
+from tuner.campaign.distributed.study import GIVEN_BACK, Campaign, TrialCodec, in_limbo, retry_of, tally_trials
 from tuner.search import optuna_private, trial_kinds
 from tuner.search.codec import Repair, penalty_for
 from tuner.search.loop import Prior, Proposal, SearchLoop
@@ -73,6 +73,7 @@ class CampaignLoop(SearchLoop):
         self.halted, self.on_retry, self.log = halted, on_retry, log
         self.liveness = Liveness(study, storage, camp.heartbeat_s, camp.grace_s)
         self.beats: dict[int, Heartbeat] = {}  # trial number -> its heartbeat, while this worker holds it
+        self.held: dict[int, Trial] = {}  # trial number -> the trial, from its ask until the loop is done with it
         self.running = 0
         self._retrying: int | None = None  # the trial number of the retry being settled
 
@@ -83,9 +84,31 @@ class CampaignLoop(SearchLoop):
         return proposal
 
     def close(self) -> None:
-        """Stop the heartbeats of trials still held (asked ahead, or left by a failed measurement)."""
+        """The worker stops (done, stopped, or failed): the trials it still holds (asked ahead, never measured) are
+        given back (abandon), and their heartbeats stop. None is left running, to be given up for lost only after
+        the grace period and retried as a dead worker's."""
+        for trial in list(self.held.values()):
+            try:
+                self.abandon(trial)
+            except Exception as e:  # noqa: BLE001  (the database gone: the trial is retried as a lost one's, later)
+                # the error's type only: a driver's message may quote the storage URL
+                self.log(
+                    f"{self.me}: trial {trial.number} not given back ({type(e).__name__}); retried after the grace"
+                )
+            finally:
+                self.release(trial)
         for number in list(self.beats):
             self.beats.pop(number).stop()
+
+    def abandon(self, trial: Trial) -> None:
+        """Not measured after all (asked ahead of a stop or past the time limit, or its measurement raised): told
+        FAIL and marked given back, so that it holds its config against nobody (no retry follows, study.in_limbo)."""
+        self.pending.pop(trial.number, None)
+        try:
+            trial.set_user_attr(GIVEN_BACK, True)
+            self.study.tell(trial, state=TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # our heartbeat came late and another worker gave it up for lost: its retry takes the config
 
     # the hooks of SearchLoop
 
@@ -110,10 +133,12 @@ class CampaignLoop(SearchLoop):
         return None if self.brute else self.codec.dists
 
     def started(self, trial: Trial) -> None:
+        self.held[trial.number] = trial
         self.beats[trial.number] = self.liveness.beat(trial)
         trial.set_user_attr("worker", self.me)  # who holds it while it runs (`tuner status`)
 
     def release(self, trial: Trial) -> None:
+        self.held.pop(trial.number, None)
         beat = self.beats.pop(trial.number, None)
         if beat is not None:
             beat.stop()

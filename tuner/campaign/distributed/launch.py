@@ -19,12 +19,10 @@ from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.rdb_storage import GRACE_S, HEARTBEAT_S, redact
-from tuner.campaign.request import CampaignRequest, resolve
+from tuner.campaign.request import CampaignRequest
 from tuner.campaign.study_storages import STORAGE_ENV
 from tuner.errors import TunerError
 from tuner.formatting import readable
-from tuner.store.recording_choice import replay_gpu, unrecorded
-from tuner.store.recordings import sources
 
 STOP_S = 30.0  # how long a stopped worker has to store its last row and stop its measuring process before SIGKILL
 
@@ -46,18 +44,15 @@ def run_distributed(
     one per GPU; other hosts may join with `tuner worker`. Returns the campaign's result. A SIGTERM stops it as
     Ctrl-C does (KeyboardInterrupt: the workers stopped, what they measured stored, resumed by running it again);
     should this process be killed outright, its workers stop on their own (signals.stopped_like_ctrl_c)."""
-    if req.simulate:  # said before any worker starts, as a single-process replay says it
-        req = _replay_checked(req, log)
-    camp, url = create_campaign(req, name, url, heartbeat_s=heartbeat_s, grace_s=grace_s)
+    notes: list[str] = []  # a replay's recording, where chosen among several: said with the result, as on one process
+    camp, url = create_campaign(req, name, url, heartbeat_s=heartbeat_s, grace_s=grace_s, say=notes.append)
     devices = list(devices) if devices is not None else [req.device + i for i in range(workers)]
     if workers < 0 or len(devices) != workers:
         raise TunerError(f"--workers {workers} needs {workers} devices, got {devices}")
-    log(
-        f"campaign {camp.name} in {redact(url)}; more workers: tuner worker {camp.name} --storage {redact(url)} --device D"
-    )
+    log(f"campaign {camp.name} in {redact(url)}; more workers: {_worker_command(camp.name, url)}")
     root = Path(req.results or store.results_root())
     if workers == 0:
-        return campaign_result(camp.name, url, root)
+        return replace(campaign_result(camp.name, url, root), notes=notes)
     procs: list[subprocess.Popen] = []
     # each worker launches its measuring process first thing, so that its set-up (a CUDA context, the inputs)
     # overlaps the worker's own imports and study loading: seconds of a campaign's wall time
@@ -106,6 +101,7 @@ def run_distributed(
                                     if s["best"]
                                     else ""
                                 )
+                                + (f", dead workers {s['lost_workers']}" if s["lost_workers"] else "")
                             )
         finally:
             _stop(procs)
@@ -117,7 +113,7 @@ def run_distributed(
         for p, d in zip(procs, devices):
             for part in root.glob(f"*/{camp.workload}/cache-parts/{part_name(camp, worker_id(d, pid=p.pid))}"):
                 merge_cache_parts(part.parent.parent / main, [part])
-    return campaign_result(camp.name, url, root)
+    return replace(campaign_result(camp.name, url, root), notes=notes)
 
 
 def _stop(procs: list[subprocess.Popen], wait_s: float = STOP_S) -> None:
@@ -136,16 +132,9 @@ def _stop(procs: list[subprocess.Popen], wait_s: float = STOP_S) -> None:
             p.wait()
 
 
-def _replay_checked(req: CampaignRequest, log: Callable[[str], object]) -> CampaignRequest:
-    """A replay's --gpu as the recordings name it (`h200`: NVIDIA H200, said), or one line saying what is recorded
-    where nothing records its workload, size and dtype."""
-    root = Path(req.results or store.results_root())
-    recorded = sources(root, req.workload)
-    gpu, taken = replay_gpu(root, req.workload, req.gpu, recorded)
-    if taken:
-        log(taken)
-    r = resolve(req, distributed=True)
-    line = unrecorded(root, req.workload, r.size_name, r.dtype, gpu, recorded)
-    if line:
-        raise TunerError(line)
-    return replace(req, gpu=gpu)
+def _worker_command(name: str, url: str) -> str:
+    """How another GPU joins the campaign: the storage as this command found it (tuner.cli.common.storage_url). A
+    URL from $TUNER_STORAGE stays there: shown, its password would be *** anyway."""
+    if os.environ.get(STORAGE_ENV) == url:
+        return f"tuner worker {name} --device D (with ${STORAGE_ENV} as here)"
+    return f"tuner worker {name} --storage {redact(url)} --device D"

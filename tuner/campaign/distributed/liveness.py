@@ -1,12 +1,16 @@
 """Trials outlive their workers: a worker beats for the trials it holds, and every worker now and then
 fails the trials of workers that stopped beating, which Optuna's RetryFailedTrialCallback (configured on the
-storage, tuner.campaign.rdb_storage) queues again for a worker still alive."""
+storage, tuner.campaign.rdb_storage) queues again for a worker still alive. Whether a worker is alive, for
+`tuner status`: its trials' heartbeats, and on its own host its process."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import optuna
 import sqlalchemy
@@ -104,3 +108,34 @@ def dead_trials(storage: RDBStorage, trials: list, grace_s: float) -> set[int]:
         elif t.datetime_start is not None and t.datetime_start < started_before:
             dead.add(t.number)
     return dead
+
+
+def process_started(pid: int) -> float | None:
+    """When process `pid` of this host started (epoch seconds, from /proc/PID/stat's start in clock ticks since
+    boot); None where that cannot be read (no such process, not Linux) or it is a zombie (it has exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X"):  # exited, not reaped yet
+            return None
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def process_gone(host: str | None, pid: int | None, started: float | None) -> bool:
+    """Whether a worker's process (as its `worker:` record names it: host, pid, start in epoch seconds) is known to
+    be gone: it ran on this host and no process `pid` is there, or another one has taken its pid since. Workers on
+    other hosts are never known gone here (their trials' heartbeats say it, after the grace period)."""
+    if host != socket.gethostname() or not pid:
+        return False
+    if Path("/proc/self/stat").is_file():  # Linux: the start time tells a later process given the same pid
+        now = process_started(pid)
+        return now is None or (started is not None and abs(now - started) > 2.0)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's process now holds it
+        return True
+    return False

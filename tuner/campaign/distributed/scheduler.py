@@ -5,8 +5,9 @@ only when a measurement is quicker than the bookkeeping.
 
 The trials asked ahead go to the runner's compile pool as they are asked (tuner.search.ahead), as a
 single-process search's do: at least one waits behind the one measuring, more where compiling a config takes
-longer than measuring one (Pace), up to the pool's workers. Past the worker's time limit, a trial asked ahead
-is not measured but told FAIL: its config is free again for a worker with time left."""
+longer than measuring one (Pace), up to the pool's workers. Past the worker's time limit, or when the worker
+stops (Ctrl-C, SIGTERM, an error), a trial asked ahead is not measured but given back (told FAIL,
+CampaignLoop.abandon): its config is free again at once for a worker with time left."""
 
 from __future__ import annotations
 
@@ -128,6 +129,7 @@ class Scheduler:
         return {
             "worker": self.me,
             "gpu": self.session.gpu["gpu"],
+            "simulated": self.camp.simulate,  # its `measured` were replayed from the recording
             **self.counts,
             "trials": self.loop.asked,
             "handed_back": self.loop.settled,

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from optuna.trial import TrialState
 
 from tuner import store
-from tuner.campaign.distributed.study import TrialCodec, load_campaign, lost_trials, retry_of, tally_trials
+from tuner.campaign.distributed.liveness import dead_trials, process_gone
+from tuner.campaign.distributed.study import TrialCodec, lost_trials, read_campaign, retry_of, tally_trials
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.rdb_storage import open_storage, redact, sqlite_path
 from tuner.campaign.study_storages import SHARED_FILE
@@ -28,7 +29,7 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
     """The campaign's progress. `root`: its store, where known: a replay's recording, derived into this user's
     cache, is derived again from it where the cache lost it meanwhile (else from the store beside a default
     SQLite storage, or the project's, whichever holds the rows it was made from)."""
-    study, camp = load_campaign(name, url, heartbeat=False)
+    study, storage, camp = read_campaign(name, url)
     space = get_workload(camp.workload).space
     # a replay searches the configs its recording holds
     searchspace = (
@@ -58,9 +59,22 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
                 "worker": info["worker"],
                 "trial": t.number,
             }
+    lost = lost_trials(trials)
+    silent = dead_trials(storage, trials, camp.grace_s)  # running, but their worker stopped beating
+    for w in workers.values():
+        w.update(lost_trials=0, silent=0)
     for t in trials:
-        if t.state == TrialState.RUNNING and t.user_attrs.get("worker"):
-            workers.setdefault(t.user_attrs["worker"], {"done": 0, "running": 0})["running"] += 1
+        if not t.user_attrs.get("worker"):
+            continue
+        w = workers.setdefault(t.user_attrs["worker"], {"done": 0, "running": 0, "lost_trials": 0, "silent": 0})
+        if t.state == TrialState.RUNNING:
+            w["running"] += 1
+            w["silent"] += t.number in silent
+        elif t.number in lost:
+            w["lost_trials"] += 1
+    for w in workers.values():
+        w["state"] = _worker_state(w)
+        del w["silent"]
     total = min(camp.max_evals or searchspace.size, searchspace.size)
     return {
         "campaign": name,
@@ -76,12 +90,32 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "running": tally["running"],
         "waiting": tally["waiting"],
         "retried": sum(1 for t in trials if retry_of(t) is not None),
-        "lost_workers": len(lost_trials(trials)),
+        "lost_trials": len(lost),  # given up for lost (their worker died) and retried
+        "lost_workers": sum(w["state"] == "dead" for w in workers.values()),
+        "grace_s": camp.grace_s,
         "failures": failures,
         "best": best,
         "confirmed": attrs.get("confirmed"),
         "workers": workers,
     }
+
+
+def _worker_state(w: dict) -> str:
+    """A worker as `tuner status` shows it, from its record and its trials: how it ended (finished; stopped by
+    Ctrl-C or SIGTERM, its trials given back; failed), where it did; else dead, where its process is known gone
+    (on this host) or its trials went silent past the grace period or were lost, and none of its trials beats;
+    else running (a trial of its beats) or idle (it holds none: waiting for others to finish, or gone without a
+    trace, which only its trials' heartbeats would show)."""
+    if w.get("ended"):
+        return str(w["ended"])
+    if "closed" in w.get("timeline_s", {}):  # a record from before `ended` was kept
+        return "finished"
+    beating = w["running"] - w["silent"]
+    if process_gone(w.get("host"), w.get("pid"), w.get("process_started")) or (
+        not beating and (w["silent"] or w["lost_trials"])
+    ):
+        return "dead"
+    return "running" if beating else "idle"
 
 
 def _store_beside(url: str) -> list[Path]:
@@ -107,10 +141,12 @@ def campaign_names(url: str) -> list[str]:
 def format_summary(s: dict) -> str:
     """One line of `tuner status` without a campaign name."""
     best = f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else ""
+    dead = s.get("lost_workers", 0)
     return (
         f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
         f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, running {s['running']}{best}"
         + (", confirmed" if s.get("confirmed") else "")
+        + (f", {dead} worker{'s' if dead > 1 else ''} dead" if dead else "")
     )
 
 
@@ -118,8 +154,9 @@ def format_status(s: dict) -> str:
     lines = [
         f"campaign {s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
         + (" (simulated)" if s["simulated"] else ""),
-        f"done {s['done']}/{s['total']}, running {s['running']}, queued {s['waiting']}, "
-        f"retried after a lost worker {s['retried']}"
+        f"done {s['done']}/{s['total']}, running {s['running']}, queued {s['waiting']}"
+        + (f", dead workers {s['lost_workers']}" if s.get("lost_workers") else "")
+        + (f", lost trials {s['lost_trials']} (retried)" if s.get("lost_trials") else "")
         + (", failures: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items())) if s["failures"] else ""),
     ]
     if s["best"]:
@@ -135,8 +172,15 @@ def format_status(s: dict) -> str:
             f"confirmed among {c['finalists']} finalists {again} ({c['seconds']:.1f} s): {config_text(c['config'])}"
         )
     for w, info in sorted(s["workers"].items()):
-        where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, device {info.get('device', '?')})"
-        lines.append(f"  worker {w}: {info['done']} done, {info['running']} running  {where}")
+        # a replay's worker uses no GPU: the GPU named is the recording's
+        on = "replaying" if s["simulated"] else f"device {info.get('device', '?')}"
+        where = f"{info.get('gpu', '?')} (host {info.get('host', '?')}, {on})"
+        state = info.get("state", "?")
+        lost = info.get("lost_trials", 0)
+        counts = f"{info['done']} done, {info['running']} running" + (f", {lost} lost and retried" if lost else "")
+        if state == "dead" and info["running"]:
+            counts += f" (retried once silent past the {s.get('grace_s', '?')}-s grace period)"
+        lines.append(f"  worker {w}: {state}, {counts}  {where}")
         if info.get("timeline_s"):  # seconds from the worker process's start to the end of each stage so far
             lines.append(
                 "    seconds after its start: " + ", ".join(f"{k} {v:.1f}" for k, v in info["timeline_s"].items())

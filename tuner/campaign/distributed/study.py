@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,16 +18,20 @@ from tuner.campaign.rdb_storage import GRACE_S, HEARTBEAT_S, open_storage, redac
 from tuner.campaign.request import CampaignRequest, default_name, resolve
 from tuner.campaign.study_storages import default_storage
 from tuner.errors import TunerError
-from tuner.measure.provenance import kernel_hash
+from tuner.measure.provenance import kernel_hash, local_device_name
 from tuner.search import trial_kinds
 from tuner.search.codec import Codec
 from tuner.search.optuna_private import fixed_params
 from tuner.search.studies import check_form, open_study
-from tuner.store.recording_choice import find_recording
+from tuner.store.recording_choice import choose_recording
 
 if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace
-    from optuna.samplers import BaseSampler
+
+
+# a user attribute of a trial its worker gave back unmeasured (asked ahead of its stop or past its time limit, or
+# its measurement raised), told FAIL: it holds nothing, and no retry follows it (unlike a lost trial's, in_limbo)
+GIVEN_BACK = "tuner_given_back"
 
 
 @dataclass
@@ -52,38 +57,54 @@ class Campaign:
     space_hash: str = ""  # Space.space_hash_for(dtype) ("" in campaigns created before it was recorded)
 
     def key(self) -> tuple:
-        return (
-            self.workload,
-            json.dumps(self.size_vars, sort_keys=True),
-            self.dtype,
-            self.strategy,
-            self.seed,
-            self.kernel_hash,
-            self.space_hash,
-            self.simulate,
-            self.backend,
-        )
+        """The settings a campaign is resumed with only as they were (the budget may change)."""
+        return tuple(mine for mine, _ in self._settings(self).values())
 
+    def differences(self, asked: Campaign) -> list[str]:
+        """The settings in which `asked` differs from this campaign, each as `name: this one's (asked: other)`."""
+        theirs = self._settings(asked)
+        said = []
+        for name, (mine, shown) in self._settings(self).items():
+            other, other_shown = theirs[name]
+            if mine != other:
+                if shown == other_shown:  # a size's name kept, its values changed
+                    shown, other_shown = str(mine), str(other)
+                said.append(f"{name} {shown} (asked: {other_shown})".lstrip())
+        return said
 
-def load_campaign(
-    name: str, url: str, *, heartbeat: bool, sampler: BaseSampler | None = None
-) -> tuple[optuna.Study, Campaign]:
-    """The campaign's study and settings; `heartbeat`: on a storage that records workers' heartbeats."""
-    study, _, camp = _load(name, url, heartbeat, sampler)
-    return study, camp
+    @staticmethod
+    def _settings(c: Campaign) -> dict[str, tuple[object, str]]:
+        """Each setting of the key by name (the option that sets it): its value, and as it is shown."""
+        vars_text = json.dumps(c.size_vars, sort_keys=True)
+        return {
+            "workload": (c.workload, c.workload),
+            "--size": (vars_text, c.size),
+            "--dtype": (c.dtype, c.dtype),
+            "--strategy": (c.strategy, c.strategy),
+            "--seed": (c.seed, str(c.seed)),
+            # a campaign's trials decode by its parameters, and its values belong to one kernel
+            "kernel hash": (c.kernel_hash, c.kernel_hash),
+            "search space hash": (c.space_hash, c.space_hash or "none (an older campaign)"),
+            "": (c.simulate, "replayed" if c.simulate else "measured on GPUs"),  # --simulate
+            "--backend": (c.backend, c.backend),
+        }
 
 
 def join_campaign(name: str, url: str) -> tuple[optuna.Study, RDBStorage, Campaign]:
     """What a worker joins: the study on a storage with heartbeats, that storage, the settings."""
-    return _load(name, url, True, None)
+    return _load(name, url, True)
 
 
-def _load(
-    name: str, url: str, heartbeat: bool, sampler: BaseSampler | None
-) -> tuple[optuna.Study, RDBStorage, Campaign]:
+def read_campaign(name: str, url: str) -> tuple[optuna.Study, RDBStorage, Campaign]:
+    """What `tuner status` reads: the study, its storage (the trials' heartbeats), the settings."""
+    return _load(name, url, False)
+
+
+def _load(name: str, url: str, heartbeat: bool) -> tuple[optuna.Study, RDBStorage, Campaign]:
+    """The study, the storage it was loaded from (`heartbeat`: one that records workers' heartbeats), the settings."""
     storage = open_storage(url)
     try:
-        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise TunerError(
             f"no campaign '{name}' in {redact(url)} (start one with `tuner tune ... --workers N`)"
@@ -94,7 +115,7 @@ def _load(
     camp = Campaign(**study.user_attrs["campaign"])
     if heartbeat:
         storage = open_storage(url, camp.heartbeat_s, camp.grace_s)
-        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        study = optuna.load_study(study_name=name, storage=storage)
     return study, storage, camp
 
 
@@ -110,14 +131,31 @@ class TrialCodec(Codec):
 
 
 def create_campaign(
-    req: CampaignRequest, name: str | None, url: str | None, *, heartbeat_s: int = HEARTBEAT_S, grace_s: int = GRACE_S
+    req: CampaignRequest,
+    name: str | None,
+    url: str | None,
+    *,
+    heartbeat_s: int = HEARTBEAT_S,
+    grace_s: int = GRACE_S,
+    say: Callable[[str], object] | None = None,
 ) -> tuple[Campaign, str]:
     """Create the study (or check that an existing one has the same settings). Returns the campaign and
-    its storage URL. Resuming is running it again: the workers take what no trial holds yet."""
+    its storage URL. Resuming is running it again: the workers take what no trial holds yet. `say`: told the
+    line a replay says about its recording where it was chosen among several GPUs' (as a replay on one process
+    says it)."""
     r = resolve(req, distributed=True)
     space, size_name, size, dtype, max_evals = r.space, r.size_name, r.size, r.dtype, r.max_evals
     root = Path(req.results or store.results_root())
-    recording = str(find_recording(root, req.workload, size_name, dtype, req.gpu).resolve()) if req.simulate else None
+    recording, note = None, None
+    if req.simulate:
+        # chosen as a replay on one process chooses (tuner.campaign.local._simulate): --gpu, else this machine's
+        # GPU where it has a recording, else the GPU with the most measurements at this size. This machine's GPU
+        # (nvidia-smi) is asked for only where the choice needs it: without --gpu, a note says several are recorded
+        chosen, note = choose_recording(root, req.workload, size_name, dtype, req.gpu, size=size)
+        here = local_device_name(space) if note and not req.gpu else None
+        if here is not None:
+            chosen, note = choose_recording(root, req.workload, size_name, dtype, size=size, here=here)
+        recording = str(chosen.resolve())
     name = name or default_name(req.workload, size_name, dtype, req.strategy, req.seed)
     camp = Campaign(
         name=name,
@@ -142,32 +180,41 @@ def create_campaign(
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder
         Path(sqlite_path(url)).parent.mkdir(parents=True, exist_ok=True)
     study = open_study(open_storage(url), name, maximize=space.maximize, metric=space.objective, where=redact(url))
+    replayed = _recording_gpu(recording) if recording is not None else None
     existing = study.user_attrs.get("campaign")
     if existing is None:
         study.set_user_attr("campaign", asdict(camp))
     else:
         old = Campaign(**existing)
-        if old.key() != camp.key():
-            changed = (
-                "; its kernel or search space has changed since"
-                if (old.kernel_hash, old.space_hash) != (camp.kernel_hash, camp.space_hash)
-                else ""
-            )
+        differences = old.differences(camp)
+        if replayed is not None and old.simulate and req.gpu and study.user_attrs.get("gpu") != replayed:
+            differences.append(f"--gpu {study.user_attrs.get('gpu')} (asked: {replayed})")  # its recording's
+        if differences:
             raise TunerError(
-                f"campaign '{name}' exists in {redact(url)} with other settings "
-                f"({old.workload} {old.size} {old.dtype} {old.strategy} seed {old.seed}{changed}): "
-                "choose another --campaign name"
+                f"campaign '{name}' exists in {redact(url)} with other settings: {'; '.join(differences)}; "
+                "resume it with its own, or choose another --campaign name"
+            )
+        if replayed is not None and study.user_attrs.get("gpu") not in (None, replayed):
+            # a recording chosen since (another GPU's recorded meanwhile): the campaign goes on with its own
+            note = (
+                f"replaying the recording from {study.user_attrs['gpu']}, the one campaign '{name}' was created with "
+                f"(a new campaign would replay {replayed}'s; choose with --gpu and another --campaign name)"
             )
         camp = Campaign(**{**existing, "max_evals": max_evals, "time_limit": req.time_limit})
         study.set_user_attr("campaign", asdict(camp))
-    if recording is not None and "gpu" not in study.user_attrs:  # a simulated campaign
-        from kernel_tuner.util import read_cache
-
-        # the store's name of the GPU (a host-code space's cache names the CPU that ran its host code)
-        study.set_user_attr(
-            "gpu", store.recorded_gpu(Path(recording)) or read_cache(recording, open_cache=False)["device_name"]
-        )
+    if replayed is not None and "gpu" not in study.user_attrs:  # a simulated campaign
+        study.set_user_attr("gpu", replayed)
+    if note and say is not None:
+        say(note)
     return camp, url
+
+
+def _recording_gpu(recording: str) -> str:
+    """The store's name of the GPU a recording was made on (a host-code space's cache names the CPU that ran its
+    host code)."""
+    from kernel_tuner.util import read_cache
+
+    return store.recorded_gpu(Path(recording)) or read_cache(recording, open_cache=False)["device_name"]
 
 
 def tally_trials(trials: list[FrozenTrial], codec: TrialCodec, limbo_s: float = 0.0) -> dict:
@@ -193,12 +240,12 @@ def tally_trials(trials: list[FrozenTrial], codec: TrialCodec, limbo_s: float = 
 
 
 def in_limbo(trials: list[FrozenTrial], window_s: float, now: datetime | None = None) -> list[FrozenTrial]:
-    """Trials failed less than `window_s` ago while holding their config (given up for lost, or abandoned; not
-    told `taken` or `surplus`) whose retry is not queued yet. Optuna's stale check fails a lost trial, then queues its retry in another
-    transaction: in between, no live trial holds the config, and another worker feeding brute force's queue
-    (or sampling) could take it, leaving the retry `taken`. So a trial in limbo still holds its config. The
-    window bounds it for a trial no retry follows (its measurement raised; its retries used up; the process
-    failing it died): its config is free again after it."""
+    """Trials failed less than `window_s` ago while holding their config (given up for lost; not told `taken` or
+    `surplus`, nor given back by their worker: GIVEN_BACK) whose retry is not queued yet. Optuna's stale check
+    fails a lost trial, then queues its retry in another transaction: in between, no live trial holds the config,
+    and another worker feeding brute force's queue (or sampling) could take it, leaving the retry `taken`. So a
+    trial in limbo still holds its config. The window bounds it for a trial no retry follows (its retries used
+    up; the process failing it died): its config is free again after it."""
     retried = {n for t in trials if (n := retry_of(t)) is not None}
     since = (now or datetime.now()) - timedelta(seconds=window_s)  # Optuna stamps times in local time
     return [
@@ -207,6 +254,7 @@ def in_limbo(trials: list[FrozenTrial], window_s: float, now: datetime | None = 
         if t.state == TrialState.FAIL
         and t.number not in retried
         and trial_kinds.kind_of(t) not in trial_kinds.HOLDS_NOTHING
+        and not t.user_attrs.get(GIVEN_BACK)
         and t.datetime_complete is not None
         and t.datetime_complete > since
     ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tuner import store
 from tuner.campaign import confirmation
 from tuner.campaign.distributed.cache_parts import cache_part, merge_cache_parts
+from tuner.campaign.distributed.liveness import process_started
 from tuner.campaign.distributed.scheduler import Scheduler
 from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
 from tuner.campaign.distributed.study import Campaign, TrialCodec, join_campaign, tally_trials
@@ -47,9 +48,10 @@ def _claim_gpu(study: optuna.Study, name: str, gpu: str, allow_mixed: bool) -> N
         )
 
 
-def worker_id(device: int, pid: int | None = None) -> str:
-    """This host's worker process `pid` (default: this one) on GPU `device`."""
-    return store.safe_name(f"{socket.gethostname()}-gpu{device}-{pid or os.getpid()}")
+def worker_id(device: int, pid: int | None = None, *, replay: bool = False) -> str:
+    """This host's worker process `pid` (default: this one) on GPU `device`; `replay`: one replaying a recording,
+    which uses no GPU (named so in `tuner status` and the store's `worker` column)."""
+    return store.safe_name(f"{socket.gethostname()}-{'replay' if replay else 'gpu'}{device}-{pid or os.getpid()}")
 
 
 def measuring_process(camp: Campaign, measure_target: str | None = None) -> dict:
@@ -136,7 +138,7 @@ def _run_worker(
     if camp.simulate:  # replayed rows are kept apart from measured ones (the store's readers never see them)
         root = root / "simulated"
     process = measuring_process(camp, measure_target)
-    me = worker_id(device)
+    me = worker_id(device, replay=camp.simulate)
     req = CampaignRequest(
         workload=camp.workload,
         size=camp.size,
@@ -169,6 +171,7 @@ def _run_worker(
     info["setup_s"] = {**session.runner.lifecycle_s, **(session.runner.setup or {}).get("setup_s", {})}
     study.set_user_attr(f"worker:{me}", info)
     log(f"worker {me} on {session.gpu['gpu']} joined campaign {name}")
+    ended = "failed"  # how it ended, for `tuner status`: a worker that stopped is not one that died
     try:
         worker = Scheduler(study, storage, camp, space, searchspace, session, me, root, req, log)
         timeline.mark("ready")  # the store read for configs measured before
@@ -176,7 +179,11 @@ def _run_worker(
         timeline.mark("searched")  # the last trial told, and none running anywhere
         _confirm_campaign(study, space, searchspace, session, root, me, log)
         timeline.mark("confirmed")
+        ended = "finished"
         return summary
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or the `tune` that started it gone: its trials were given back
+        ended = "stopped"
+        raise
     finally:
         session.runner.shutdown()
         session.writer.flush()
@@ -186,6 +193,7 @@ def _run_worker(
                 [cache_part(root, session.gpu["gpu"], camp, me)],
             )
         timeline.mark("closed")
+        info["ended"] = ended
         try:  # where this worker's time went, for `tuner status`; not worth failing a finished worker over
             study.set_user_attr(f"worker:{me}", info)
         except Exception:  # noqa: BLE001
@@ -198,12 +206,7 @@ class _Timeline:
 
     def __init__(self, marks: dict):
         self.marks = marks
-        try:  # the process's start on Linux: /proc/self/stat's starttime, in clock ticks since boot
-            ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-            age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-            self.t0 = time.time() - age
-        except (OSError, ValueError, IndexError, AttributeError):
-            self.t0 = time.time()
+        self.t0 = process_started(os.getpid()) or time.time()
 
     def mark(self, stage: str) -> None:
         self.marks[stage] = round(time.time() - self.t0, 2)

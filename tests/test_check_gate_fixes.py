@@ -272,7 +272,7 @@ def test_a_baseline_part_missing_a_column_is_left_out_as_damaged_not_a_traceback
     assert code == 3 and len(doc["checks"]) == len(rows) - 1 + 1 and "Traceback" not in err
     why = f"rounds not a list of positive finite times ({rows.at[0, 'workload']} {rows.at[0, 'size']} {rows.at[0, 'dtype']})"
     assert doc["degraded"]["rows"] == [{"path": str(part), "reason": why, "count": 1}]
-    assert "degraded store: 1 row(s) left out" in err
+    assert f"degraded store: 1 row(s) left out (1 of {part})" in err  # the file to look at
     with pytest.warns(UserWarning, match="rows left out: 1 with rounds not a list of positive finite times"):
         assert len(read_baselines(root).frame) == len(rows) - 1 + 1  # outside a check: a warning
 

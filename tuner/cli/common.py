@@ -143,8 +143,12 @@ def degraded_status(degraded: dict | None, allowed: bool) -> int:
         return 0
     parts = [p["path"] for p in degraded["parts"]]
     rows = degraded["rows_left_out"]
+    of_part: dict[str, int] = {}  # rows left out, by the part they were in: the user can look at that file
+    for r in degraded["rows"]:
+        of_part[r["path"]] = of_part.get(r["path"], 0) + r["count"]
     said = f"{len(parts)} part(s) left out ({', '.join(parts)})" if parts else ""
     said += ("; " if said and rows else "") + (f"{rows} row(s) left out" if rows else "")
+    said += f" ({', '.join(f'{n} of {path}' for path, n in of_part.items())})" if of_part else ""
     print(f"warning: degraded store: {said}; the answer is drawn from the rest", file=sys.stderr)
     return 0 if allowed else DEGRADED_EXIT
 

@@ -217,21 +217,44 @@ def test_baseline_then_check_end_to_end_with_stand_in_worker(results, monkeypatc
     assert "reduction seed float32: regression" in out.err  # progress goes to stderr
 
 
-def _stand_in_baseline(results, monkeypatch):
-    """A 10-evaluation campaign and a 2-session baseline of reduction seed float32, both by the stand-in
-    worker (which `tuner check` then uses too). The baseline file's path."""
+def _stand_in(monkeypatch):
+    """The stand-in worker measures (`tuner baseline` and `tuner check`) on a Fake GPU 9000."""
     import tuner.answers.baseline
     import tuner.answers.check
+    from tests.fake_worker import fake_worker_main
+
+    monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
+    monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
+
+
+@pytest.fixture(scope="module")
+def stand_in_store(tmp_path_factory):
+    """A 10-evaluation campaign and a 2-session baseline of reduction seed float32, both by the stand-in worker,
+    made once for the tests that start from them (each gets a copy of its own: _stand_in_baseline), not again by
+    each: the stand-in's landscape is the same every time, and only the worker processes' start cost differed."""
     from tests.fake_worker import fake_worker_main
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest
     from tuner.cli import main
 
-    run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
-                                 max_evals=10, timeout=3.0, quiet=True, measure_target=fake_worker_main))
-    monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
-    monkeypatch.setattr(tuner.answers.check, "gpu_info", lambda device=0: {"gpu": "Fake GPU 9000", "driver": "580.0", "cuda": "13.0"})
-    assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
+    root = tmp_path_factory.mktemp("stand-in") / "results"
+    root.mkdir()
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TUNER_RESULTS", str(root))
+        run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+                                     max_evals=10, timeout=3.0, quiet=True, measure_target=fake_worker_main))
+        _stand_in(m)
+        assert main(["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2"]) == 0
+    return root
+
+
+def _stand_in_baseline(results, monkeypatch, made):
+    """The store `made` by stand_in_store, copied into this test's results folder, and the stand-in worker to
+    measure (which `tuner check` then uses too). The baseline file's path."""
+    import shutil
+
+    shutil.copytree(made, results, dirs_exist_ok=True)
+    _stand_in(monkeypatch)
     return next(results.glob("*/reduction/check/baseline.parquet"))
 
 
@@ -251,14 +274,15 @@ def test_a_check_that_crashes_exits_2_not_1_and_bad_report_paths_are_said_before
     assert "cannot write" in capsys.readouterr().err  # and run_check was never reached
 
 
-def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_refused(results, monkeypatch, capsys):
+def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_refused(results, monkeypatch, capsys,
+                                                                                     stand_in_store):
     """A CI gate names its kernels: one with no baseline here must not pass by being skipped (exit 2, said);
     a planted parameter the space lacks would re-measure the unchanged config and pass, so it is an error;
     fewer than 3 rounds cannot be compared, which is said before any GPU time is spent."""
     import tuner.answers.check
     from tuner.cli import main
 
-    _stand_in_baseline(results, monkeypatch)
+    _stand_in_baseline(results, monkeypatch, stand_in_store)
     capsys.readouterr()
     assert main(["check", "reduction", "gemm"]) == 2
     out = " ".join(capsys.readouterr().out.split())
@@ -278,14 +302,15 @@ def test_a_named_kernel_without_a_baseline_bad_plants_and_too_few_rounds_are_ref
     assert "at least 3 rounds in all" in capsys.readouterr().err
 
 
-def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkeypatch, tmp_path, capsys):
+def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkeypatch, tmp_path, capsys,
+                                                                  stand_in_store):
     """A baseline recorded before the space gained a parameter (Floyd-Warshall's KCHUNK, say) names no kernel
     of today's space: that kernel's check could not run (exit 2) and says to record the baseline again; no
     worker is started for it."""
     import tuner.answers.check
     from tuner.cli import main
 
-    path = _stand_in_baseline(results, monkeypatch)
+    path = _stand_in_baseline(results, monkeypatch, stand_in_store)
     stored = pd.read_parquet(path)
     stored["config"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "finish"}) for c in stored["config"]]
     stored.to_parquet(path, index=False)
@@ -296,14 +321,15 @@ def test_a_baseline_older_than_its_space_cannot_run_and_says_why(results, monkey
     assert "reduction seed float32: stale" in out and "its config lacks finish" in out and "tuner baseline reduction" in out
 
 
-def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeypatch, tmp_path, capsys):
+def test_a_baseline_timed_another_way_is_stale_and_not_measured(results, monkeypatch, tmp_path, capsys,
+                                                                stand_in_store):
     """Baselines taken before kernels' start events waited for their launch (no `timing` column: "plain")
     carry 8-20 us of launch overhead: compared with times taken now, they would hide a regression of that
     size. Such a check says to record the baseline again instead of measuring."""
     import tuner.answers.baseline
     from tuner.cli import main
 
-    path = _stand_in_baseline(results, monkeypatch)
+    path = _stand_in_baseline(results, monkeypatch, stand_in_store)
     stored = pd.read_parquet(path)
     assert list(stored["timing"]) == ["delayed-start"]  # the stand-in worker's protocol, recorded
     assert main(["check"]) == 0

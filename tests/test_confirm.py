@@ -116,6 +116,8 @@ def test_a_worker_that_cannot_start_again_leaves_the_campaign_unconfirmed():
 
 def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys):
     bests = {}
+    # the configs the recording holds (both campaigns replay copies of it): GEMM's searchspace built once
+    held = recording_searchspace(get_workload("gemm").space, recording(H100, *GEMM)).size
     for workers in (1, 2):
         root = tmp_path / f"w{workers}"
         target = cache_path(root, H100, *GEMM)
@@ -126,7 +128,6 @@ def test_one_and_two_workers_confirm_the_same_best(tmp_path, monkeypatch, capsys
                    "--workers", str(workers), "--quiet", "--json"])
         assert rc == 0
         doc = json.loads(capsys.readouterr().out)
-        held = recording_searchspace(get_workload("gemm").space, target).size  # the configs the recording holds
         assert doc["evaluated"] == held and doc["best"]["confirmed"]
         bests[workers] = doc["best"]["config"]
         rows = read_parts("*/gemm/confirmations/*.parquet", root / "simulated")
@@ -176,16 +177,34 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
 def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch):
     """`tuner tune` (one process) ends like a distributed campaign: its twin best configs (FAKE_TIES: shuffle
     changes nothing) are measured again and the first in space order is chosen, stored, and answered by
-    `tuner best`; a campaign whose best stands alone confirms nothing."""
-    from tests.fake_worker import fake_worker_main
+    `tuner best`; a campaign whose best stands alone confirms nothing. Each campaign measures the stand-in's
+    best config and its shuffle twin first, then random configs to a budget (the confirmation reads whatever
+    the search measured; a brute force of all 576 configs spent its time writing their rows): every other
+    config of the stand-in's landscape is 5% slower or more, so the twins are the campaign's near-ties."""
+    from tests.fake_worker import fake_worker_main, synthetic_time_ms
     from tuner.answers.best_config import best
     from tuner.campaign.local import run_campaign
     from tuner.campaign.request import CampaignRequest
     from tuner.measure.kt import searchspace
     from tuner.workloads import get_workload
 
+    leader = {"variant": 7, "block_size_x": 256, "items_per_thread": 16, "vector": 4, "finish": 0}
+    space = get_workload("reduction").space
+    configs = [dict(zip(space.params, c)) for c in searchspace(space).list]
+
+    def near(best: list[dict]) -> bool:  # `best` tie, and every other config is slower than a finalist can be
+        times = [synthetic_time_ms(c) for c in best]
+        others = [synthetic_time_ms(c) for c in configs if c not in best]
+        return len(set(times)) == 1 and min(others) > (1 + confirmation.FINALIST_WITHIN) * times[0]
+
+    assert near([{**leader, "shuffle": 1}])  # the stand-in's best stands alone: its twin is 5% slower
+    with monkeypatch.context() as m:
+        m.setenv("FAKE_TIES", "1")
+        assert near([{**leader, "shuffle": s} for s in (0, 1)])  # the twins tie, the rest are 5% slower or more
+
     def tune(root):
-        return run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
+        return run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="random",
+                                            max_evals=12, first=tuple({**leader, "shuffle": s} for s in (0, 1)),
                                             timeout=3.0, quiet=True, results=root, measure_target=fake_worker_main))
 
     alone = tune(tmp_path / "alone")
@@ -194,7 +213,6 @@ def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch)
 
     monkeypatch.setenv("FAKE_TIES", "1")  # the worker processes inherit it
     result = tune(tmp_path / "ties")
-    space = get_workload("reduction").space
     order = confirmation.space_order(space, searchspace(space))
     twins = [canonical_config({**result.best["config"], "shuffle": s}) for s in (0, 1)]
     first = min(twins, key=order.index)

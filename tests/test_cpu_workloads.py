@@ -5,9 +5,11 @@ the CPU named in the provenance, and a short real tuning campaign."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -29,13 +31,34 @@ CPU_WORKLOADS = ("floyd-warshall-cpu", "gemm-cpu")
 REAL_PROCESS = "tuner.measure.entry:process_entry"
 
 
+# the suite's cache folder (tests/conftest.py), read before a test points TUNER_CACHE at its own
+SUITE_CACHE = os.environ.get("TUNER_CACHE")
+
+
 @pytest.fixture(autouse=True)
 def _own_build_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
 
 
+@pytest.fixture(scope="module")
+def _module_builds(tmp_path_factory):
+    """One build cache for the tests that check built configs against numpy: a library (named by the hash of
+    its source and flags) built for one test is not built again for the next (each run builds them afresh)."""
+    return tmp_path_factory.mktemp("builds")
+
+
+def _built(space, configs: list[dict], dtype: str) -> list:
+    """Each config's entry point, the libraries built side by side (the build pool has a compiler per core)."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda config: build(space, config, dtype), configs))
+
+
 def test_listed_and_marked_as_cpu_code():
-    out = subprocess.run([sys.executable, "-m", "tuner", "list"], capture_output=True, text=True, timeout=120)
+    # `tuner list` with the suite's cache, not this test's empty one: there it derives the recording of every
+    # workload's every size and dtype first (half a minute; what this test checks needs none of it), and the
+    # other tests that list share what it derives
+    env = {**os.environ, **({"TUNER_CACHE": SUITE_CACHE} if SUITE_CACHE else {})}
+    out = subprocess.run([sys.executable, "-m", "tuner", "list"], capture_output=True, text=True, timeout=120, env=env)
     for name in CPU_WORKLOADS:
         assert name in out.stdout
         space = get_workload(name).space
@@ -60,15 +83,15 @@ def _configs(space, seeds: dict, per_group: tuple[str, ...]) -> list[dict]:
 
 @needs_gxx
 @pytest.mark.parametrize("n", [1, 70, 150])
-def test_floyd_warshall_cpu_matches_numpy(n):
+def test_floyd_warshall_cpu_matches_numpy(n, _module_builds, monkeypatch):
+    monkeypatch.setenv("TUNER_CACHE", str(_module_builds))
     workload = get_workload("floyd-warshall-cpu")
     space = workload.space
     edges = random_graph(n, min(6 * n, n * (n - 1)), 3)
     expected = floyd_warshall_numpy(n, edges)
     configs = _configs(space, FW_SEEDS, ("BLOCK", "VEC", "RJ", "LAYOUT", "PIN")) if n == 150 else [FW_SEEDS["hw3-1"]]
-    for config in configs:
+    for config, fn in zip(configs, _built(space, configs, "int32"), strict=True):
         dist = np.zeros((n, n), dtype=np.int32)
-        fn = build(space, config, "int32")
         ms = fn(edges.ctypes, dist.ctypes, n, len(edges))
         assert ms >= 0
         np.testing.assert_array_equal(dist, expected, err_msg=str(config))
@@ -76,16 +99,17 @@ def test_floyd_warshall_cpu_matches_numpy(n):
 
 @needs_gxx
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-def test_gemm_cpu_matches_numpy(dtype):
+def test_gemm_cpu_matches_numpy(dtype, _module_builds, monkeypatch):
+    monkeypatch.setenv("TUNER_CACHE", str(_module_builds))
     workload = get_workload("gemm-cpu")
     space = workload.space
     size = space.sizes["test"]  # 67 x 93 x 45: every edge path
     args = workload.arguments(size, dtype, np.random.default_rng(1))
     expected = workload.answer(args, size, dtype)[2]
     atol = workload.tolerances(size, dtype)[0]
-    for config in _configs(space, GEMM_SEEDS, ("VARIANT", "VEC", "MR", "NRV", "PIN")):
+    configs = _configs(space, GEMM_SEEDS, ("VARIANT", "VEC", "MR", "NRV", "PIN"))
+    for config, fn in zip(configs, _built(space, configs, dtype), strict=True):
         c = np.zeros_like(args[2])
-        fn = build(space, config, dtype)
         assert fn(args[0].ctypes, args[1].ctypes, c.ctypes, *(int(a) for a in args[3:])) >= 0
         assert np.allclose(c, expected, rtol=0, atol=atol), config
 

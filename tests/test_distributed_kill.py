@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.trial import TrialState
 
 from tests.recorded import is_recorded
 from tests.test_distributed import SEED, with_recording
@@ -81,15 +82,18 @@ def kill_then_resume(root: Path, sig: int, expected_rc: tuple[int, ...]) -> None
                                     max_evals=BUDGET, simulate=True, results=root), name, url,
                     heartbeat_s=1, grace_s=3)
     parent = tune(root, name, root / "first.txt", delay=0.5)  # paced: still measuring when it is killed
+    # watched through one study opened here (campaign_status opens the storage and reads the recording each time:
+    # CPU the starting workers need)
+    study = optuna.load_study(study_name=name, storage=url)
     try:
         deadline = time.monotonic() + 40
-        while True:  # both workers in, and rows stored
+        while True:  # both workers in (their records written as they join), and rows stored
             assert parent.poll() is None, (root / "first.txt").read_text()
             assert time.monotonic() < deadline, "the campaign never got going"
-            status = campaign_status(name, url)
-            if len(status["workers"]) == 2 and status["done"] >= 2:
+            joined = [key for key in study.user_attrs if key.startswith("worker:")]
+            if len(joined) == 2 and len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= 2:
                 break
-            time.sleep(0.5)
+            time.sleep(0.2)
         tree = descendants(parent.pid)
         assert len(tree) >= 4, tree  # two workers, each with its measuring process
         os.kill(parent.pid, sig)  # the parent alone, not its process group

@@ -1,10 +1,15 @@
 """Every kernel compiles alone with nvcc for sm_90, for every stored best config and a sample of each
-space, so a broken kernel fails CI on a machine without a GPU (nvcc is there)."""
+space, so a broken kernel fails CI on a machine without a GPU (nvcc is there).
+
+The builds are the test's time (one to three seconds each): a test of many is split into parametrized parts
+(every config in exactly one part, `part::PARTS`), so that pytest-xdist spreads them over the cores instead of
+one process compiling a hundred while the others wait at the end of the run."""
 
 import json
 import random
 import shutil
 import subprocess
+from functools import cache
 
 import pytest
 import yaml
@@ -54,85 +59,123 @@ def sample(space, k, seed=0, dtype=None):
     return random.Random(seed).sample(configs, min(k, len(configs)))
 
 
-@pytest.mark.parametrize("name", sorted(BUILTINS))
-def test_sample_of_space_compiles(name, tmp_path):
-    space = get_workload(name).space
-    for dtype in space.dtypes:
-        for config in sample(space, 6, dtype=dtype):
-            nvcc_compile(space, dtype, config, tmp_path)
-
-
 # each built-in workload and dtype, read from the space files (loading a space counts its configs)
 DTYPES = [(n, d) for n in sorted(BUILTINS) for d in yaml.safe_load(builtin_space(n).read_text())["dtypes"]]
 
 
-@pytest.mark.parametrize("name, dtype", DTYPES)  # one test a workload and dtype: xdist spreads the 85 builds
-def test_stored_best_configs_compile(name, dtype, tmp_path):
+@pytest.mark.parametrize("name, dtype", DTYPES)  # a workload's dtypes apart: each dtype's sample is its own
+def test_sample_of_space_compiles(name, dtype, tmp_path):
+    space = get_workload(name).space
+    for config in sample(space, 6, dtype=dtype):
+        nvcc_compile(space, dtype, config, tmp_path)
+
+
+@cache
+def gemm_configs() -> tuple[dict, ...]:
+    """GEMM's valid configs (whatever the dtype), listed once a process for the tests that pick from them."""
+    space = get_workload("gemm").space
+    return tuple(dict(zip(space.params, c)) for c in kt.searchspace(space).list)
+
+
+@cache
+def stored_bests(name: str, dtype: str) -> tuple[str, ...]:
+    """The stored best config of each size and GPU of `name` in `dtype` (canonical JSON), each once, sorted."""
     df = load_evaluations(name)
     ok = df[df.status == "ok"] if not df.empty else df
     ok = ok[ok.dtype == dtype] if not ok.empty else ok
     if ok.empty:
-        pytest.skip(f"nothing of {name} {dtype} stored yet")
+        return ()
     space = get_workload(name).space
     bests = set()  # many sizes and GPUs share a best config: each is compiled once
     for _, group in ok.groupby(["size_vars", "gpu"]):
         bests.add(config_medians(group, space.maximize).index[0])
-    for best in sorted(bests):
+    return tuple(sorted(bests))
+
+
+BEST_PARTS = {("gemm", "float32"): 4}  # GEMM float32 has some 50 stored bests; any other, a few
+
+
+@pytest.mark.parametrize(  # one test a workload, dtype and part: xdist spreads the builds
+    "name, dtype, part", [(n, d, p) for n, d in DTYPES for p in range(BEST_PARTS.get((n, d), 1))]
+)
+def test_stored_best_configs_compile(name, dtype, part, tmp_path):
+    bests = stored_bests(name, dtype)
+    if not bests:
+        pytest.skip(f"nothing of {name} {dtype} stored yet")
+    space = get_workload(name).space
+    for best in bests[part :: BEST_PARTS.get((name, dtype), 1)]:
         nvcc_compile(space, dtype, json.loads(best), tmp_path)
 
 
-def test_gemm_split_k_and_small_tile_corners_compile(tmp_path):
+@pytest.mark.parametrize("tile", [(32, 32), (32, 64), (64, 32), (128, 128)])
+def test_gemm_split_k_and_small_tile_corners_compile(tile, tmp_path):
     """GEMM's corners a sample may miss: each tile below 64x64 unsplit, and split-K at its largest split
     with each reduction (atomics, in-order partials) on each small tile and on 128x128; int32 for 32x32."""
     space = get_workload("gemm").space
-    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list]
     most = max(space.params["split_k"])
-    for tile in ((32, 32), (32, 64), (64, 32), (128, 128)):
-        of_tile = [c for c in configs if c["variant"] == 4 and (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == tile]
-        corners = [c for c in of_tile if c["split_k"] == 1][:1] if tile != (128, 128) else []
-        corners += [next(c for c in of_tile if (c["split_k"], c["split_reduce"]) == (most, r)) for r in (0, 1)]
-        for config in corners:
-            for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
-                nvcc_compile(space, dtype, config, tmp_path)
+    of_tile = [c for c in gemm_configs() if c["variant"] == 4 and (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == tile]
+    corners = [c for c in of_tile if c["split_k"] == 1][:1] if tile != (128, 128) else []
+    corners += [next(c for c in of_tile if (c["split_k"], c["split_reduce"]) == (most, r)) for r in (0, 1)]
+    for config in corners:
+        for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
+            nvcc_compile(space, dtype, config, tmp_path)
 
 
-def test_gemm_k_groups_compile_without_spills(tmp_path):
-    """K split inside the block (k_groups 2, 4 and 8; 2 on the tensor cores): each block tile and thread shape
-    it allows, unsplit and at its largest split, float32 (and int32 for 32x32), to a cubin for sm_90 within 48 KB
-    of static shared memory (the groups' tiles, then their outputs summed) and without spilling (512 threads at
-    most)."""
-    space = get_workload("gemm").space
-    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["k_groups"] > 1]
+def k_group_picks() -> list[dict]:
+    """Each k-grouped shape's config with the most shared memory (test_gemm_k_groups_compile_without_spills)."""
+    configs = [c for c in gemm_configs() if c["k_groups"] > 1]
     picks = {}
     for c in sorted(configs, key=lambda c: (c["split_k"], c["tile_k"], c["pad_a"])):
         shape = (c["variant"], c["k_groups"], c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1)
         picks[shape] = c  # the last of each: the largest split, BK and padding (the most shared memory)
     assert {(v, k) for v, k, *_ in picks} == {(4, 2), (4, 4), (4, 8), (5, 2)} and len(picks) >= 12
-    for config in picks.values():
+    return list(picks.values())
+
+
+K_GROUP_PARTS = 3
+
+
+@pytest.mark.parametrize("part", range(K_GROUP_PARTS))
+def test_gemm_k_groups_compile_without_spills(part, tmp_path):
+    """K split inside the block (k_groups 2, 4 and 8; 2 on the tensor cores): each block tile and thread shape
+    it allows, unsplit and at its largest split, float32 (and int32 for 32x32), to a cubin for sm_90 within 48 KB
+    of static shared memory (the groups' tiles, then their outputs summed) and without spilling (512 threads at
+    most)."""
+    space = get_workload("gemm").space
+    for config in k_group_picks()[part::K_GROUP_PARTS]:
         tile = (config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"])
         for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
             cubin_without_spills(space, dtype, config, tmp_path)
 
 
-def test_gemm_variant_5_compiles_without_spills(tmp_path):
-    """Variant 5 (3xTF32 tensor cores, 64-255 registers a thread): each block and warp tile at the largest
-    pipeline the space gives it, rn_sum 1 where allowed, and a split of each split tile, to a cubin for sm_90
-    without spilling (ptxas -v). benchmarks/gemm_dev.py measures them all; all 119 ungrouped ones were compiled so too."""
-    space = get_workload("gemm").space
-    configs = [dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["variant"] == 5]
+def variant_5_picks() -> list[dict]:
+    """Each variant 5 shape's config with the deepest pipeline (test_gemm_variant_5_compiles_without_spills)."""
+    configs = [c for c in gemm_configs() if c["variant"] == 5]
     picks = {}
     for c in sorted(configs, key=lambda c: (c["stages"] * c["tile_k"], c["rn_sum"], -c["split_k"])):
         shape = (c["block_size_x"], c["block_size_y"], c["tile_m"], c["tile_n"], c["split_k"] > 1, c["k_groups"])
         picks[shape] = c  # the last of each: deepest pipeline, rn_sum 1 if any, the smallest split
     assert len(picks) >= 15
-    for config in picks.values():
+    return list(picks.values())
+
+
+VARIANT_5_PARTS = 2
+
+
+@pytest.mark.parametrize("part", range(VARIANT_5_PARTS))
+def test_gemm_variant_5_compiles_without_spills(part, tmp_path):
+    """Variant 5 (3xTF32 tensor cores, 64-255 registers a thread): each block and warp tile at the largest
+    pipeline the space gives it, rn_sum 1 where allowed, and a split of each split tile, to a cubin for sm_90
+    without spilling (ptxas -v). benchmarks/gemm_dev.py measures them all; all 119 ungrouped ones were compiled so too."""
+    space = get_workload("gemm").space
+    for config in variant_5_picks()[part::VARIANT_5_PARTS]:
         cubin_without_spills(space, "float32", config, tmp_path)
 
 
 def test_gemm_variant_5_int32_build_fails_naming_why(tmp_path):
     """int32's restrictions leave variant 5 out of its campaigns; built anyway, it fails saying why."""
     space = get_workload("gemm").space
-    config = next(dict(zip(space.params, c)) for c in kt.searchspace(space).list if dict(zip(space.params, c))["variant"] == 5)
+    config = next(c for c in gemm_configs() if c["variant"] == 5)
     src = tmp_path / "k.cu"
     src.write_text(space.source_for("int32", config))
     out = subprocess.run([NVCC, "-arch=sm_90", "-c", "-o", str(tmp_path / "k.o"), str(src), *space.compiler_options],

@@ -141,6 +141,42 @@ def test_cli_list_json(capsys):
     assert red["configurations"] == 576 and "large" in red["sizes"]
 
 
+def test_list_counts_each_recording_as_its_replay_holds_it_without_deriving_it(capsys, monkeypatch):
+    """`tuner list` counts a recording's configs from the store's rows (tuner.store.coverage) and names the file a
+    replay derives, deriving none and building no Kernel Tuner searchspace: the counts are those of the replay's
+    own searchspace over the file derived afterwards (recorded_searchspace), for a dtype with restrictions of its
+    own and rows recorded before the space gained defaulted parameters (GEMM int32), superseded timings
+    (reduction) and host code (LocVolCalib, Floyd-Warshall small) alike."""
+    from tuner.cli.common import shown_path
+    from tuner.measure import kt
+    from tuner.measure.replay import recording_searchspace
+    from tuner.store import kt_files, results_root
+    from tuner.store.recordings import replay_file, sources
+
+    def never(*args, **kwargs):
+        raise AssertionError("derived a recording or built a searchspace")
+
+    picked = {"gemm": {"int32"}, "reduction": None, "locvolcalib": None, "floyd-warshall-small": None}
+    listed = {}
+    with monkeypatch.context() as m:
+        m.setattr(kt_files, "store_cache_doc", never)
+        m.setattr(kt, "searchspace", never)
+        for workload, dtypes in picked.items():
+            assert main(["list", workload, "--json"]) == 0
+            listed[workload] = [r for r in json.loads(capsys.readouterr().out)["recordings"]
+                                if dtypes is None or r["dtype"] in dtypes]
+    root = results_root()
+    for workload, recorded in listed.items():
+        space = get_workload(workload).space
+        by_key = {(s.gpu, s.size, s.dtype): s for s in sources(root, workload)}
+        assert recorded
+        for r in recorded:
+            path = replay_file(root, workload, by_key[(r["gpu"], r["size"], r["dtype"])])
+            assert r["path"] == shown_path(path), r  # the file a replay derives, named before it is
+            held, size = recording_searchspace(space, path, r["dtype"]).size, kt.searchspace(space, r["dtype"]).size
+            assert (r["recorded_configs"], r["space_configs"], r["complete"]) == (held, size, held == size), r
+
+
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_export_data_formats(filled, tmp_path, fmt):
     out = tmp_path / f"cfg.{fmt}"

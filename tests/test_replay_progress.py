@@ -95,6 +95,19 @@ def _out(argv: list[str]) -> str:
     return buf.getvalue()
 
 
+def _derived(workload: str, listed: dict) -> Path:
+    """The recording `tuner list --json` listed, derived as a replay derives it (at the path it named)."""
+    from tuner.cli.common import shown_path
+    from tuner.store import results_root
+    from tuner.store.recordings import replay_file, sources
+
+    key = (listed["gpu"], listed["size"], listed["dtype"])
+    source = next(s for s in sources(results_root(), workload) if (s.gpu, s.size, s.dtype) == key)
+    path = replay_file(results_root(), workload, source)
+    assert shown_path(path) == listed["path"]
+    return path
+
+
 def test_list_says_how_completely_each_size_was_recorded():
     docs = {d["workload"]: d for d in json.loads(_out(["list", "--json"]))}
     reduction = docs["reduction"]["recordings"]
@@ -103,16 +116,16 @@ def test_list_says_how_completely_each_size_was_recorded():
     # a partial recording: counted as a replay counts what it can replay
     gemm = get_workload("gemm").space
     for r in docs["gemm"]["recordings"][:3]:
-        assert r["recorded_configs"] == recording_searchspace(gemm, Path(r["path"])).size
+        assert r["recorded_configs"] == recording_searchspace(gemm, _derived("gemm", r)).size
         assert not r["complete"] and r["space_configs"] == docs["gemm"]["configurations"]
     table = _out(["list", "reduction"])
     assert "576/576" in table and "large" in table
 
 
 def test_list_keeps_what_kernel_tuner_counted_and_counts_a_changed_recording_again(tmp_path, monkeypatch):
-    """Kernel Tuner's searchspaces take seconds to build for the large spaces: `tuner list` keeps their counts,
-    and each recording's, in the user's cache (tuner.kept), so a second listing builds none and says the same;
-    a recording whose bytes changed is counted again."""
+    """`tuner list` counts recordings without Kernel Tuner's searchspaces (seconds to build for the large spaces)
+    and keeps each recording's count in the user's cache (tuner.kept), so a second listing says the same; a
+    recording put into the store whose bytes differ is counted as it is."""
     from tuner.measure import kt
 
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
@@ -127,7 +140,9 @@ def test_list_keeps_what_kernel_tuner_counted_and_counts_a_changed_recording_aga
     root = tmp_path / "results"
     folder = root / "nvidia-h100-80gb-hbm3" / "reduction"
     folder.mkdir(parents=True)
-    recording = json.loads(Path(first["recordings"][0]["path"]).read_text())
+    listed = first["recordings"][0]
+    assert not listed["derived"]  # named, not derived: the counts came from the rows
+    recording = json.loads(_derived("reduction", listed).read_text())
     held = dict(list(recording["cache"].items())[:10])
     (folder / "large_float32.cache.json").write_text(json.dumps({**recording, "cache": held}))
     (r,) = json.loads(_out(["--results", str(root), "list", "reduction", "--json"]))["recordings"]

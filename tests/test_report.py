@@ -25,6 +25,8 @@ GPU_DIR = "nvidia-h100-80gb-hbm3"
 STORE = locations.BUILTIN_RESULTS
 # every built-in workload the committed store holds measurements of (a built-in with none: test_nothing_stored)
 BUILTIN = sorted(name for name in BUILTINS if any(STORE.glob(f"*/{name}/evaluations/*.parquet")))
+# in one test process (pytest-xdist): the pages report_of writes once are shared by the tests that read them
+pytestmark = pytest.mark.xdist_group("tests.test_report")
 IMAGE = re.compile(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)" alt="[^"]*" data-figure="([a-z]+)">')
 
 
@@ -32,14 +34,36 @@ def _figures(text: str) -> dict[str, bytes]:
     return {name: base64.b64decode(data) for data, name in IMAGE.findall(text)}
 
 
+@pytest.fixture(scope="module")
+def report_of(tmp_path_factory):
+    """Each built-in workload's default page (write_report from the committed store), written once for every test
+    that reads it, with the ReportData it was drawn from (gather's, as write_report called it): GEMM's page took
+    20 s on the 2-core machine, and three tests drew it, or gathered its data, again. A test gets the summary, the
+    page's text and that data; none of them changes the page or the data."""
+    import tuner.report.data as report_data
+
+    made: dict[str, tuple[dict, str, report_data.ReportData]] = {}
+    out = tmp_path_factory.mktemp("reports")
+
+    def report(workload: str) -> tuple[dict, str, report_data.ReportData]:
+        if workload not in made:
+            drawn, real = [], report_data.gather
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(report_data, "gather", lambda *a, **kw: drawn.append(real(*a, **kw)) or drawn[-1])
+                summary = write_report(workload, out_dir=out / workload, root=STORE)
+            made[workload] = (summary, Path(summary["path"]).read_text(), drawn[0])
+        return made[workload]
+
+    return report
+
+
 def test_the_committed_store_covers_the_five_course_workloads() -> None:
     assert {"reduction", "gemm", "spmv", "floyd-warshall", "floyd-warshall-small", "locvolcalib"} <= set(BUILTIN)
 
 
 @pytest.mark.parametrize("workload", BUILTIN)
-def test_report_of_every_builtin_workload(workload: str, tmp_path: Path) -> None:
-    summary = write_report(workload, out_dir=tmp_path, root=STORE)
-    text = Path(summary["path"]).read_text()
+def test_report_of_every_builtin_workload(workload: str, report_of) -> None:
+    summary, text, _ = report_of(workload)
     figures = _figures(text)
     assert summary["figures"] == len(figures) == text.count("<img ") >= 3  # convergence, sweeps, heat maps
     assert {"convergence", "sweeps", "heatmaps"} <= set(figures)
@@ -54,9 +78,9 @@ def test_report_of_every_builtin_workload(workload: str, tmp_path: Path) -> None
             assert f'<p class="empty">{section["empty"][:20]}' in text
 
 
-def test_sections_without_data_say_so(tmp_path: Path) -> None:
+def test_sections_without_data_say_so(report_of) -> None:
     """Floyd-Warshall's campaigns timed no vendor reference and no copy: those sections say so, draw nothing."""
-    summary = write_report("floyd-warshall", out_dir=tmp_path, root=STORE)
+    summary, _, _ = report_of("floyd-warshall")
     sections = summary["sections"]
     assert sections["vendor"]["empty"].startswith("No vendor reference is stored")
     assert sections["roofline"]["empty"].startswith("No ceiling was measured")
@@ -64,8 +88,9 @@ def test_sections_without_data_say_so(tmp_path: Path) -> None:
     assert summary["figures"] == 3
 
 
-def test_convergence_is_each_campaigns_best_so_far() -> None:
-    data = gather("gemm", "2048x2048x2048", "float32", root=STORE)
+def test_convergence_is_each_campaigns_best_so_far(report_of) -> None:
+    _, _, data = report_of("gemm")  # its default page: 2048x2048x2048, float32
+    assert (data.size, data.selection.dtype) == ("2048x2048x2048", "float32")
     at_size = data.rows[data.rows["size"] == "2048x2048x2048"]
     frame = data.convergence[data.convergence["size"] == "2048x2048x2048"]
     assert set(frame["campaign_id"]) == set(at_size["campaign_id"])
@@ -77,17 +102,19 @@ def test_convergence_is_each_campaigns_best_so_far() -> None:
         assert run["best"].iloc[-1] == mine["objective_value"].max()
 
 
-def test_vendor_and_ceiling_are_measured_figures() -> None:
+def test_vendor_and_ceiling_are_measured_figures(report_of) -> None:
     """Every speed-up is a stored reference time over `tuner best`'s time; every ceiling is the copy's GB/s
     stored in the best's own campaign."""
-    data = gather("reduction", None, "float32", root=STORE)
+    _, _, data = report_of("reduction")  # the pages' data: float32, as each default page draws it
+    assert data.selection.dtype == "float32"
     assert set(data.versus["baseline"]) == {"cub"} and len(data.versus) == 4
     assert np.allclose(data.versus["speedup"], data.versus["baseline_ms"] / data.versus["tuned_ms"])
     base = load_baselines("reduction", STORE)
     copies = {json.loads(m)["GB/s"] for m in base.loc[base["baseline"] == "copy", "metrics"]}
     assert len(data.roofline) == 4 and set(data.roofline["ceiling"]) <= copies
     assert (data.roofline["reference"] == "copy (same campaign)").all()
-    gemm = gather("gemm", None, "float32", root=STORE)
+    _, _, gemm = report_of("gemm")
+    assert gemm.selection.dtype == "float32"
     assert (gemm.roofline["reference"] == "cublas (same campaign)").all() and gemm.roofline["metric"].eq(
         "GFLOP/s"
     ).all()

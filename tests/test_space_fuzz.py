@@ -1,11 +1,18 @@
 """A fuzzer of the real spaces (spaces/*.yaml): Hypothesis mutates each (drops, duplicates and renames keys,
 swaps types, puts random values and hostile expressions in, edits the YAML text), then loads it and uses it
 as the tool does (Kernel Tuner's search space, the launch grid, the metrics, a size). The only exception
-allowed is the tool's own (TunerError, SpaceError among them): one line, never a traceback."""
+allowed is the tool's own (TunerError, SpaceError among them): one line, never a traceback.
+
+Two things are done once, not once per example, for the same outcome: the space file is parsed once and each
+example mutates a copy of it, and Kernel Tuner's search space is built once per distinct input it is built from
+(the parameters, the restrictions, the block's names: most mutations change none of them, and building GEMM's
+takes seconds)."""
 
 from __future__ import annotations
 
+import copy
 import time
+from functools import cache
 from typing import Any
 
 import pytest
@@ -15,7 +22,7 @@ from hypothesis import strategies as st
 
 from tuner.errors import TunerError
 from tuner.locations import BUILTIN_KERNELS, BUILTIN_SPACES
-from tuner.measure.kt import searchspace
+from tuner.measure import kt
 from tuner.space import load_space
 
 SPACES = sorted(p.stem for p in BUILTIN_SPACES.glob("*.yaml"))
@@ -96,11 +103,18 @@ def parent(doc: Any, path: tuple) -> Any:
     return doc
 
 
+@cache
+def original(name: str) -> dict:
+    """Space `name` as parsed from its file, its kernel's path made absolute (never changed: copied to mutate)."""
+    doc = yaml.safe_load((BUILTIN_SPACES / f"{name}.yaml").read_text())
+    doc["kernel"]["source"] = str(BUILTIN_KERNELS.parent / "spaces" / doc["kernel"]["source"])
+    return doc
+
+
 @st.composite
 def mutated(draw: st.DrawFn, name: str) -> str:
     """The YAML text of space `name`, mutated 1-3 times."""
-    doc = yaml.safe_load((BUILTIN_SPACES / f"{name}.yaml").read_text())
-    doc["kernel"]["source"] = str(BUILTIN_KERNELS.parent / "spaces" / doc["kernel"]["source"])
+    doc = copy.deepcopy(original(name))
     text_edits = []
     for _ in range(draw(st.integers(1, 3))):
         where = [p for p in paths(doc) if p]
@@ -136,6 +150,19 @@ def mutated(draw: st.DrawFn, name: str) -> str:
             lines[i] = lines[i][: draw(st.integers(0, len(lines[i])))] + draw(st.text(max_size=6))
         text = "\n".join(lines) + "\n"
     return text
+
+
+_searchspaces: dict[str, Any] = {}
+
+
+def searchspace(space: Any) -> Any:
+    """kt.searchspace(space), built once per distinct input: what kt.searchspace hands Kernel Tuner is a function
+    of the space's parameters (values and types: repr), its restrictions' texts and its block's names alone, and
+    the test only reads the result. An input that raises raises each time (nothing is kept)."""
+    key = repr((kt.tune_params(space), space.restrictions_for(None), space.block_names))
+    if key not in _searchspaces:
+        _searchspaces[key] = kt.searchspace(space)
+    return _searchspaces[key]
 
 
 def exercise(path: Any) -> None:

@@ -215,8 +215,6 @@ def test_a_mixed_list_and_a_dtypes_own(tmp_path):
     assert [isinstance(r, str) for r in given] == [True, False, True, False, True, False, True]
     assert kt.searchspace(space, "int32").size == brute_force(PARAMS, restrictions + dtype_own) > 0
     assert kt.searchspace(space, "float32").size == loaded
-    of = kt.searchspaces(space)
-    assert of("int32").size == kt.searchspace(space, "int32").size and of(None).size == loaded
 
 
 def test_tuning_options_get_the_same_restrictions_and_mean_them(tmp_path):

@@ -40,9 +40,8 @@ from tuner.answers.compare_scores import (
     score_resamples,
 )
 from tuner.errors import TunerError
-from tuner.measure import kt
 from tuner.measure.file_replay import replay_file
-from tuner.measure.replay import replay
+from tuner.measure.replay import replay, searchspace_size
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy, strategy_names
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store.kt_files import FileRecording, read_recording
@@ -101,7 +100,7 @@ def load_recording(
     cachefile = find_recording(Path(root or store.results_root()), workload, size_name, dtype, gpu, size_vars)
     # a brute-force replay computes the objective exactly as the strategies' replays will see it
     results, gpu_name = replay(
-        space, size_vars, dtype, cachefile, make_strategy("brute_force"), max_evals=kt.searchspace(space, dtype).size
+        space, size_vars, dtype, cachefile, make_strategy("brute_force"), max_evals=searchspace_size(space, dtype)
     )
     trace = _unique_trace(results, list(space.params), space.objective)
     values = np.sort(np.array([v for v in trace if v is not None], dtype=float))
@@ -132,7 +131,7 @@ def space_size(rec: Recording) -> int:
     """The configs a strategy searches: the workload's space, or every config a file recording holds."""
     if rec.file is not None:
         return len(rec.file.configs)
-    return kt.searchspace(get_workload(rec.workload).space, rec.dtype).size
+    return searchspace_size(get_workload(rec.workload).space, rec.dtype)  # built once for every replay of it
 
 
 def make_compared_strategy(rec: Recording | None, name: str, seed: int | None = None) -> Any:

@@ -32,7 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     """One workload as `tuner list --json` shows it; one that cannot be loaded has its `error` instead, a line
     that names where it comes from (the others are listed as usual)."""
-    from tuner.measure import kt
     from tuner.store.coverage import recordings, space_size
     from tuner.store.schema import collect
     from tuner.workloads import get_workload
@@ -40,15 +39,14 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
     try:
         w = get_workload(name)
         s = w.space
-        searchspace_of = kt.searchspaces(s)
-        configurations = space_size(s, searchspace_of, None)  # the space's configs whatever the dtype
+        configurations = space_size(s, None)  # the space's configs whatever the dtype
     except TunerError as e:
         said = str(e)
         if not said.startswith(f"workload '{name}'"):  # some errors name the workload already
             said = f"workload '{name}'{'' if origin in said else f' ({origin})'}: {said}"
         return {"workload": name, "origin": origin, "error": said}
     with collect() as left_out:  # parts of the store that could not be read: their recordings are not listed
-        recorded = recordings(root, w.name, s, searchspace_of)
+        recorded = recordings(root, w.name, s)
     return {
         "workload": w.name,
         "origin": w.origin,
@@ -79,7 +77,7 @@ def command(args: argparse.Namespace) -> int:
     names = [args.workload] if args.workload else sorted(found)
     root = Path(args.results or results_root())
     docs = []
-    # counting a space and its recordings takes seconds the first time (then kept: tuner.kept); on a terminal, say
+    # loading a space and reading its store take seconds the first time (then kept: tuner.kept); on a terminal, say
     # what is being read meanwhile (rich shows a status only there)
     with Console(stderr=True).status("") as status:
         for name in names:

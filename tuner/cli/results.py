@@ -104,13 +104,12 @@ def recorded_line(sel: Selection) -> Items:
     size, and which other sizes (each size with its count on one line)."""
     from pathlib import Path
 
-    from tuner.measure import kt
     from tuner.store import gpu_slug, results_root, safe_name
     from tuner.store.coverage import recordings
 
     space = sel.workload.space
     gpu, size = gpu_slug(str(sel.rows.iloc[0]["gpu"])), str(sel.rows.iloc[0]["size"])
-    recorded = recordings(Path(sel.root or results_root()), sel.workload.name, space, kt.searchspaces(space))
+    recorded = recordings(Path(sel.root or results_root()), sel.workload.name, space)
     mine = [r for r in recorded if r.gpu == gpu and r.dtype == sel.dtype]
     this = next((r for r in mine if safe_name(r.size) == safe_name(size)), None)
     said = [

@@ -62,20 +62,6 @@ def kt_restrictions(space: Space, dtype: str | None = None) -> list:
     return restrictions_for_kernel_tuner(space.restrictions_for(dtype), space.params)
 
 
-def searchspaces(space: Space) -> Callable[[str | None], Searchspace]:
-    """searchspace(space, dtype) for any dtype, each built once per distinct list of restrictions (most
-    dtypes have none of their own)."""
-    built: dict[tuple, Searchspace] = {}
-
-    def of(dtype: str | None) -> Searchspace:
-        key = tuple(space.restrictions_for(dtype))
-        if key not in built:
-            built[key] = searchspace(space, dtype)
-        return built[key]
-
-    return of
-
-
 def kt_metrics(space: Space, size: dict, dtype: str) -> dict:
     """Kernel Tuner metrics computed by our Space, from the median of the repeats."""
     return {name: (lambda p, name=name: space.compute_metrics(p, size, dtype)[name]) for name in space.metrics}

@@ -47,19 +47,64 @@ def simulation(
     kernel_options = kt.kernel_options(space, size, dtype, [], "nvcuda")
     runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
     tuning_options = kt.tuning_options(space, size, dtype, simulation=True, **options)
+    key = (json.dumps(size, sort_keys=True, default=str), dtype, tuple(tuning_options.metrics or ()))
+    cache, device = _READ.get(
+        space, Path(cachefile), key, lambda: _read(space, cachefile, kernel_options, tuning_options)
+    )
+    runner.dev.name = device  # as Kernel Tuner's process_cache sets it: the recording's device
+    tuning_options["cache"] = dict(cache)  # the entries are shared: the runner hands out copies of them
+    return runner, tuning_options
+
+
+def _read(space: Space, cachefile: Path | str, kernel_options: Any, tuning_options: Any) -> tuple[dict, str]:
+    """The recording's entries as Kernel Tuner's simulation reads them (process_cache, checked against the
+    space), each `time` the median of its launches and its metrics computed from it; and its device's name."""
+    runner = SimulationRunner(kernel_options.kernel_source, kernel_options, Options(quiet=True), space.iterations, None)
     with tempfile.TemporaryDirectory(prefix="tuner-replay-") as tmp:
         copy = _readable_copy(Path(cachefile), space, Path(tmp))
         try:
-            tuning_options["cache"] = util.process_cache(str(copy), kernel_options, tuning_options, runner)
+            cache = util.process_cache(str(copy), kernel_options, tuning_options, runner)
         except ValueError as e:
             raise TunerError(f"{cachefile}: cannot replay it with the current space: {e}") from None
-    for entry in tuning_options["cache"].values():
+    for entry in cache.values():
         times = entry.get("times")
         if isinstance(times, list) and times and isinstance(entry.get("time"), (int, float)):
             entry["time"] = statistics.median(times)  # recordings before it hold Kernel Tuner's mean
             if tuning_options.metrics:
                 util.process_metrics(entry, tuning_options.metrics)
-    return runner, tuning_options
+    return cache, runner.dev.name
+
+
+class _Memo:
+    """What a replay reads of a recording, kept for the next replay of the same file (its path, size, time and
+    inode unchanged) over the same space in this process: a comparison replays one recording hundreds of times
+    (strategies x repeats), and reading, aligning, copying and checking it again each time, and building the
+    space's searchspace again (GEMM's: 2 s), was as long as the replays of Kernel Tuner's strategies themselves.
+    Only what is read is shared, never what a strategy is handed (a searchspace keeps state as it is walked)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.values: dict[tuple, tuple[Space, Any]] = {}
+
+    def get(self, space: Space, path: Path | None, key: tuple, make: Any) -> Any:
+        try:
+            st = path.stat() if path is not None else None
+        except OSError:  # gone (its reader says so)
+            return make()
+        stamp = (str(path), st.st_size, st.st_mtime_ns, st.st_ino) if st is not None else None
+        full = (id(space), stamp, *key)
+        kept = self.values.get(full)
+        if kept is not None and kept[0] is space:  # the same object: an id may be reused once one is gone
+            return kept[1]
+        value = make()
+        while len(self.values) >= self.size:  # the oldest out
+            del self.values[next(iter(self.values))]
+        self.values[full] = (space, value)
+        return value
+
+
+_READ = _Memo(4)
+_SEARCHSPACES = _Memo(2)  # Floyd-Warshall's holds 438,648 configs: a few hundred MB
 
 
 def _readable_copy(cachefile: Path, space: Space, folder: Path) -> Path:
@@ -81,16 +126,30 @@ def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) ->
     (in the space's order), and the space's size: a partial recording (a strategy's campaign, a sampled
     space) replays over what it holds, a config it lacks is invalid to the strategy. A complete recording
     gets the space's own."""
-    full = kt.searchspace(space, dtype)
+    # the space's searchspace, read here only (kept: GEMM's takes 2 s to build); a complete recording gets one of
+    # its own, as Kernel Tuner's strategies change the one they walk (its caches of neighbours)
+    full = _searchspace(space, dtype)
     held = [c for c in full.list if ",".join(str(v) for v in c) in cache]
     if len(held) == full.size:
-        return full, full.size
+        return kt.searchspace(space, dtype), full.size
     if not held:
         raise TunerError(f"the recording holds none of the space's {full.size} configs")
     names = list(full.tune_params)
     recorded = {str(i): dict(zip(names, c)) for i, c in enumerate(held)}
     restricted = Searchspace(None, None, None, from_cache={"tune_params": full.tune_params, "cache": recorded})
     return restricted, full.size
+
+
+def searchspace_size(space: Space, dtype: str | None = None) -> int:
+    """kt.searchspace(space, dtype).size, the searchspace kept for the replays of this process (recorded_searchspace
+    reads it for every replay; a comparison asks its size again and again)."""
+    return int(_searchspace(space, dtype).size)
+
+
+def _searchspace(space: Space, dtype: str | None) -> Searchspace:
+    """kt.searchspace(space, dtype), built once for this process's replays: only ever read, never handed to a
+    strategy."""
+    return _SEARCHSPACES.get(space, None, (dtype,), lambda: kt.searchspace(space, dtype))
 
 
 def recording_searchspace(

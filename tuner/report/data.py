@@ -73,7 +73,7 @@ def gather(
         convergence, left_out = _convergence(rows, str(sel.rows["size_vars"].iloc[0]), space.maximize, label)
         table = config_table(sel)
         sweeps, heatmaps, no_heatmap = _sweeps(table, list(space.params), objective, space.maximize)
-        answers = [a for a in export_answers(workload, sel.dtype, root)[0] if a["gpu"] == chosen_gpu]
+        answers = _answers(workload, sel.dtype, chosen_gpu, rows, root)
         answers.sort(key=_magnitude)
         baselines = store.load_baselines(workload, root)
         failures, messages = _failures(rows, label)
@@ -99,6 +99,16 @@ def gather(
         degraded=degraded,
     )
     return data
+
+
+def _answers(workload: str, dtype: str, gpu: str, rows: pd.DataFrame, root: Path | None) -> list[dict]:
+    """`tuner best`'s answer for each size measured on `gpu` (export_answers, of that GPU only: the answers of
+    the store's other GPUs, GEMM's 71 sizes on the H200 beside its 65 on the H100, took half the time of a page
+    that shows none of them). A GPU with no successful row of the dtype gets every GPU's answers filtered, as
+    before: asked of that GPU alone, export_answers would fail where the page must not."""
+    if not (rows["status"] == "ok").any():
+        return [a for a in export_answers(workload, dtype, root)[0] if a["gpu"] == gpu]
+    return export_answers(workload, dtype, root, gpu=gpu)[0]
 
 
 SizeLabel = Callable[[str, str | dict], str]  # (a stored size's name, its variables or their JSON) -> its label
@@ -237,12 +247,11 @@ def _sweeps(
 def _valid_configs(sel: Selection) -> int | None:
     """The space's valid configs for the selection's dtype, as `tuner list` and `tuner results` count them (kept
     in the user's cache: a large space takes seconds to count once); None where they cannot be counted."""
-    from tuner.measure import kt
     from tuner.store.coverage import space_size
 
     space = sel.workload.space
     try:
-        return int(space_size(space, kt.searchspaces(space), sel.dtype))
+        return int(space_size(space, sel.dtype))
     except Exception:  # noqa: BLE001  (the page is drawn without the count rather than not at all)
         return None
 

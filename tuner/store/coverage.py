@@ -1,29 +1,39 @@
 """How completely each recording covers a workload's space (`tuner list`, `tuner results`): the configs of the
-space each holds, and the space's own count of them, both kept (tuner.kept), as Kernel Tuner's searchspace of a
-large space takes seconds to build."""
+space each holds, and the space's own count of them.
+
+Both are counted without Kernel Tuner and without deriving a recording: a recording of the store's rows holds one
+entry per config its rows record (tuner.store.kt_files.store_cache_doc), so the configs it holds are counted from
+those rows, each checked against the space as a replay's searchspace would check it (its values among the
+parameters', the restrictions for its dtype, at most MAX_THREADS threads a block); the space's count is the one
+its loading counted (Space.configurations, tuner.space.configurations). A first `tuner list` of the store's 180
+recordings derived each into the cache and built Kernel Tuner's searchspace of each space (Floyd-Warshall's
+438,648 configs) to count them: about half a minute on the 2-core build machine, most of it deriving files that
+only a replay reads (a replay still derives its own, tuner.store.recordings.replay_file)."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
+import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, one_line
-from tuner.kept import kept
+from tuner.kept import code_digest, kept
 from tuner.store.kt_files import closed_cache_text
 from tuner.store.parts import read_store
-from tuner.store.recordings import CacheNotWritable, replay_file, sources
-from tuner.vocabulary import package_version
+from tuner.store.recordings import CacheNotWritable, _left_out, derivable, derived_path, sources, unread_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kernel_tuner.searchspace import Searchspace
+    import pandas as pd
 
     from tuner.space import Space
+    from tuner.store.recordings import Source
+    from tuner.store.schema import StoreRead
 
 
 @dataclass(frozen=True)
@@ -37,7 +47,7 @@ class Recording:
     dtype: str
     held: int | None
     space_size: int
-    path: Path | None  # the file replayed; None where it could not be made
+    path: Path | None  # the file replayed (derived when a replay first needs it); None where it cannot be made
     error: str | None = None
     unwritable: Path | None = None
 
@@ -62,6 +72,8 @@ class Recording:
             "space_configs": self.space_size,
             "complete": self.complete,
             "path": str(self.path) if self.path else None,
+            # the file is derived from the rows when a replay first needs it (`tuner list` names it only)
+            "derived": self.path is not None and self.path.is_file(),
             **({"error": self.error} if self.error else {}),
             **({"cache_not_writable": str(self.unwritable)} if self.unwritable is not None else {}),
         }
@@ -70,77 +82,186 @@ class Recording:
 NOT_DERIVED = "not derived (the cache folder is not writable: set TUNER_CACHE)"
 
 
-def recordings(
-    root: Path, workload: str, space: Space, searchspace_of: Callable[[str | None], Searchspace]
-) -> list[Recording]:
+def recordings(root: Path, workload: str, space: Space) -> list[Recording]:
     """Every recording of `workload` in the store (and the package's), by GPU, size and dtype, with the
     number of the space's configs each holds: what `tuner tune --simulate` can replay. A config counts
-    where the space still has it for the recording's dtype (`searchspace_of(dtype)`: tuner.measure.kt's
-    searchspaces); a parameter added since with a default takes it, as a replay does."""
-    defaults = space.defaults or {}
-    read_rows = functools.cache(lambda pattern: read_store(pattern, root))  # one read of each GPU's folder
+    where the space still has it for the recording's dtype; a parameter added since with a default takes it, as
+    a replay does. The store's recordings are counted from their rows (one read of each GPU's folder), and named
+    by the file a replay derives them into (tuner.store.recordings.derivable), not derived here."""
+    reads: dict[str, _Rows] = {}
+    in_space = in_space_of(space)
     out = []
+    sizes: dict[str, int] = {}  # a dtype's own restrictions are counted once
     for source in sources(root, workload):
-        dtype = source.dtype
-        key = _searchspace_key(space, dtype)
-        size = _space_size(key, searchspace_of, dtype)
+        if source.dtype not in sizes:
+            sizes[source.dtype] = space_size(space, source.dtype)
+        size = sizes[source.dtype]
         path = source.file
         try:
-            path = replay_file(root, workload, source, read_rows)
-            text = path.read_text()
-            digest = hashlib.sha256(text.encode()).hexdigest()
-            held = kept(  # one file a recording, however often its bytes change
-                "recordings-held",
-                [*key, defaults, str(path)],
-                functools.partial(_held, text, searchspace_of, dtype, defaults),
-                _is_count,
-                made_from=digest,
-            )
+            if source.file is not None:  # a Kernel Tuner cache put into the store by hand, counted as it is
+                held = _held_in_file(source.file.read_text(), source.dtype, in_space)
+            else:
+                pattern = f"{source.gpu}/{workload}/evaluations/*.parquet"
+                if pattern not in reads:  # read even where the counts are kept: what it leaves out is said
+                    reads[pattern] = _Rows(read_store(pattern, root), workload, space)
+                derived = derived_path(root, workload, source)  # named by the rows' parts and the space file
+                held = kept(
+                    "recordings-held",
+                    [derived.name, source.gpu, workload, *_space_key(space, source.dtype)],
+                    functools.partial(reads[pattern].held, source, in_space),
+                    _is_count,
+                )
+                path = derivable(derived, workload, source)
             error, unwritable = None, None
         except CacheNotWritable as e:  # the recording is fine: this user's cache folder is not
-            held, error, unwritable = None, str(e), e.folder
+            held, error, unwritable, path = None, str(e), e.folder, None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, TunerError) as e:
             held, error, unwritable = None, f"{path or source.gpu}: cannot be read ({one_line(e)})", None
         out.append(Recording(source.gpu, source.size, source.dtype, held, size, path, error, unwritable))
     return out
 
 
-# Kernel Tuner's searchspace of a large space takes seconds to build (Floyd-Warshall's 438,648 configs), and
-# `tuner list` asked it of every workload and recording each time: what it answers is kept (tuner.kept) under the
-# space's parameters and its restrictions for the dtype, Kernel Tuner's release, and a recording's bytes.
-def space_size(space: Space, searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
-    """Kernel Tuner's count of the space's valid configs for `dtype` (searchspace_of(dtype).size), kept."""
-    return _space_size(_searchspace_key(space, dtype), searchspace_of, dtype)
+def space_size(space: Space, dtype: str | None) -> int:
+    """The space's valid configs for `dtype`: those its loading counted (Space.configurations) where the dtype has
+    no restrictions of its own, else counted with them (tuner.space.configurations, kept: GEMM's int32 takes a
+    second once). The count Kernel Tuner's searchspace of the same restrictions gives (tuner.measure.kt)."""
+    if not space.dtype_restrictions.get(dtype):
+        return space.configurations
+    from tuner.space.configurations import count_configurations
+    from tuner.space.expressions import Expression
+
+    restrictions = [Expression(r) for r in space.restrictions_for(dtype)]
+    return count_configurations(space.path, space.params, restrictions, None, [str(b) for b in space.block_names])
 
 
-def _space_size(key: list, searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
-    return kept("space-sizes", key, functools.partial(_size, searchspace_of, dtype), _is_count)
+# what a recording's entries are drawn from: its key, the columns without_superseded reads, the configs and their times
+_COLUMNS = ["config", "status", "times", "timing", "gpu", "size", "size_vars", "dtype", "timestamp"]
 
 
-def _searchspace_key(space: Space, dtype: str | None) -> list:
-    from tuner.space.model import kt_block_names
+def _space_key(space: Space, dtype: str) -> list:
+    """What a kept count of a recording depends on beside its rows: the space's parameters, restrictions for the
+    dtype, defaults and thread block, and the code that reads the rows and tests the configs."""
+    from tuner.space import expressions, model
+    from tuner.store import parts, rows, schema
 
-    # the thread block's parameters: a space's configs over 1024 threads a block are not in its search space
-    block = kt_block_names(space.block_names)
-    return [space.space_hash_for(dtype), space.restrictions_for(dtype), block, package_version("kernel_tuner")]
-
-
-def _size(searchspace_of: Callable[[str | None], Searchspace], dtype: str | None) -> int:
-    return int(searchspace_of(dtype).size)
-
-
-def _held(text: str, searchspace_of: Callable[[str | None], Searchspace], dtype: str, defaults: dict) -> int:
-    """How many of a Kernel Tuner cache's configs (its text) the space still has for `dtype`; a parameter added
-    since with a default takes it, as a replay does."""
-    searchspace = searchspace_of(dtype)
-    names = list(searchspace.tune_params)
-    cache = json.loads(closed_cache_text(text))["cache"]
-    return sum(
-        searchspace.is_param_config_valid(tuple(e.get(k, defaults.get(k)) for k in names))
-        for e in cache.values()
-        if isinstance(e, dict)
-    )
+    code = code_digest(sys.modules[__name__], parts, rows, schema, expressions)
+    return [space.space_hash_for(dtype), space.defaults, [space.block_names, model.MAX_THREADS], code]
 
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+class _Rows:
+    """One read of a GPU's folder of the store (its rows, what it left out), read as store_cache_doc reads each
+    recording's rows (by workload, size, dtype and GPU; without_superseded), for all its recordings at once."""
+
+    def __init__(self, found: StoreRead, workload: str, space: Space) -> None:
+        _left_out(found.degraded)  # said once a read, as each replay of its rows would say it
+        self.found, self.workload, self.space = found, workload, space
+        self._now: pd.DataFrame | None = None
+        self._groups: dict = {}
+
+    def groups(self) -> tuple[pd.DataFrame, dict]:
+        """The rows of the workload as the current protocol reads them, and the positions of each (GPU, size,
+        dtype)'s, made once (a listing whose counts are all kept needs none)."""
+        from tuner.store.rows import without_superseded
+
+        frame = self.found.frame
+        if self._now is None and not frame.empty:
+            mine = frame.loc[frame["workload"] == self.workload, [c for c in _COLUMNS if c in frame]]
+            # without_superseded compares the rows of each (GPU, size_vars, dtype); store_cache_doc hands it one
+            # recording's, and two sizes' names may share their variables: keyed by the size's name too, one call
+            # over all the rows leaves out what one call over each recording's would
+            now = without_superseded(mine.assign(size_vars=mine["size"] + "\n" + mine["size_vars"]), self.space)
+            self._now, self._groups = now, now.groupby(["gpu", "size", "dtype"], sort=False).indices
+        return self._now if self._now is not None else frame, self._groups
+
+    def held(self, source: Source, in_space: Callable[[dict, str], bool]) -> int:
+        """How many configs the recording of `source` derived from these rows holds (store_cache_doc's entries)
+        that the space has for its dtype (`in_space`); a TunerError as store_cache_doc's where it derives none."""
+        try:
+            if self.found.frame.empty:
+                raise TunerError(f"nothing stored for {self.workload}")
+            now, groups = self.groups()
+            at = groups.get((source.gpu_name, source.size, source.dtype))
+            if at is None:
+                raise TunerError(
+                    f"nothing stored for {self.workload} {source.size} {source.dtype} on {source.gpu_name}"
+                )
+            entries = _entries(now.iloc[at], self.space)
+            if not entries:
+                raise TunerError(
+                    f"no config stored for {self.workload} {source.size} {source.dtype} on {source.gpu_name} lies "
+                    "within the space's parameters"
+                )
+        except TunerError as e:
+            if self.found.degraded.parts:  # the parts left out held its rows
+                raise TunerError(f"{e}: {unread_line(self.found.degraded.parts)}") from None
+            raise
+        return sum(in_space(entry, source.dtype) for entry in entries)
+
+
+def _entries(rows: pd.DataFrame, space: Space) -> list[dict]:
+    """The entries (parameters only) that store_cache_doc makes of a recording's rows (as the current protocol
+    reads them: without_superseded): one entry per config (completed with the defaults of parameters added since,
+    as complete_configs completes it), in the order first measured, each with the parameters the rows were
+    recorded with, keyed by their values (a config with a value the space no longer lists left out; of configs of
+    one key, the last). Each distinct config is parsed once, not each row."""
+    from tuner.store.rows import canonical_config
+
+    parsed = {text: json.loads(text) for text in rows.sort_values("timestamp", kind="stable")["config"].unique()}
+    keys = [k for k in space.params if any(k in c for c in parsed.values())]
+    completed: dict[str, dict] = {}
+    for text, config in parsed.items():  # complete_configs: a config lacking a defaulted parameter gets it
+        if space.defaults and any(k not in config for k in space.defaults):
+            config = space.complete(config)
+            text = canonical_config(config)
+        completed.setdefault(text, config)
+    entries: dict[str, dict] = {}
+    for config in completed.values():
+        entry = {k: config[k] for k in keys}
+        if all(entry[k] in space.params[k] for k in keys):
+            entries[",".join(str(entry[k]) for k in keys)] = entry
+    return list(entries.values())
+
+
+def _held_in_file(text: str, dtype: str, in_space: Callable[[dict, str], bool]) -> int:
+    """How many of a Kernel Tuner cache's configs (its text) the space still has for `dtype` (`in_space`)."""
+    cache = json.loads(closed_cache_text(text))["cache"]
+    return sum(in_space(e, dtype) for e in cache.values() if isinstance(e, dict))
+
+
+def in_space_of(space: Space) -> Callable[[dict, str | None], bool]:
+    """Whether a cache entry is a config of the space for a dtype, as Kernel Tuner's searchspace of the space
+    (tuner.measure.kt.searchspace) has it: a parameter the entry lacks takes its default (a replay's alignment),
+    every value is one of the parameter's, the restrictions for the dtype hold and the thread block (the product
+    of the parameters kt_block_names reads as it) is at most MAX_THREADS. Each config is tested once (the
+    recordings of a space share most of theirs)."""
+    from tuner.space.model import MAX_THREADS, kt_block_names
+
+    defaults = space.defaults or {}
+    block = [n for n in kt_block_names(space.block_names) if n in space.params]
+    known: dict[tuple, bool] = {}
+
+    def test(config: dict, dtype: str | None) -> bool:
+        if not all(v in values for v, values in zip(config.values(), space.params.values())):
+            return False
+        try:
+            holds = space.is_valid(config, dtype)
+        except Exception:  # noqa: BLE001  (a restriction that cannot be evaluated for it: not a config of the space)
+            return False
+        return holds and math.prod(config[n] for n in block) <= MAX_THREADS
+
+    def in_space(entry: dict, dtype: str | None) -> bool:
+        config = {k: entry.get(k, defaults.get(k)) for k in space.params}
+        own = tuple(space.dtype_restrictions.get(dtype, ()))  # dtypes without restrictions of their own: one test
+        try:
+            key = (own, *config.values())
+            if key not in known:
+                known[key] = test(config, dtype)
+            return known[key]
+        except TypeError:  # a value that cannot be a key (a list): tested each time
+            return test(config, dtype)
+
+    return in_space

@@ -4,8 +4,9 @@ holds. A recording is the store's own rows as a Kernel Tuner cache (tuner.store.
 there under a key of the rows and the space it was made from, so the store keeps one copy of each measurement.
 A Kernel Tuner cache file in the store that no rows record (one copied in by hand) is replayed as it is.
 
-This module finds the recordings (sources) and derives them (replay_file, recording_again); choosing one by
-GPU is tuner.store.recording_choice, how much of a space each covers (`tuner list`) tuner.store.coverage."""
+This module finds the recordings (sources) and derives them (replay_file, recording_again; derivable: where one
+is derived, without deriving it); choosing one by GPU is tuner.store.recording_choice, how much of a space each
+covers (`tuner list`) tuner.store.coverage."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import functools
 import hashlib
 import io
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -176,13 +178,33 @@ def replay_file(root: Path, workload: str, source: Source, read_rows: Callable[[
         path.parent.mkdir(parents=True, exist_ok=True)
         write_cache(path, doc)
     except OSError as e:
-        raise CacheNotWritable(
-            f"cannot write the recording of {workload} {source.size} {source.dtype} on {source.gpu_name} derived "
-            f"from the store's rows to {path.parent} ({e.strerror or e}): set TUNER_CACHE to a writable folder",
-            user_cache("recordings"),
-            str(e.strerror or e),
-        ) from None
+        raise _not_writable(workload, source, path, e) from None
     return path
+
+
+def derivable(path: Path, workload: str, source: Source) -> Path:
+    """`path`, where replay_file derives the recording of `source` (derived_path), checked without deriving it:
+    there whole, or its folder in this user's cache can take it; else the CacheNotWritable that replay_file would
+    raise. `tuner list` names every recording so, and counts what each holds from the rows
+    (tuner.store.coverage): deriving all 180 of the store took most of a first listing's half minute."""
+    if _whole(path):
+        return path
+    try:  # as replay_file would write it: its folder made, a file made in it
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as e:
+        raise _not_writable(workload, source, path, e) from None
+    return path
+
+
+def _not_writable(workload: str, source: Source, path: Path, e: OSError) -> CacheNotWritable:
+    return CacheNotWritable(
+        f"cannot write the recording of {workload} {source.size} {source.dtype} on {source.gpu_name} derived "
+        f"from the store's rows to {path.parent} ({e.strerror or e}): set TUNER_CACHE to a writable folder",
+        user_cache("recordings"),
+        str(e.strerror or e),
+    )
 
 
 class CacheNotWritable(TunerError):

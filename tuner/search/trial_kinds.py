@@ -10,8 +10,8 @@ objective in its unit and direction.
   or was measured before (`repeat`).
 - FAIL: a trial that holds nothing: another trial was measuring its config (`taken`: another worker's, or one
   this search asked ahead, tuner.search.ahead), a distributed brute force asked when no queued config was left
-  (`surplus`), or it was never told (its measurement raised, the budget ran out; asked ahead of a stop; a lost
-  worker's, retried).
+  (`surplus`), a distributed worker did not measure it after all (`given_back`: asked ahead of a stop or past the
+  time limit, or its measurement raised), or it was never told (a lost worker's, retried).
 
 Every told trial's record also keeps `cost`: what the search's sampler was told (the objective as a cost
 to minimize, or for a trial with no value a penalty worse than the worst cost); tuner.search.sampler_view
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial, TrialState
 
-KINDS = ("measured", "served", "invalid", "repeat", "taken", "surplus")
+KINDS = ("measured", "served", "invalid", "repeat", "taken", "surplus", "given_back")
 MEASURED = ("measured", "served")  # trial kinds that hold a result of the campaign
-HOLDS_NOTHING = ("taken", "surplus")  # FAIL trials their worker told so: no config of theirs is retried
+HOLDS_NOTHING = ("taken", "surplus", "given_back")  # FAIL trials their worker told so: no config of theirs is retried
 ATTR = "tuner"
 FORMAT_ATTR = "tuner_format"  # a study attribute: 2 = real parameter values, the objective in its direction
 FORMAT = 2

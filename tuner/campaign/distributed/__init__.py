@@ -17,7 +17,7 @@ of workers join it, each a process bound to one GPU with its own isolated worker
   between, the failed trial still holds its config: study.in_limbo). The retry first looks in the store, so a
   row written just before the kill is served, never measured twice;
 - a worker that stops (Ctrl-C, SIGTERM, an error, its time limit) gives back the trials it holds unmeasured:
-  told FAIL at once (study.GIVEN_BACK), so none is left running for the stale check to count as lost;
+  told FAIL at once (trial kind `given_back`), so none is left running for the stale check to count as lost;
 - of trials that drew the same config, the lowest-numbered live one measures it; the others are told
   its value (or step aside), and the search goes on from the nearest unclaimed config.
 

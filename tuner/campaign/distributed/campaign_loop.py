@@ -25,7 +25,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.campaign.distributed.liveness import Heartbeat, Liveness, dead_trials
-from tuner.campaign.distributed.study import GIVEN_BACK, Campaign, TrialCodec, in_limbo, retry_of, tally_trials
+from tuner.campaign.distributed.study import Campaign, TrialCodec, in_limbo, retry_of, tally_trials
 from tuner.search import optuna_private, trial_kinds
 from tuner.search.codec import Repair, penalty_for
 from tuner.search.loop import Prior, Proposal, SearchLoop
@@ -102,11 +102,10 @@ class CampaignLoop(SearchLoop):
 
     def abandon(self, trial: Trial) -> None:
         """Not measured after all (asked ahead of a stop or past the time limit, or its measurement raised): told
-        FAIL and marked given back, so that it holds its config against nobody (no retry follows, study.in_limbo)."""
+        FAIL as `given_back`, so that it holds its config against nobody (no retry follows, study.in_limbo)."""
         self.pending.pop(trial.number, None)
         try:
-            trial.set_user_attr(GIVEN_BACK, True)
-            self.study.tell(trial, state=TrialState.FAIL)
+            self.tell(trial, "given_back", state=TrialState.FAIL)
         except optuna.exceptions.UpdateFinishedTrialError:
             pass  # our heartbeat came late and another worker gave it up for lost: its retry takes the config
 

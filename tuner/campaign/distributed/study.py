@@ -29,11 +29,6 @@ if TYPE_CHECKING:
     from kernel_tuner.searchspace import Searchspace
 
 
-# a user attribute of a trial its worker gave back unmeasured (asked ahead of its stop or past its time limit, or
-# its measurement raised), told FAIL: it holds nothing, and no retry follows it (unlike a lost trial's, in_limbo)
-GIVEN_BACK = "tuner_given_back"
-
-
 @dataclass
 class Campaign:
     """What every worker needs to know; kept as the study's user attribute 'campaign'."""
@@ -241,7 +236,7 @@ def tally_trials(trials: list[FrozenTrial], codec: TrialCodec, limbo_s: float = 
 
 def in_limbo(trials: list[FrozenTrial], window_s: float, now: datetime | None = None) -> list[FrozenTrial]:
     """Trials failed less than `window_s` ago while holding their config (given up for lost; not told `taken` or
-    `surplus`, nor given back by their worker: GIVEN_BACK) whose retry is not queued yet. Optuna's stale check
+    `surplus`, nor given back by their worker: `given_back`) whose retry is not queued yet. Optuna's stale check
     fails a lost trial, then queues its retry in another transaction: in between, no live trial holds the config,
     and another worker feeding brute force's queue (or sampling) could take it, leaving the retry `taken`. So a
     trial in limbo still holds its config. The window bounds it for a trial no retry follows (its retries used
@@ -254,7 +249,6 @@ def in_limbo(trials: list[FrozenTrial], window_s: float, now: datetime | None = 
         if t.state == TrialState.FAIL
         and t.number not in retried
         and trial_kinds.kind_of(t) not in trial_kinds.HOLDS_NOTHING
-        and not t.user_attrs.get(GIVEN_BACK)
         and t.datetime_complete is not None
         and t.datetime_complete > since
     ]

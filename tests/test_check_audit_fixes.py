@@ -96,6 +96,10 @@ def test_a_project_without_baselines_of_its_own_never_passes_and_the_demo_is_ask
     doc = strict(out)
     assert code == 2 and doc["exit_code"] == 2 and doc["baselines"] == "project" and doc["checks"] == []
     assert "`tuner check --simulate --demo`" in err
+    # a kernel named, a config planted: the same line, not a traceback (the empty store has no columns to select by)
+    code, out, err = _run(capsys, "check", "reduction", "--simulate", "--plant", "finish=0", "--json")
+    assert code == 2 and strict(out)["checks"] == [] and "`tuner check --simulate --demo`" in err
+    assert "Traceback" not in err and "could not run" not in err
     shipped = project.parent / "shipped"
     shutil.copytree(SHIPPED / "reduction" / "evaluations", shipped / H100_DIR / "reduction" / "evaluations")
     files = sorted((p, p.stat().st_mtime_ns) for p in shipped.rglob("*") if p.is_file())

@@ -182,6 +182,23 @@ def test_results_must_name_a_folder_and_only_a_campaign_creates_it(tmp_path, cap
     fails(["--results", str(a_file), "tune", "reduction", "--simulate"], capsys, "not a folder")
 
 
+def test_folder_options_go_before_or_after_the_command(tmp_path, capsys):
+    """--results and --workloads as the docs and the errors write them, after the command (and after a `tuner run`
+    program's name), mean what they mean before it; one given after the command wins over one given before."""
+    from tuner.cli import build_parser
+
+    parse = build_parser().parse_args
+    store, mine = tmp_path / "store", tmp_path / "workloads"
+    for argv in (["--results", str(store), "best", "reduction"], ["best", "reduction", "--results", str(store)],
+                 ["--results", "elsewhere", "best", "reduction", "--results", str(store)],
+                 ["run", "floyd-warshall", "g.bin", "d.bin", "--results", str(store)]):
+        assert parse(argv).results == store, argv
+    assert parse(["list", "--workloads", str(mine)]).workloads_dir == mine
+    assert parse(["list"]).results is None and parse(["list"]).workloads_dir is None
+    fails(["best", "reduction", "--results", str(tmp_path / "no-such-store")], capsys, "no such folder")
+    fails(["list", "--workloads", str(tmp_path / "no-such-folder")], capsys, "no such folder")
+
+
 def test_a_warning_is_one_line_not_pythons_source_lines(tmp_path, capsys):
     """A damaged part in the store: `tuner results` says so in one `warning:` line (no file, line number or
     source line of the code that warned) and answers from the rest."""

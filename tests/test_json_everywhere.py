@@ -94,3 +94,26 @@ def test_run_json_says_which_config_ran_and_from_where(tmp_path, monkeypatch, ca
 def test_the_other_commands_print_json_alone(argv, capsys):
     assert main([*argv, "--json"]) == 0
     json.loads(capsys.readouterr().out)
+
+
+def _strict(text: str) -> object:
+    """JSON as a strict parser reads it (JavaScript's JSON.parse, jq's older releases): NaN and Infinity refused."""
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_where_a_figure_cannot_be_computed(capsys):
+    """One repeat gives a score and no interval: the interval is null, not the bare NaN Python writes by default
+    (`compare-strategies --json --repeats 1` wrote `"interval": [NaN, NaN]`). Every --json goes through one
+    writer (tuner.json_text)."""
+    from tuner.json_text import strict_json
+
+    assert main(["compare-strategies", "reduction", "--size", "seed", "--dtype", "float32", "--strategies",
+                 "random", "--repeats", "1", "--budget", "5", "--quiet", "--jobs", "1", "--json"]) == 0
+    doc = _strict(capsys.readouterr().out)
+    assert doc["strategies"]["random"]["methodology"]["interval"] == [None, None]
+    assert _strict(strict_json({"a": [float("nan"), np.float32("inf"), np.int64(3)], "b": (1.5,)})) == {
+        "a": [None, None, 3], "b": [1.5]}

@@ -157,3 +157,22 @@ def test_output_lines_carry_no_trailing_spaces(capsys, width, argv):
     out = printed(capsys, *argv)
     padded = [line for line in out.splitlines() if line != line.rstrip(" ")]
     assert out.strip() and not padded, padded[:3]
+
+
+@pytest.mark.parametrize("w", WIDTHS)
+def test_compare_strategies_folds_a_long_recording_name_never_cuts_it(capsys, width, w):
+    """The several-recordings table of `compare-strategies`: a recording's long file name is folded onto lines of
+    its column, whole (it was cut in the middle with an ellipsis), the scores whole beside it."""
+    from tuner.cli.compare_strategies import _print_table
+
+    width(w)
+    name = "conv_A100_with_a_rather_long_name.json.gz (kernel reduce)"
+    header = ["recording", "configs", "budget", "random", "kt:genetic_algorithm", "cold", "warm", "best kt"]
+    _print_table("scores", header, [[name, "1234", "123", "0.123", "0.456", "0.789", "0.812", "0.654"]])
+    out = capsys.readouterr().out
+    assert_fits(out, w)
+    assert "…" not in out
+    cells = "".join(line.split("│")[1].strip() for line in out.splitlines() if line.count("│") > 2)
+    assert name.replace(" ", "") in cells.replace(" ", "")
+    kept = [h for h in header if h in out.split("left out")[0]]
+    assert kept[:3] == header[:3] and all(v in out for v in ("1234", "123"))  # the rest whole beside it

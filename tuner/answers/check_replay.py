@@ -129,7 +129,7 @@ def simulate_check(
     # the store the baselines' campaigns are read from (a plant's times, the stored best, a re-tune's recording)
     source = locations.BUILTIN_RESULTS if demo else root
     df = baselines.frame
-    if workloads:
+    if workloads and not df.empty:  # a store without baselines has no columns to select by
         df = df[df["workload"].isin(workloads)]
     if df.empty:
         damaged = baselines.unreadable_of(workloads)

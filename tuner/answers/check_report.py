@@ -9,34 +9,14 @@ them. JSON is strict: a number that is not finite is written null, never NaN (wh
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from xml.etree import ElementTree as ET
 
-import numpy as np
-
 from tuner.answers.check import PROJECT, SHIPPED, CheckResult, exit_code
+from tuner.json_text import strict_json
 from tuner.store.schema import Degraded
-
-
-def json_text(doc: object) -> str:
-    """`doc` as strict JSON: numbers that are not finite as null (a NaN change of a comparison that could not be
-    made), numpy values as their Python ones, anything else JSON lacks as its text."""
-    return json.dumps(_finite(doc), indent=2, default=str, allow_nan=False)
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_finite(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _fmt(d: dict) -> str:
@@ -179,4 +159,4 @@ def as_json(
         doc["degraded"] = degraded
     if error is not None:
         doc["error"] = error
-    return json_text(doc)
+    return strict_json(doc)

@@ -40,22 +40,40 @@ def build_parser(run_programs: bool = True) -> argparse.ArgumentParser:
     second of each worker's start on the H100 machine, spent only when the command may be `run`)."""
     p = argparse.ArgumentParser(prog="tuner", description="Tune CUDA kernels, query and export the best configs.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--results", type=Path, default=None, help="results directory (default: ./results of the project)")
-    p.add_argument(
-        "--workloads",
-        type=Path,
-        default=None,
-        dest="workloads_dir",
-        metavar="DIR",
-        help=f"the user's workloads folder (default: ./workloads of the project, or ${WORKLOADS_ENV})",
-    )
+    _folder_options(p, None)
     sub = p.add_subparsers(dest="command", required=True)
     for module in (listing, tune, worker, status, dashboard, best, results, report, export, baseline, check):
         module.register(sub)
     run.register(sub, programs=run_programs)
     compare_strategies.register(sub)
     init.register(sub)
+    _after_every_command(sub)
     return p
+
+
+def _folder_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--results", type=Path, default=default, help="results directory (default: ./results of the project)"
+    )
+    parser.add_argument(
+        "--workloads",
+        type=Path,
+        default=default,
+        dest="workloads_dir",
+        metavar="DIR",
+        help=f"the user's workloads folder (default: ./workloads of the project, or ${WORKLOADS_ENV})",
+    )
+
+
+def _after_every_command(sub: argparse._SubParsersAction) -> None:
+    """--results and --workloads after the command too (`tuner list --workloads DIR`, as the docs and the errors
+    write them), and after a `tuner run` program's name: there they default to nothing (SUPPRESS), so that one given
+    before the command stands unless given again after it."""
+    for command in sub.choices.values():
+        _folder_options(command, argparse.SUPPRESS)
+        for action in command._actions:  # `tuner run`'s programs
+            if isinstance(action, argparse._SubParsersAction):
+                _after_every_command(action)
 
 
 def _workloads_option(argv: list[str]) -> str | None:

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def command(args: argparse.Namespace) -> int:
     """Re-measure the best configs and record them; exit 2 if none was recorded."""
     from tuner.answers.baseline import BASELINE_SESSIONS, take_baseline
-    from tuner.answers.check_report import json_text
+    from tuner.json_text import strict_json
 
     rows = take_baseline(
         args.workloads,
@@ -46,7 +46,7 @@ def command(args: argparse.Namespace) -> int:
         log=lambda m: print(m, file=sys.stderr, flush=True) if args.json else console.print(m, highlight=False),
     )
     if args.json:
-        print(json_text([_readable(r) for r in rows]))  # strict JSON: a time that is not finite is null
+        print(strict_json([_readable(r) for r in rows]))  # a time that is not finite is null
     else:
         console.print(f"{len(rows)} baseline(s) recorded")
     return 0 if rows else 2

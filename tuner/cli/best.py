@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.common import add_allow_degraded, console, degraded_status, size_text
 from tuner.formatting import Items, config_items, readable
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +42,7 @@ def command(args: argparse.Namespace) -> int:
 
     answer = best(args.workload, size_text(args), args.dtype, gpu=args.gpu, root=args.results)
     if args.json:
-        print(json.dumps(answer, indent=2, default=str))
+        print(strict_json(answer))
         return degraded_status(answer.get("degraded"), args.allow_degraded)
     for note in answer["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -5,7 +5,6 @@ recording in the store, or any Kernel Tuner cache or T4 results file (--recordin
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from tuner.cli.common import console, write_text
 from tuner.errors import TunerError
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -143,7 +143,7 @@ def _one(doc: dict, args: argparse.Namespace) -> None:
     if args.markdown:
         write_text(args.markdown, markdown(doc))
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(strict_json(doc))
         return
     _print_table(caption(doc), *table_rows(doc, sep="\n"))
     if "cold_warm" in doc:
@@ -160,7 +160,7 @@ def _several(docs: list[dict], args: argparse.Namespace) -> None:
     if args.markdown:
         write_text(args.markdown, summary_markdown(docs))
     if args.json:
-        print(json.dumps(docs, indent=2))
+        print(strict_json(docs))
         return
     header, rows = summary_rows(docs)
     # the scores are what the table is for: the other strategies' go first, then the budget and the configs,
@@ -170,7 +170,7 @@ def _several(docs: list[dict], args: argparse.Namespace) -> None:
     _print_table("Methodology scores per recording (cold / warm: the default strategy)", header, rows, order)
 
 
-FIRST_WIDTH = 24  # characters of the first column's cells kept, at least, when the table is too wide
+FIRST_WIDTH = 24  # the first column's width, at least, when the table is too wide: its names folded to it
 
 
 def _print_table(title: str, header: list[str], rows: list[list[str]], drop_order: list[int] | None = None) -> None:
@@ -178,11 +178,12 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], drop_orde
     to leave out, first first; by default the middle ones from the right, then the last; the first three stay)."""
     if drop_order is None:
         drop_order = [*range(len(header) - 2, 2, -1), len(header) - 1]
-    # a long name in the first column (a recording's file) is shortened to FIRST_WIDTH before a score goes
-    shortest = [[_shortened(r[0], FIRST_WIDTH), *r[1:]] for r in rows]
-    keep, left_out = _fitting(header, shortest, console.width, drop_order)
+    # a long name in the first column (a recording's file) is folded onto lines of FIRST_WIDTH before a score goes,
+    # never cut: then onto lines as wide as the room the kept columns leave
+    narrowest = [[_folded(r[0], FIRST_WIDTH), *r[1:]] for r in rows]
+    keep, left_out = _fitting(header, narrowest, console.width, drop_order)
     room = console.width - 1 - _width(header, rows, keep[1:]) - 3
-    rows = [[_shortened(r[0], max(room, FIRST_WIDTH)), *r[1:]] for r in rows]
+    rows = [[_folded(r[0], max(room, FIRST_WIDTH)), *r[1:]] for r in rows]
     # the caption above the table, wrapped at the terminal's width: as the table's title it would be wrapped at
     # the table's and each line padded to it with spaces
     _say(title)
@@ -226,9 +227,9 @@ def _fitting(
     return keep, left_out
 
 
-def _shortened(text: str, width: int) -> str:
-    """`text` in at most `width` characters, its middle replaced by an ellipsis."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+def _folded(text: str, width: int) -> str:
+    """`text` whole, each of its lines folded onto lines of at most `width` characters (between words where it can,
+    else inside a word: a file's name)."""
+    return "\n".join(
+        piece for line in text.split("\n") for piece in (textwrap.wrap(line, width, break_on_hyphens=False) or [""])
+    )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tuner.errors import TunerError
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def command(args: argparse.Namespace) -> int:
     storage = open_storage(url)  # before the line that says it serves: a script reading it may take it as up
     address = f"http://{args.host}:{args.port}/dashboard" + (f"/studies/{study_id}" if study_id is not None else "")
     if args.json:
-        print(json.dumps({"storage": redact(url), "study_id": study_id, "url": address}), flush=True)
+        print(strict_json({"storage": redact(url), "study_id": study_id, "url": address}, indent=None), flush=True)
     else:
         print(f"optuna-dashboard on {redact(url)}: {address}  (Ctrl-C stops it)", flush=True)
     optuna_dashboard.run_server(storage, host=args.host, port=args.port)

@@ -17,6 +17,7 @@ from tuner.cli.common import (
     write_text,
 )
 from tuner.errors import TunerError
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,7 +82,7 @@ def command(args: argparse.Namespace) -> int:
             {k: a.get(k) for k in ("gpu", "size", "dtype", "fallback", "kernel_source", "notes")} for a in answers
         ]
         summary["notes"] = notes
-        print(json.dumps({**summary, **({} if args.output else {"text": text}), "degraded": left_out}, indent=2))
+        print(strict_json({**summary, **({} if args.output else {"text": text}), "degraded": left_out}))
         return degraded_status(left_out, args.allow_degraded)
     for note in notes:  # beside a file on stdout, or before the line that says it was written
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

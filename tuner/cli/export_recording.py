@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from rich.markup import escape
 
 from tuner.cli.common import console, degraded_status, err_console, not_found_in_degraded_store, write_text
+from tuner.json_text import strict_json
 
 
 def command(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def command(args: argparse.Namespace) -> int:
         write_text(args.output, text)
     if getattr(args, "json", False):
         summary = {"workload": args.workload, "format": args.format, "output": args.output, **about}
-        print(json.dumps({**summary, **({} if args.output else {"text": text}), "degraded": left_out}, indent=2))
+        print(strict_json({**summary, **({} if args.output else {"text": text}), "degraded": left_out}))
         return degraded_status(left_out, args.allow_degraded)
     for note in about["notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

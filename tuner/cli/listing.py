@@ -4,7 +4,6 @@ the store has recorded of it (the sizes a replay can run, and over how many of t
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.markup import escape
 from tuner.cli.common import console, shown_path
 from tuner.errors import TunerError
 from tuner.formatting import Field, Items, fitted, records
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -88,7 +88,7 @@ def command(args: argparse.Namespace) -> int:
     for error in broken:  # after the listing, on stderr: exit 2 says that something needs mending
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(error)}", highlight=False)
     if args.json:
-        print(json.dumps(docs[0] if args.workload else docs, indent=2))
+        print(strict_json(docs[0] if args.workload else docs))
     elif args.workload:
         _print_one(docs[0])
     else:

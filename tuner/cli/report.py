@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.markup import escape
 
 from tuner.cli.common import add_allow_degraded, console, degraded_status, shown_path, size_text
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +37,7 @@ def command(args: argparse.Namespace) -> int:
 
     summary = write_report(args.workload, size_text(args), args.dtype, args.output, gpu=args.gpu, root=args.results)
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(strict_json(summary))
     else:
         for note in summary["notes"]:
             console.print(f"[yellow]note:[/] {escape(note)}")

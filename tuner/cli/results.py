@@ -12,6 +12,7 @@ from rich.markup import escape
 from tuner.cli.common import console, size_text, write_text
 from tuner.errors import TunerError
 from tuner.formatting import Items
+from tuner.json_text import strict_json
 
 if TYPE_CHECKING:
     from tuner.answers.selection import Selection
@@ -84,7 +85,7 @@ def command(args: argparse.Namespace) -> int:
         for note in sel.notes:  # what the answer is drawn from (another GPU, the nearest size): said, off stdout
             print(f"note: {note}", file=sys.stderr)
         doc = records.head(args.top) if args.top else records
-        print(json.dumps(json.loads(doc.to_json(orient="records")), indent=2))  # NaN -> null, numpy -> JSON
+        print(strict_json(json.loads(doc.to_json(orient="records"))))  # NaN -> null, numpy -> JSON
         return 0
     for note in sel.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 
 from tuner.cli.common import parse_assignment
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction, programs: bool = True) -> None:
@@ -59,5 +59,5 @@ def command(args: argparse.Namespace) -> int:
         return get_workload(args.workload).run(args, config_for)
     with contextlib.redirect_stdout(sys.stderr):  # stdout holds the JSON alone
         status = get_workload(args.workload).run(args, config_for)
-    print(json.dumps({"workload": args.workload, "exit_status": status, "runs": ran}, indent=2, default=str))
+    print(strict_json({"workload": args.workload, "exit_status": status, "runs": ran}))
     return status

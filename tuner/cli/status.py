@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tuner.cli.common import storage_url
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def command(args: argparse.Namespace) -> int:
     names = [args.campaign] if args.campaign else campaign_names(url)
     statuses = [campaign_status(name, url, args.results) for name in names]
     if args.json:
-        print(json.dumps(statuses[0] if args.campaign else statuses, indent=2, default=str))
+        print(strict_json(statuses[0] if args.campaign else statuses))
     elif args.campaign:
         print(format_status(statuses[0]))  # plain: rich would wrap its lines
     else:

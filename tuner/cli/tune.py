@@ -4,7 +4,6 @@ workload checked without measuring (--dry-run)."""
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 
@@ -13,6 +12,7 @@ from rich.markup import escape
 from tuner.cli.common import console, err_console, size_text, storage_url
 from tuner.errors import TunerError
 from tuner.formatting import config_text, readable
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -152,7 +152,7 @@ def command(args: argparse.Namespace) -> int:
             return 130
     if args.workers == 0:  # documented: create the campaign only; `tuner worker` elsewhere runs it
         if args.json:
-            print(json.dumps({**result.__dict__, "created_only": True}, indent=2, default=str))
+            print(strict_json({**result.__dict__, "created_only": True}))
         else:
             for note in result.notes:  # which recording a replay's workers will replay, as a replay here says it
                 console.print(note, highlight=False)
@@ -163,7 +163,7 @@ def command(args: argparse.Namespace) -> int:
             )
         return 0
     if args.json:
-        print(json.dumps(result.__dict__, indent=2, default=str))
+        print(strict_json(result.__dict__))
         return 0 if result.best else 1  # as without --json: no configuration ran successfully
     resumed = result.evaluated - result.measured
     done = (
@@ -214,7 +214,7 @@ def _dry_run(args: argparse.Namespace) -> int:
             progress=lambda text: status.update(escape(text)),
         )
     if args.json:
-        print(json.dumps({**report.__dict__, "findings": [f.__dict__ for f in report.findings]}, indent=2))
+        print(strict_json({**report.__dict__, "findings": [f.__dict__ for f in report.findings]}))
         return 1 if report.problems else 0
     console.print(f"[bold]{report.workload}[/] {report.size} {report.dtype}: dry run, nothing measured")
     style = {"ok": "green", "warning": "yellow", "problem": "red"}

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from tuner.cli.common import console, storage_url
+from tuner.json_text import strict_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,7 +67,7 @@ def _work(args: argparse.Namespace) -> int:
         if launched is not None:
             launched.shutdown()  # if it was not used (run_worker shuts down what it uses)
     if args.json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(strict_json(summary))
         return 0
     back = summary.get("handed_back", 0)
     done = "replayed" if summary.get("simulated") else "measured"  # a replay measures nothing

@@ -49,14 +49,24 @@ def compare(
     if len(b) < 3 or len(n) < 3:
         raise ValueError("need at least 3 rounds on each side")
     rng = np.random.default_rng(seed)
-    bs = np.median(rng.choice(b, (resamples, len(b))), axis=1)
-    ns = np.median(rng.choice(n, (resamples, len(n))), axis=1)
+    bs = _row_medians(rng.choice(b, (resamples, len(b))))
+    ns = _row_medians(rng.choice(n, (resamples, len(n))))
     with np.errstate(divide="ignore", invalid="ignore"):  # a time of 0: not finite, which verdict() fails closed on
         change = float(np.median(n) / np.median(b) - 1)
         boot = ns / bs - 1
     alpha = 1 - confidence
     lo, hi = (float(x) for x in np.quantile(boot, [alpha / 2, 1 - alpha / 2]))
     return Comparison(change, lo, hi, verdict(change, lo, hi, threshold))
+
+
+def _row_medians(a: np.ndarray) -> np.ndarray:
+    """np.median(a, axis=1), the same values (NaN where a row holds one), from one sort of the rows: np.median
+    partitions each short row apart, three times slower over a bootstrap's 4000 rows of a few rounds, and the
+    regression check's simulations compare thousands of times."""
+    s = np.sort(a, axis=1)
+    k = a.shape[1] // 2
+    med = s[:, k] if a.shape[1] % 2 else (s[:, k - 1] + s[:, k]) / 2
+    return np.where(np.isnan(s[:, -1]), np.nan, med)
 
 
 def verdict(change: float, ci_low: float, ci_high: float, threshold: float) -> str:

@@ -79,9 +79,10 @@ def _seeds(doc: dict) -> str:
 
 
 def _bounds(methodology: dict) -> tuple[float, float]:
-    """A score's bootstrap interval; NaN in a document written before intervals were."""
+    """A score's bootstrap interval; NaN in a document written before intervals were, and where it has none (one
+    repeat), which a document read back from --json holds as null."""
     lo, hi = methodology.get("interval", (math.nan, math.nan))
-    return float(lo), float(hi)
+    return (math.nan if lo is None else float(lo)), (math.nan if hi is None else float(hi))
 
 
 def _interval(methodology: dict) -> str:

@@ -233,3 +233,5 @@ def test_the_resume_line_is_the_command_as_given_without_its_password(tmp_path):
         "  (with the storage's password for ***, or the URL in $TUNER_STORAGE)"
     )
     assert "s3cret" not in line and "measure-target" not in line  # a test's hook is no user's option
+    after = [*argv[2:], *argv[:2]]  # --results after the command: the same command, written the same way
+    assert resume_command(build_parser(run_programs=False).parse_args(after)) == line

@@ -262,6 +262,8 @@ def resume_command(args: argparse.Namespace) -> str:
         value = getattr(args, action.dest, None)
         if action.help == argparse.SUPPRESS or value is None:  # a test's hook; --help; an option not given
             continue
+        if action.dest in ("results", "workloads_dir"):  # the folders, written before the command above
+            continue
         if not action.option_strings:
             words.append(str(value))  # the workload
         elif value != action.default:

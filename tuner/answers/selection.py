@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,7 +161,7 @@ def _chosen_device(
     """The GPU (or CPU) to answer from, among `pool`'s: the one asked for (`gpu`, else this machine's) where
     it has some, else the one choose_gpu picks, with a note and the "other-gpu" fallback."""
     space = sel.workload.space
-    wanted = _wanted_gpu(every_workload["gpu"], gpu, sel.notes) if gpu else local_device_name(space)
+    wanted = _wanted_gpu(every_workload["gpu"].unique(), gpu, sel.notes) if gpu else local_device_name(space)
     chosen, found = choose_gpu(pool, wanted, sel.size)  # else the GPU with the most measurements at this size
     if found:
         return chosen
@@ -260,19 +261,10 @@ def _of_current_kernel(space: Space, rows: pd.DataFrame, notes: list[str]) -> tu
     return rows, {"hash": current, "current": now, "measured_with": sorted(set(hashes))}
 
 
-def in_space(space: Space, config: str, dtype: str) -> bool:
-    """Whether the space as it is now holds `config` (its values, restrictions and block size; Space.checked)."""
-    try:
-        space.checked(json.loads(config), dtype=dtype)
-    except TunerError:
-        return False
-    return True
-
-
 def _within_space(space: Space, rows: pd.DataFrame, dtype: str, notes: list[str]) -> pd.DataFrame:
     """The rows of configs the space holds now (a value removed or a restriction tightened since they were
     measured leaves some out), with a note where the best stored config is one of those left out."""
-    outside = [str(c) for c in rows["config"].unique() if not in_space(space, str(c), dtype)]
+    outside = [str(c) for c in rows["config"].unique() if not space.holds(str(c), dtype)]
     if not outside:
         return rows
     ok = rows[rows["status"] == "ok"]
@@ -291,7 +283,7 @@ def all_failed(sel: Selection) -> str:
     return f"{sel.where()} was measured, but every config failed ({configs} config(s): {failures_said(sel.rows)})"
 
 
-def _wanted_gpu(stored: pd.Series, gpu: str, notes: list[str]) -> str:
+def _wanted_gpu(stored: Iterable[str], gpu: str, notes: list[str]) -> str:
     """`gpu` as the store names it (tuner.store.gpu_choice.stored_gpu_name), a note where only some of its words
     named it; as given where it names no stored GPU (select then answers from another, saying which are stored)."""
     name, note = named_gpu(stored, gpu)

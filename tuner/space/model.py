@@ -117,6 +117,22 @@ class Space:
         exprs = self._restriction_exprs.get(dtype, self._restriction_exprs[None])
         return all(bool(e(config)) for e in exprs)
 
+    def holds(self, config: str, dtype: str | None = None) -> bool:
+        """Whether `config`, as the store writes it (JSON), names a configuration of this space for `dtype`
+        (checked); each text is checked once (an export asks it of the same configs at each of GEMM's sizes)."""
+        key = (config, dtype)
+        if key not in self._held:
+            try:
+                self.checked(json.loads(config), dtype=dtype)
+                self._held[key] = True
+            except TunerError:
+                self._held[key] = False
+        return self._held[key]
+
+    @cached_property
+    def _held(self) -> dict[tuple[str, str | None], bool]:
+        return {}
+
     def checked(self, config: dict, what: str = "the config", dtype: str | None = None) -> dict:
         """`config` with the defaults of parameters it leaves out (see `defaults`), if it names a configuration
         of this space (for `dtype`: restrictions_for); else a TunerError saying what is wrong (`what`: how the

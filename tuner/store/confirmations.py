@@ -31,14 +31,15 @@ def choice_for(
     found = load(workload, root) if confirmations is None else confirmations
     if found.empty:
         return None
-    # a confirmation from before the space gained a parameter names its configs without it: with its default
-    from tuner.workloads import get_workload  # the workload's space (a plugin: imported when asked)
-
-    found = complete_configs(found, get_workload(workload).space)
     r = rows.iloc[0]
     found = found[(found["gpu"] == r["gpu"]) & (found["size_vars"] == r["size_vars"]) & (found["dtype"] == r["dtype"])]
     if found.empty:
         return None
+    # a confirmation from before the space gained a parameter names its configs without it: with its default
+    # (completed after the selection: an export asks once for each of GEMM's 136 sizes)
+    from tuner.workloads import get_workload  # the workload's space (a plugin: imported when asked)
+
+    found = complete_configs(found, get_workload(workload).space)
     latest = found[found["timestamp"] == found["timestamp"].max()]
     latest = latest[latest["worker"] == latest["worker"].iloc[0]]
     if leader not in set(latest["config"]):

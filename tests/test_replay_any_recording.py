@@ -106,10 +106,17 @@ def test_several_gpus_choose_as_best_does_and_say_which(capsys, monkeypatch):
     assert result["notes"] == [f"replaying the recording from {other} (this machine's GPU; also recorded: "
                                f"{result['gpu'] == H100 and H200 or H100}; choose with --gpu)"]
 
-    # --gpu still picks, with nothing to say
+    # --gpu still picks, with nothing to say; nor is this machine's GPU asked for (nvidia-smi: a second)
+    def never(space):
+        raise AssertionError("asked for this machine's GPU with no choice to make")
+
+    monkeypatch.setattr("tuner.campaign.local.local_device_name", never)
     assert main(["tune", "floyd-warshall", "--size", "5k", "--simulate", "--gpu", "nvidia-h200", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["gpu"] == H200 and result["notes"] == []
+    # one GPU recorded (reduction's named sizes: the H100's alone): nothing to choose, nothing asked
+    assert main(["tune", "reduction", "--size", "seed", "--simulate", "--budget", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
 
 
 def test_human_output_says_coverage_and_choice(capsys):

@@ -4,6 +4,7 @@ at the end the near-ties are measured again and one chosen (tuner/campaign/confi
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -242,7 +243,7 @@ def campaign_strategy(
 def _simulate(req: CampaignRequest, r: Resolved, root: Path, stored_best: StoredBest | None) -> CampaignResult:
     """Replay the campaign in Kernel Tuner's simulation mode from a recorded cache: no GPU needed. Without
     --gpu and with several GPUs recorded, the recording is chosen as `tuner best` chooses, and said."""
-    here = None if req.gpu else local_device_name(r.space)  # the CPU's model for host code, as `tuner best`
+    here = functools.partial(local_device_name, r.space)  # the CPU's model for host code, as `tuner best`
     cachefile, note = choose_recording(root, req.workload, r.size_name, r.dtype, req.gpu, size=r.size, here=here)
     gpu = store.recorded_gpu(cachefile) or req.gpu  # --gpu may be the folder's name: the warm start needs the GPU's
     strategy = campaign_strategy(

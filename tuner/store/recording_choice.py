@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from tuner.errors import TunerError
@@ -31,12 +32,13 @@ def choose_recording(
     gpu: str | None = None,
     *,
     size: dict | None = None,
-    here: str | None = None,
+    here: Callable[[], str | None] | None = None,
 ) -> tuple[Path, str | None]:
     """The recording for this workload, size and dtype on `gpu` (as replay_gpu names it); with none named and
-    several GPUs recorded, chosen as `tuner best` chooses (tuner.store.gpu_choice: `here`, this machine's GPU,
+    several GPUs recorded, chosen as `tuner best` chooses (tuner.store.gpu_choice: `here()`, this machine's GPU,
     where it has one, else the GPU with the most successful measurements at `size`, else overall). Returns it
-    and, where it was chosen among several or `gpu` named it by some of its words, a line saying so."""
+    and, where it was chosen among several or `gpu` named it by some of its words, a line saying so. `here` is
+    called only where there is a choice to make (it asks nvidia-smi: a second of a replay's start)."""
     recorded = sources(root, workload)  # read once (GEMM's: 0.6 s), for the name, the choice and the error
     gpu, taken = replay_gpu(root, workload, gpu, recorded)
     wanted = (safe_name(size_name), dtype)
@@ -48,12 +50,13 @@ def choose_recording(
     if len(by_gpu) == 1:
         return replay_file(root, workload, next(iter(by_gpu.values()))), taken
     names = {s.gpu_name or (s.file and recorded_gpu(s.file)) or folder: s for folder, s in by_gpu.items()}
-    chosen, is_here = _choose(workload, dtype, names, root, here, size)
+    machine = here() if here is not None else None
+    chosen, is_here = _choose(workload, dtype, names, root, machine, size)
     others = ", ".join(sorted(n for n in names if n != chosen))
     if is_here:
         why = "this machine's GPU"
-    elif here:
-        why = f"nothing recorded on {here}; the GPU with the most measurements"
+    elif machine:
+        why = f"nothing recorded on {machine}; the GPU with the most measurements"
     else:
         why = "no GPU found here; the GPU with the most measurements"
     note = f"replaying the recording from {chosen} ({why}; also recorded: {others}; choose with --gpu)"

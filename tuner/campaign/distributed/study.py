@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -144,12 +145,9 @@ def create_campaign(
     recording, note = None, None
     if req.simulate:
         # chosen as a replay on one process chooses (tuner.campaign.local._simulate): --gpu, else this machine's
-        # GPU where it has a recording, else the GPU with the most measurements at this size. This machine's GPU
-        # (nvidia-smi) is asked for only where the choice needs it: without --gpu, a note says several are recorded
-        chosen, note = choose_recording(root, req.workload, size_name, dtype, req.gpu, size=size)
-        here = local_device_name(space) if note and not req.gpu else None
-        if here is not None:
-            chosen, note = choose_recording(root, req.workload, size_name, dtype, size=size, here=here)
+        # GPU where it has a recording, else the GPU with the most measurements at this size
+        here = functools.partial(local_device_name, space)
+        chosen, note = choose_recording(root, req.workload, size_name, dtype, req.gpu, size=size, here=here)
         recording = str(chosen.resolve())
     name = name or default_name(req.workload, size_name, dtype, req.strategy, req.seed)
     camp = Campaign(

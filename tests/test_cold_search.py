@@ -14,8 +14,9 @@ from tuner.search import trial_kinds
 from tuner.search.auto_sampler import AutoSampler
 from tuner.search.codec import Codec, penalty_for
 from tuner.search.level_moves import ValidLevels
+from tuner.search.names import OPTUNA_SAMPLERS
 from tuner.search.sampler_view import ViewSampler
-from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
+from tuner.search.samplers import make_sampler
 from tuner.search.strategies import make_strategy
 from tuner.search.study_history import read_history
 from tuner.store import results_root

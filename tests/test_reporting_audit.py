@@ -210,12 +210,12 @@ def test_several_recordings_plot_their_legend_beside_the_bars(tmp_path):
 
 
 def test_help_lists_the_default_strategies_joined_by_comma_and_space(capsys):
-    from tuner.answers.compare import DEFAULT_STRATEGIES
+    from tuner.search.names import COMPARED_STRATEGIES
 
     with pytest.raises(SystemExit):
         main(["compare-strategies", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert ", ".join(DEFAULT_STRATEGIES) in text
+    assert ", ".join(COMPARED_STRATEGIES) in text
 
 
 # ---- tuner results --by P Q ------------------------------------------------------------------------------

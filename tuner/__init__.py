@@ -6,6 +6,7 @@ Python module; `TunerError`, what bad input raises. They are imported on first u
 stays light for the measuring processes, which import it too.
 """
 
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -24,8 +25,8 @@ def _import_kernel_tuner_without_torch() -> None:
     Kernel Tuner's modules are imported first with torch hidden; torch itself stays importable afterwards
     for what needs it (Optuna's GP sampler). Its backends, imported later, see torch again: they run in
     the measuring process, which keeps torch out for good (tuner/measure/protocol.py)."""
-    if "kernel_tuner" in sys.modules or "torch" in sys.modules:
-        return
+    if "kernel_tuner" in sys.modules or "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        return  # without torch installed there is nothing to hide, and `tuner --help` need not import Kernel Tuner
     sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError: Kernel Tuner falls back to a placeholder
     try:
         import kernel_tuner.interface  # noqa: F401  (util, core, strategies.common)

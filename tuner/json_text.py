@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-
-import numpy as np
+import sys
 
 
 def strict_json(doc: object, indent: int | None = 2) -> str:
@@ -20,9 +19,14 @@ def finite(value: object) -> object:
     """`value` with every number that is not finite made None, and numpy values made Python's, all the way down."""
     if isinstance(value, dict):
         return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
+    if isinstance(value, (list, tuple)):
         return [finite(v) for v in value]
-    if isinstance(value, np.generic):
+    # numpy values exist only once numpy is imported: read from sys.modules, so that a command that never
+    # imports numpy (`tuner --help`, whose parser imports this module) does not for this
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray):
+        return [finite(v) for v in value]
+    if np is not None and isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -20,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
 from tuner import store  # noqa: E402
-from tuner.answers.compare import DEFAULT_STRATEGIES, compare  # noqa: E402
+from tuner.answers.compare import compare
+from tuner.search.names import COMPARED_STRATEGIES  # noqa: E402
 from tuner.answers.compare_report import markdown, plot  # noqa: E402
 from tuner.measure import kt  # noqa: E402
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY  # noqa: E402
@@ -57,7 +58,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--jobs", type=int, default=None)
-    p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES))
+    p.add_argument("--strategies", default=",".join(COMPARED_STRATEGIES))
     p.add_argument("--out", help="summary markdown (default: results/records/common/<gpu>/strategies/summary.md)")
     args = p.parse_args()
     root = store.results_root()

@@ -42,24 +42,13 @@ from tuner.answers.compare_scores import (
 from tuner.errors import TunerError
 from tuner.measure.file_replay import replay_file
 from tuner.measure.replay import replay, searchspace_size
+from tuner.search.names import COMPARED_STRATEGIES
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY, make_strategy, strategy_names
 from tuner.search.warmstart import warm_configs, warm_evaluations
 from tuner.store.kt_files import FileRecording, read_recording
 from tuner.store.recording_choice import find_recording
 from tuner.workloads import get_workload
 
-DEFAULT_STRATEGIES = (
-    "default",
-    "default-cold",
-    "tpe",
-    "cmaes",
-    "random",
-    "qmc",
-    "kt:genetic_algorithm",
-    "kt:dual_annealing",
-    "kt:greedy_ils",
-    "kt:random_sample",
-)
 # strategy modifiers: `tpe+warm` starts from the best configs of the other recorded sizes (tuner.search.warmstart),
 # `tpe+stop` stops early with the default patience (tuner.search.early_stopping). `default` is what `tuner tune --budget N`
 # runs; without a budget it also stops early, which the `stopping` figures of each strategy measure.
@@ -321,7 +310,7 @@ def compare(
     size: str | None = None,
     dtype: str | None = None,
     *,
-    strategies: Iterable[str] = DEFAULT_STRATEGIES,
+    strategies: Iterable[str] = COMPARED_STRATEGIES,
     repeats: int = 30,
     budget: int = 200,
     gpu: str | None = None,
@@ -343,7 +332,7 @@ def compare_file(
     *,
     objective: str | None = None,
     direction: str | None = None,
-    strategies: Iterable[str] = DEFAULT_STRATEGIES,
+    strategies: Iterable[str] = COMPARED_STRATEGIES,
     repeats: int = 30,
     budget: int = 200,
     jobs: int | None = None,

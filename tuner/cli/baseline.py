@@ -11,7 +11,7 @@ from tuner.cli.common import console
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner baseline`."""
-    from tuner.measure.kt import BACKENDS
+    from tuner.measure.backends import BACKENDS
 
     s = subparsers.add_parser("baseline", help="record (or refresh) the regression baseline: best configs, re-measured")
     s.add_argument("workloads", nargs="+")

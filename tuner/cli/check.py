@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner check`."""
-    from tuner.measure.kt import BACKENDS
+    from tuner.measure.backends import BACKENDS
 
     s = subparsers.add_parser(
         "check", help="re-measure the baselines on this GPU; exit 1 on a regression, 2 if it cannot run"

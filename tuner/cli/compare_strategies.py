@@ -18,7 +18,7 @@ from tuner.json_text import strict_json
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner compare-strategies`."""
-    from tuner.answers.compare import DEFAULT_STRATEGIES
+    from tuner.search.names import COMPARED_STRATEGIES
 
     s = subparsers.add_parser(
         "compare-strategies", help="replay a recorded complete space with several strategies and compare them"
@@ -37,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--dtype", help="element type (default: the space's first)")
     s.add_argument(
         "--strategies",
-        default=",".join(DEFAULT_STRATEGIES),
-        help=f"comma-separated strategy names (default: {', '.join(DEFAULT_STRATEGIES)}; default-cold is the "
+        default=",".join(COMPARED_STRATEGIES),
+        help=f"comma-separated strategy names (default: {', '.join(COMPARED_STRATEGIES)}; default-cold is the "
         "default with its warm start off)",
     )
     s.add_argument(

@@ -17,9 +17,8 @@ from tuner.json_text import strict_json
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tuner tune`."""
-    from tuner.measure.kt import BACKENDS
-    from tuner.search.samplers import OPTUNA_SAMPLERS
-    from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY
+    from tuner.measure.backends import BACKENDS
+    from tuner.search.names import DEFAULT_PATIENCE, DEFAULT_STRATEGY, OPTUNA_SAMPLERS
 
     s = subparsers.add_parser("tune", help="run a tuning campaign (or replay one with --simulate)")
     s.add_argument("workload")

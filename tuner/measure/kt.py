@@ -16,14 +16,11 @@ from kernel_tuner.searchspace import Searchspace
 
 from tuner.atomic import write_atomically
 from tuner.errors import TunerError
+from tuner.measure.backends import BACKENDS, CPU_BACKEND, HOST_BACKEND
 from tuner.measure.evaluate import ERROR_CONFIGS
 from tuner.measure.kt_restrictions import restrictions_for_kernel_tuner
 from tuner.space import Space
 from tuner.space.model import MAX_THREADS, kt_block_names, row_time  # the space's count applies the same thread limit
-
-BACKENDS = {"nvcuda": "NVCUDA", "cupy": "CUPY", "pycuda": "CUDA"}
-HOST_BACKEND = "host-nvcc"  # a 'host' space: nvcc builds a shared library, Kernel Tuner's C backend calls it
-CPU_BACKEND = "host-g++"  # a 'host' space with `compiler: g++`: CPU code, built and called the same way
 
 
 def kt_lang(backend: str) -> str:

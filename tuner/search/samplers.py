@@ -8,8 +8,6 @@ import optuna
 
 from tuner.errors import TunerError
 
-OPTUNA_SAMPLERS = ("auto", "tpe", "cmaes", "gp", "random", "qmc")
-
 
 def make_sampler(name: str, seed: int | None, *, parallel: bool = False) -> optuna.samplers.BaseSampler:
     """`parallel`: several workers share the study; TPE then counts the configs other workers are still

@@ -13,8 +13,9 @@ from kernel_tuner.interface import strategy_map
 from tuner.errors import TunerError
 from tuner.search.codec import Codec, Repair, penalty_for
 from tuner.search.kt_strategies import KernelTunerStrategy
+from tuner.search.names import DEFAULT_PATIENCE, DEFAULT_STRATEGY, OPTUNA_SAMPLERS
 from tuner.search.optuna_strategy import OptunaStrategy
-from tuner.search.samplers import OPTUNA_SAMPLERS, make_sampler
+from tuner.search.samplers import make_sampler
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -32,17 +33,6 @@ __all__ = [
     "penalty_for",
     "strategy_names",
 ]
-
-# what `tuner tune` runs (with the warm start on top). On the 22 recorded complete spaces, 10 repeats at 10% of
-# each: cold, `auto` (tuner.search.auto_sampler) scores at least the best Kernel Tuner strategy on all 22 (mean
-# 0.655, TPE 0.324: cold_summary.md); on seeds its design was not chosen on, 0.622 and 19 of 22 (seeds 10..29,
-# TPE 0.441: cold_summary_heldout.md) and 0.606 and 22 of 22 (seeds 30..69, TPE 0.470: cold_summary_heldout40.md);
-# warm-started, 0.776 against TPE's 0.753 (warm_summary.md)
-DEFAULT_STRATEGY = "auto"
-# measured on the recorded spaces with warm-started TPE (README, strategy comparison): 20 evaluations without a
-# 0.5% gain cost under 1% of the optimum on average and save 40-60% of a 58-evaluation budget. `tuner tune`
-# applies it when no budget is given (its default budget is then a ceiling)
-DEFAULT_PATIENCE = 20
 
 
 def strategy_names() -> list[str]:

@@ -17,7 +17,7 @@ from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.space import load_space
 from tuner.space.declaration import check_declaration
-from tuner.space.loader import space_schema
+from tuner.space.document import space_schema
 from tuner.workloads import declared as declared_module
 from tuner.workloads.base import Workload
 from tuner.workloads.declared import DeclaredWorkload

@@ -12,7 +12,7 @@ import pytest
 
 from tuner.errors import TunerError
 from tuner.space.declaration import check_declaration
-from tuner.space.loader import space_schema
+from tuner.space.document import space_schema
 from tuner.workloads.t1 import parse_values, space_from_t1, translate_condition
 
 KERNEL = 'extern "C" __global__ void triad(const double *A, const double *B, double *C, double s, int count) {}\n'

@@ -68,7 +68,7 @@ def _validate(doc: dict, path: Path) -> None:
     if errors:
         e = jsonschema.exceptions.best_match(errors)
         try:
-            from tuner.space.loader import explain_schema_error
+            from tuner.space.document import explain_schema_error
 
             message = explain_schema_error(e)
         except ImportError:  # the loader's wording moved: the schema's own message will do

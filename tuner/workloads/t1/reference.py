@@ -7,9 +7,9 @@ import jsonschema
 
 from tuner.errors import TunerError
 from tuner.space.declaration import check_declaration
+from tuner.space.document import space_schema
 from tuner.space.errors import one_of
 from tuner.space.expressions import Expression
-from tuner.space.loader import space_schema
 from tuner.workloads.declared import first_valid_config
 from tuner.workloads.t1.file import T1File
 

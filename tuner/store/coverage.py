@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, one_line
 from tuner.kept import code_digest, kept
-from tuner.store.kt_files import closed_cache_text
+from tuner.store.kt_files import closed_cache_text, recorded_configs
 from tuner.store.parts import read_store
 from tuner.store.recordings import CacheNotWritable, _left_out, derivable, derived_path, sources, unread_line
 
@@ -142,9 +142,9 @@ def _space_key(space: Space, dtype: str) -> list:
     """What a kept count of a recording depends on beside its rows: the space's parameters, restrictions for the
     dtype, defaults and thread block, and the code that reads the rows and tests the configs."""
     from tuner.space import expressions, model
-    from tuner.store import parts, rows, schema
+    from tuner.store import kt_files, parts, rows, schema
 
-    code = code_digest(sys.modules[__name__], parts, rows, schema, expressions)
+    code = code_digest(sys.modules[__name__], kt_files, parts, rows, schema, expressions)  # kt_files: recorded_configs
     return [space.space_hash_for(dtype), space.defaults, [space.block_names, model.MAX_THREADS], code]
 
 
@@ -204,26 +204,9 @@ class _Rows:
 
 def _entries(rows: pd.DataFrame, space: Space) -> list[dict]:
     """The entries (parameters only) that store_cache_doc makes of a recording's rows (as the current protocol
-    reads them: without_superseded): one entry per config (completed with the defaults of parameters added since,
-    as complete_configs completes it), in the order first measured, each with the parameters the rows were
-    recorded with, keyed by their values (a config with a value the space no longer lists left out; of configs of
-    one key, the last). Each distinct config is parsed once, not each row."""
-    from tuner.store.rows import canonical_config
-
-    parsed = {text: json.loads(text) for text in rows.sort_values("timestamp", kind="stable")["config"].unique()}
-    keys = [k for k in space.params if any(k in c for c in parsed.values())]
-    completed: dict[str, dict] = {}
-    for text, config in parsed.items():  # complete_configs: a config lacking a defaulted parameter gets it
-        if space.defaults and any(k not in config for k in space.defaults):
-            config = space.complete(config)
-            text = canonical_config(config)
-        completed.setdefault(text, config)
-    entries: dict[str, dict] = {}
-    for config in completed.values():
-        entry = {k: config[k] for k in keys}
-        if all(entry[k] in space.params[k] for k in keys):
-            entries[",".join(str(entry[k]) for k in keys)] = entry
-    return list(entries.values())
+    reads them: without_superseded), one per key, from the same derivation (recorded_configs)."""
+    configs = recorded_configs(rows, space)[1].values()
+    return list({key: params for key, params in filter(None, configs)}.values())  # of one key, the last
 
 
 def _held_in_file(text: str, dtype: str, in_space: Callable[[dict, str], bool]) -> int:
@@ -237,7 +220,13 @@ def in_space_of(space: Space) -> Callable[[dict, str | None], bool]:
     (tuner.measure.kt.searchspace) has it: a parameter the entry lacks takes its default (a replay's alignment),
     every value is one of the parameter's, the restrictions for the dtype hold and the thread block (the product
     of the parameters kt_block_names reads as it) is at most MAX_THREADS. Each config is tested once (the
-    recordings of a space share most of theirs)."""
+    recordings of a space share most of theirs).
+
+    Deliberately not Space.holds / Space.checked: "one of the parameter's" is Kernel Tuner's `in` (equality, so
+    True is 1 and 2.0 is 2), since what is counted here is what a replay's searchspace holds of the file. Space.holds
+    is the tool's strict notion (one_of: of the same kind too, as a kernel compiled with `#define X True` is no
+    X=1), for the configs the tool itself answers with or runs (`tuner best`'s answers, --config, configs to
+    measure first)."""
     from tuner.space.model import MAX_THREADS, kt_block_names
 
     defaults = space.defaults or {}

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from kernel_tuner import util
@@ -32,9 +32,12 @@ from tuner.atomic import write_text_atomically
 from tuner.errors import TunerError
 from tuner.store.parts import read_parts
 from tuner.store.paths import results_root
-from tuner.store.rows import complete_configs, config_medians, without_superseded
+from tuner.store.rows import canonical_config, complete_configs, config_medians, without_superseded
 from tuner.vocabulary import KT_ERROR_KINDS
 from tuner.workloads import get_workload
+
+if TYPE_CHECKING:
+    from tuner.space import Space
 
 KT_ERROR_NAMES = ("ErrorConfig", *KT_ERROR_KINDS.values())  # the `__error__`s of Kernel Tuner's failed entries
 
@@ -125,6 +128,30 @@ def problem_size(size_vars: dict) -> list | str:
     return values if values and all(isinstance(v, int) for v in values) else "callable"
 
 
+def recorded_configs(rows: pd.DataFrame, space: Space) -> tuple[list[str], dict[str, tuple[str, dict] | None]]:
+    """What store_cache_doc makes of a recording's rows (as without_superseded leaves them), short of its entries:
+    the parameters the rows were recorded with (`tune_params_keys`: one the space gained later with a default
+    only where some row has it), and each config, completed as complete_configs completes it (the text
+    store_cache_doc's entry rows carry), in the order first measured: its key in the cache and its parameters, or
+    None where a value is one the space's parameters no longer list (recorded under a wider space: left out).
+    Where configs share a key, the cache holds the last. Each distinct config is parsed once, not each row:
+    `tuner list` counts every recording from this alone (tuner.store.coverage), without building entries."""
+    parsed = {text: json.loads(text) for text in rows.sort_values("timestamp", kind="stable")["config"].unique()}
+    keys = [k for k in space.params if any(k in c for c in parsed.values())]
+    configs: dict[str, tuple[str, dict] | None] = {}
+    for text, config in parsed.items():
+        # complete_configs' rule, on the parsed config (parsing each again through it cost `tuner list` a second);
+        # store_cache_doc looks its rows' completed texts up here, so the two cannot drift apart unnoticed
+        if space.defaults and any(k not in config for k in space.defaults):
+            config = space.complete(config)
+            text = canonical_config(config)
+        if text not in configs:
+            params = {k: config[k] for k in keys}
+            kept = all(params[k] in space.params[k] for k in keys)
+            configs[text] = (",".join(str(params[k]) for k in keys), params) if kept else None
+    return keys, configs
+
+
 def store_cache_doc(
     workload: str,
     size_name: str,
@@ -158,20 +185,19 @@ def store_cache_doc(
     if raw.empty:
         raise TunerError(f"nothing stored for {workload} {size_name} {dtype} on {gpu}")
     rows_now = without_superseded(raw, space)
-    recorded = [json.loads(c) for c in rows_now["config"]]
-    keys = [k for k in space.params if any(k in c for c in recorded)]
+    keys, configs = recorded_configs(rows_now, space)
     rows_now = complete_configs(rows_now, space)
     size_vars = json.loads(rows_now["size_vars"].iloc[-1])
     size_vars = {k: size_vars[k] for k in space.sizes.get(size_name, size_vars) if k in size_vars} or size_vars
     cache = {}
     for row in _entry_rows(rows_now, space.maximize):  # one row per config
-        metrics = json.loads(row["metrics"]) if row["status"] == "ok" and row.get("metrics") else {}
-        entry = cache_entry(row, keys, {k: metrics[k] for k in space.metrics if k in metrics})
-        if not all(entry[k] in space.params[k] for k in keys):  # recorded under a wider space
+        kept = configs[row["config"]]
+        if kept is None:  # recorded under a wider space
             if outside is not None:
                 outside.append(row["config"])
             continue
-        cache[",".join(str(entry[k]) for k in keys)] = entry
+        metrics = json.loads(row["metrics"]) if row["status"] == "ok" and row.get("metrics") else {}
+        cache[kept[0]] = cache_entry(row, keys, {k: metrics[k] for k in space.metrics if k in metrics})
     if not cache:
         raise TunerError(
             f"no config stored for {workload} {size_name} {dtype} on {gpu} lies within the space's parameters"

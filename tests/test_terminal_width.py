@@ -89,12 +89,19 @@ def test_list_fits_and_names_every_workload_whole(w, width, capsys):
         assert str(d["configurations"]) in seen
 
 
-@pytest.mark.parametrize("w", WIDTHS)
+@pytest.mark.parametrize("w", (*WIDTHS, 40))
 def test_list_of_one_workload_fits_and_lists_its_recordings(w, width, capsys):
     width(w)
     out = printed(capsys, "list", "floyd-warshall")
-    assert_fits(out, w)
     doc = json.loads(printed(capsys, "list", "floyd-warshall", "--json"))
+    # a path too wide for its column is written whole on a line of its own (the terminal wraps it), so that it
+    # can be copied: never folded inside the block
+    whole = {f" kernel source: {doc['source']}", f" space file: {doc['space']}"}
+    assert_fits("\n".join(line for line in out.splitlines() if line not in whole), w)
+    for path in (doc["source"], doc["space"]):
+        assert any(line.endswith(f": {path}") for line in out.splitlines()) or f"({path})" in out or path in out.split()
+    if w == 40:  # this checkout's paths are longer than 40 - 15 columns
+        assert f" kernel source: {doc['source']}" in out.splitlines()
     for r in doc["recordings"]:
         assert r["size"] in tokens(out) or r["size"] in out  # a size given as variables holds commas
 

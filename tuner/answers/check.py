@@ -331,12 +331,14 @@ def run_check(
     for name in workloads or ():  # an unknown name: an error, not an empty check
         get_workload(name)
     here = gpu_info(device)
-    if here["gpu"] == "unknown":
-        raise TunerError(
-            "no CUDA GPU found: a check needs the GPU it compares (without one, `tuner check --simulate` tests the "
-            "gate on the baselines' recorded rounds)"
-        )
     baselines = read_baselines(root)  # the project's own: not those shipped with the built-in workloads
+    if here["gpu"] == "unknown":  # what to run instead: --simulate replays baselines, the project's or the shipped
+        instead = (
+            "`tuner check --simulate --demo` tries the gate on the baselines shipped with the built-in workloads"
+            if baselines.frame.empty
+            else "`tuner check --simulate` tests the gate on the baselines' recorded rounds"
+        )
+        raise TunerError(f"no CUDA GPU found: a check needs the GPU it compares (without one, {instead})")
     df = baselines.frame
     if df.empty:
         damaged = baselines.unreadable_of()

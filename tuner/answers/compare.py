@@ -322,7 +322,7 @@ def compare(
 ) -> dict:
     """Replay a workload's recorded complete space with each strategy, `repeats` runs seeded `first_seed`,
     `first_seed` + 1, ... (a later first seed checks a design on seeds it was not chosen on)."""
-    strategies = _checked(strategies, repeats, budget, first_seed)
+    strategies = _checked(strategies, repeats, budget, first_seed, jobs)
     rec = load_recording(workload, size, dtype, gpu, root)
     return _run(rec, strategies, repeats, budget, jobs, first_seed, on_start, on_done)
 
@@ -341,12 +341,12 @@ def compare_file(
     on_done: Callable[[], object] | None = None,
 ) -> dict:
     """`compare` on a Kernel Tuner cache or T4 results file (load_file_recording)."""
-    strategies = _checked(strategies, repeats, budget, first_seed)
+    strategies = _checked(strategies, repeats, budget, first_seed, jobs)
     rec = load_file_recording(Path(path), objective, direction)
     return _run(rec, strategies, repeats, budget, jobs, first_seed, on_start, on_done)
 
 
-def _checked(strategies: Iterable[str], repeats: int, budget: int, first_seed: int) -> list[str]:
+def _checked(strategies: Iterable[str], repeats: int, budget: int, first_seed: int, jobs: int | None) -> list[str]:
     strategies = list(dict.fromkeys(strategies))
     if not strategies:
         raise TunerError("no strategies to compare")
@@ -356,6 +356,8 @@ def _checked(strategies: Iterable[str], repeats: int, budget: int, first_seed: i
         raise TunerError("--repeats and --budget must be at least 1")
     if first_seed < 0:
         raise TunerError(f"--first-seed must be 0 or more, not {first_seed}")
+    if jobs is not None and jobs < 1:
+        raise TunerError(f"--jobs must be at least 1 (leave it out for one per CPU core), not {jobs}")
     return strategies
 
 

@@ -132,14 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check_folders(args: argparse.Namespace) -> None:
-    """--workloads and --results name folders: a typo must not answer from the built-ins alone (or the package's
-    recordings), nor a campaign create its store somewhere unintended."""
+    """--workloads and --results (or TUNER_RESULTS) name folders: a typo must not answer from the built-ins alone (or
+    the package's recordings), nor a campaign create its store somewhere unintended."""
     if args.workloads_dir is not None and args.command != "init" and not args.workloads_dir.is_dir():
         raise TunerError(f"--workloads {args.workloads_dir}: no such folder (`tuner init NAME` creates one)")
-    if args.results is not None:  # imported only then: tuner.store imports pandas
+    named = (
+        ("--results", args.results) if args.results is not None else ("TUNER_RESULTS", os.environ.get("TUNER_RESULTS"))
+    )
+    if named[1]:  # imported only then: tuner.store imports pandas
         from tuner.store.paths import checked_results_folder
 
-        checked_results_folder(args.results, "--results", may_create=args.command in STORING)
+        checked_results_folder(named[1], named[0], may_create=args.command in STORING)
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:

@@ -69,11 +69,12 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
 def command(args: argparse.Namespace) -> int:
     """Print the workloads as a table (one workload: in full, with its recordings), or as JSON."""
     from tuner.store import results_root
-    from tuner.workloads import discover
+    from tuner.workloads import discover, get_workload
 
     found = discover()  # a name defined twice is listed once, its error (naming both places) in place of it
-    if args.workload and args.workload not in found:
-        raise TunerError(f"no workload '{args.workload}' (known: {', '.join(sorted(found))})")
+    if args.workload and args.workload not in found:  # the error every command gives: known names, did you mean
+        get_workload(args.workload)
+        raise TunerError(f"no workload '{args.workload}' (known: {', '.join(sorted(found))})")  # if that found it
     names = [args.workload] if args.workload else sorted(found)
     root = Path(args.results or results_root())
     docs = []
@@ -163,11 +164,20 @@ def _print_one(d: dict) -> None:
     sizes = [f"{name} ({', '.join(f'{k}={v}' for k, v in size.items())})" for name, size in d["sizes"].items()]
     fields = [Field("workload"), *(Field(n, wrap=True) for n in ("origin", "kernel", "space", "parameters"))]
     fields += [Field(n, wrap=True) for n in ("configs", "sizes", "default size", "dtypes", "objective")]
+    # a path wider than its column would be folded, and a folded path cannot be copied: it is named by its file
+    # in the block and written whole below it, as one line the terminal wraps
+    room = console.width - max(len(f.name) for f in fields) - 3
+    paths = {"folder": _origin(d["origin"]), "kernel source": d["source"], "space file": d["space"]}
+    whole = {what: path for what, path in paths.items() if len(path) + 2 > room}  # never "built-in": not a path
+
+    def shown(what: str) -> str:
+        return f"{Path(paths[what]).name}, path below" if what in whole else paths[what]
+
     row = [
         d["workload"],
-        _origin(d["origin"]),
-        Items([d["kernel"], f"({d['source']})"], sep=" "),
-        d["space"],
+        shown("folder"),
+        Items([d["kernel"], f"({shown('kernel source')})"], sep=" "),
+        shown("space file"),
         Items(f"{k} ({len(v)})" for k, v in d["parameters"].items()),
         f"{d['configurations']} valid",
         Items(sizes),
@@ -176,11 +186,13 @@ def _print_one(d: dict) -> None:
         _objective(d),
     ]
     console.print(records(fields, [row]))
+    for what, path in whole.items():
+        console.print(f" {what}: {escape(path)}", highlight=False, soft_wrap=True)
     recorded = d["recordings"]
     incomplete = _incomplete(d)
     if incomplete:  # said after the table too: what is listed is drawn from the rest
-        paths = sorted({p["path"] for p in d["degraded"]["parts"]} | {r["path"] for r in d["degraded"]["rows"]})
-        incomplete += f" ({', '.join(map(str, paths))}); the recordings they hold may be missing or short below"
+        unread = sorted({p["path"] for p in d["degraded"]["parts"]} | {r["path"] for r in d["degraded"]["rows"]})
+        incomplete += f" ({', '.join(map(str, unread))}); the recordings they hold may be missing or short below"
     if not recorded:
         console.print("no recordings: `tuner tune` on a GPU records one; nothing to replay with --simulate yet")
         if incomplete:

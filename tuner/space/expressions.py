@@ -9,6 +9,7 @@ schema bounds parameter values and sizes so; the loader says which names may hol
 
 import ast
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -75,6 +76,27 @@ MAX_STRING = 256  # characters of a string literal
 MAX_EXPONENT = 64  # what a variable read as an exponent or a shift may hold (checked before evaluating)
 
 
+# C's spellings that CUDA programmers type first, and Python's, which expressions are written in
+_C_OPERATORS = {"&&": "and", "||": "or", "!": "not", "a ? b : c": "b if a else c", "=": "=="}
+_C_WORDS = {"true": "True", "false": "False", "NULL": "None"}
+
+
+def _c_spelling_hint(text: str) -> str:
+    """'; expressions are Python's: ...' where a syntax error comes from C's spellings (`a && b`, `!a`, `a ? b : c`,
+    or `=` for a comparison)."""
+    found = [c for c in ("&&", "||") if c in text]
+    if "!" in text.replace("!=", ""):
+        found.append("!")
+    if "?" in text:
+        found.append("a ? b : c")
+    if re.search(r"(?<![=<>!])=(?!=)", text):
+        found.append("=")
+    if not found:
+        return ""
+    said = ", ".join(f"'{_C_OPERATORS[c]}' for C's '{c}'" if c != "=" else "'==' to compare" for c in found)
+    return f"; expressions are Python's: {said}"
+
+
 class Expression:
     """A parsed expression; `names` are the free variables it reads. A subclass widens the language by its
     class attributes (the syntax `nodes` and the `functions` in scope) and `_check` (tuner/space/array_expressions.py)."""
@@ -90,7 +112,7 @@ class Expression:
         try:
             tree = ast.parse(self.text, mode="eval")
         except SyntaxError as e:
-            raise ValueError(f"not a valid expression: {e.msg}") from None
+            raise ValueError(f"not a valid expression: {e.msg}{_c_spelling_hint(self.text)}") from None
         except (RecursionError, MemoryError):
             raise ValueError(f"nested more than {MAX_DEPTH} levels deep") from None
         nodes = list(ast.walk(tree))
@@ -124,7 +146,9 @@ class Expression:
         computed with (`S * n` would repeat a string n times)."""
         unknown = sorted(self.names - set(known))
         if unknown:
-            raise ValueError(f"unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            c_words = [n for n in unknown if n in _C_WORDS]
+            hint = f" ({', '.join(f'{n} is {_C_WORDS[n]}' for n in c_words)} in Python)" if c_words else ""
+            raise ValueError(f"unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}{hint}")
         texts = set(texts)
         for node in ast.walk(self._tree):
             if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call)):

@@ -26,7 +26,8 @@ from tuner.measure.runner import IsolatedRunner
 from tuner.space import load_space
 from tuner.workloads import registry
 from tuner.workloads.declared import DeclaredWorkload
-from tuner.workloads.scaffold import global_functions, init_workload
+from tuner.workloads.scaffold import init_workload
+from tuner.workloads.signature import global_functions
 
 ROOT = Path(__file__).resolve().parent.parent
 NVCC = shutil.which("nvcc")

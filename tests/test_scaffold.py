@@ -15,7 +15,8 @@ import pytest
 from tuner.errors import TunerError
 from tuner.space import load_space
 from tuner.workloads.declared import DeclaredWorkload, first_valid_config
-from tuner.workloads.scaffold import global_functions, init_workload
+from tuner.workloads.scaffold import init_workload
+from tuner.workloads.signature import global_functions
 
 NVCC = shutil.which("nvcc")
 
@@ -116,7 +117,7 @@ def test_kernel_skeleton(tmp_path):
     assert "TODO" in text and "also has helper" in text and "commented_out" not in text
     space = load_space(folder / "space.yaml")  # loads as it is
     assert space.kernel_name == "scale" and space.params == {"block_size_x": [32, 64, 128, 256, 512, 1024]}
-    assert [a["name"] for a in space.doc["arguments"]] == ["out", "in", "factor", "n"]
+    assert [a["name"] for a in space.doc["arguments"]] == ["out", "in_", "factor", "n"]
     out, inp, factor, n = declared(folder).arguments({"n": 100}, "float32", np.random.default_rng(0))
     assert out.shape == inp.shape == (100,) and out.dtype == np.float32 and factor == 1.0 and n == 100
 

@@ -2,8 +2,9 @@
 does ahead of its first launch, done here without one: the space's valid configs for the size and dtype, the
 parameters the kernel never reads, a few configs compiled exactly as a campaign compiles them (Kernel Tuner's
 source for the config; NVRTC to a cubin where cuda-python is installed and NVRTC's library loads, else nvcc
-with the same options; host code with its own compiler), the kernel's symbol in what was built, and the
-arguments and the reference answer every config is verified against."""
+with the same options; host code with its own compiler), each one's grid at the size, the kernel's symbol in
+what was built, the declared arguments against the kernel's signature, and the arguments and the reference
+answer every config is verified against."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from tuner.measure.pipeline import cubin_options, kernel_tuner_source
 from tuner.space import Space
 from tuner.space.model import kt_block_names
 from tuner.workloads.base import Workload
+from tuner.workloads.signature import kernel_parameters, mismatches, source_with_includes
 
 COMPILED = 3  # configs compiled: the first valid one and random others (a campaign compiles every one anyway)
 DEFAULT_CC = "90"  # the architecture compiled for where no GPU says its own (the H100 the project tunes on)
@@ -92,26 +94,35 @@ def dry_run(
     declared = _kernel_declared(space)
     if declared is not None:
         out.add("problem", declared)
+    for text in argument_mismatches(space, dtype):
+        out.add("problem", text)
     chosen = [configs[0], *random.Random(0).sample(configs[1:], min(COMPILED - 1, len(configs) - 1))]
     cc = cc or _gpu_cc()
     what = space.compiler if space.lang == "host" else f"sm_{cc or DEFAULT_CC}" + ("" if cc else ", no GPU here")
-    failed: dict[str, list[tuple[dict, str]]] = {}  # the compiler's first line -> the configs it failed, why
+    # (what went wrong, the gist of why) -> the configs it happened to, why: the compiler's first line, or the
+    # launch geometry's message with the config's numbers masked
+    failed: dict[tuple[str, str], list[tuple[dict, str]]] = {}
     compiler = CubinCompiler()
     for config in chosen:
+        unlaunchable = _launch_error(space, config, size)
+        if unlaunchable:  # not the source's fault, and nothing to compile: the grid is made before the source
+            gist = re.sub(r"\{[^}]*\}|\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", unlaunchable)
+            failed.setdefault(("cannot launch", gist), []).append((config, unlaunchable))
+            continue
         progress(f"compiling {config_text(config)} for {what}")
         error = compile_config(
             space, config, size, dtype, backend, cc or DEFAULT_CC, find_kernel=declared is None, compiler=compiler
         )
         if error:
-            failed.setdefault(error.split(" | ")[0], []).append((config, error))
+            failed.setdefault(("does not build", error.split(" | ")[0]), []).append((config, error))
         else:
             out.add("ok", f"{config_text(config)} builds ({what})")
     if compiler.fallback:
         out.add("warning", compiler.fallback)
-    for same in failed.values():  # one line for the configs that fail alike (the source's own mistake)
+    for (verb, _), same in failed.items():  # one line for the configs that fail alike (the source's own mistake)
         (config, error), more = same[0], len(same) - 1
         also = f" (and {more} more config{'s' if more > 1 else ''} alike)" if more else ""
-        out.add("problem", f"{config_text(config)} does not build{also}: {error}")
+        out.add("problem", f"{config_text(config)} {verb}{also}: {error}")
 
     progress(f"building the arguments and the reference answer for {size_name}")
     out.findings += _reference(workload, size, dtype, gpu_here)
@@ -121,7 +132,7 @@ def dry_run(
 def unread_parameters(space: Space) -> list[str]:
     """Parameters that no word of the kernel source (and the local files it #includes), the launch geometry or
     the metrics names: every value of one builds and launches the same program."""
-    text = _source_with_includes(space.kernel_source)
+    text = source_with_includes(space.kernel_source)
     words = set(re.findall(r"[A-Za-z_]\w*", text))
     words |= set(kt_block_names(space.block_names)) | set(space.block_names)
     for expr in [*space.grid, *space.metrics.values()]:
@@ -129,34 +140,47 @@ def unread_parameters(space: Space) -> list[str]:
     return [p for p in space.params if p not in words]
 
 
-def _source_with_includes(path: Path, seen: set[Path] | None = None) -> str:
-    """The source, comments dropped, and the sources it includes with quotes from beside it (recursively)."""
-    seen = seen if seen is not None else set()
-    path = path.resolve()
-    if path in seen or not path.is_file():
-        return ""
-    seen.add(path)
-    text = path.read_text(errors="replace")
-    text = re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
-    for include in re.findall(r'#\s*include\s*"([^"]+)"', text):
-        text += "\n" + _source_with_includes(path.parent / include, seen)
-    return text
-
-
 def _kernel_declared(space: Space) -> str | None:
     """A problem where the source declares `__global__` functions and none is the space's kernel (None where it
     is one, or where the source's declarations are not read here: host code, macros)."""
-    from tuner.workloads.scaffold import global_functions
+    from tuner.workloads.signature import global_functions
 
     if space.lang == "host":
         return None
-    names = [name for name, _ in global_functions(_source_with_includes(space.kernel_source))]
+    names = [name for name, _ in global_functions(source_with_includes(space.kernel_source))]
     if not names or space.kernel_name.split("<")[0].strip() in names:
         return None
     return (
         f"{space.kernel_source.name} has no __global__ function {space.kernel_name} (the space's kernel.name); "
         f"it has {', '.join(dict.fromkeys(names))}"
     )
+
+
+def argument_mismatches(space: Space, dtype: str) -> list[str]:
+    """The declared `arguments` that do not fit the CUDA kernel's signature, a line each: their count, scalar or
+    array, and the element types for `dtype` (its `defines` resolve a macro type such as T). None where no
+    arguments are declared (a Python module makes them) or the kernel is host code."""
+    decl = space.declaration
+    if space.lang == "host" or decl is None or not decl.args:
+        return []
+    params = kernel_parameters(source_with_includes(space.kernel_source), space.kernel_name)
+    if params is None:  # not found by name: _kernel_declared or the compile says so
+        return []
+    defines = space.dtypes[dtype].get("defines", {})
+    found = mismatches(decl.args, params, space.kernel_name, dtype, defines)
+    return [f"{'.'.join(map(str, key))}: {text}" for key, text in found]
+
+
+def _launch_error(space: Space, config: dict, size: dict) -> str | None:
+    """Why `config`'s grid cannot be launched at `size` (a fraction of a block, no block, an expression that
+    raises: Space.grid_dims says it), None where it can. Host code launches its own kernels."""
+    if space.lang == "host":
+        return None
+    try:
+        space.grid_dims(config, size)
+    except TunerError as e:
+        return str(e)
+    return None
 
 
 def compile_config(

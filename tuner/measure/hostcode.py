@@ -35,12 +35,19 @@ _locks: dict[str, threading.Lock] = {}  # one build of a library at a time (benc
 _lock = threading.Lock()
 
 
+def _headers(space: Space) -> list[str]:
+    """What a library's cache key adds for the local headers the source #includes (none for a source without):
+    a header edited since must build anew, not load the library built with the old one."""
+    return [f"{label}:{hashlib.sha256(content).hexdigest()}" for label, content in space.included_sources]
+
+
 def build(space: Space, config: dict, dtype: str, size: dict | None = None) -> Callable[..., float]:
     """The entry point for `config`: a ctypes function returning the pipeline's time in ms. Pass arrays as
     `array.ctypes` and scalars as ctypes values (`ctypes.c_int(n)`), as Kernel Tuner's C backend does.
     `size`: the problem size, for a space whose launch grid depends on it (a host space's does not)."""
     job = config_job(space, config, dtype, size)
-    key = hashlib.sha256("\0".join([job.compiler, job.suffix, *job.options, job.source]).encode()).hexdigest()
+    what = [job.compiler, job.suffix, *job.options, job.source, *_headers(space)]
+    key = hashlib.sha256("\0".join(what).encode()).hexdigest()
     lib = cache_dir() / f"{space.workload}-{key[:20]}.so"
     with _lock:
         lock = _locks.setdefault(key, threading.Lock())
@@ -118,7 +125,7 @@ def build_source(space: Space, source: str, name: str, what: str = "") -> Callab
         options = ["-O3", "-shared", "-Xcompiler=-fPIC", *space.build_flags]
     else:
         options = ["-shared", "-fPIC", *space.build_flags]
-    key = hashlib.sha256("\0".join([source, *options]).encode()).hexdigest()[:20]
+    key = hashlib.sha256("\0".join([source, *options, *_headers(space)]).encode()).hexdigest()[:20]
     lib = cache_dir() / f"{space.workload}-{key}.so"
     if not lib.exists():
         lib.parent.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,19 @@ def source_hash(text: str) -> str:
 
 def kernel_hash(space: Space) -> str:
     """The hash of the space's kernel source as it is now, as every row, study and baseline records it (the
-    file's text, before any #defines): which version of the kernel a measurement was taken with."""
-    return source_hash(space.source_text)
+    file's text, before any #defines, and the local files it #includes): which version of the kernel a
+    measurement was taken with. A source without quoted includes found (every built-in's) hashes its text alone,
+    as before includes were hashed; with some, each one's path (relative to the kernel's folder) and bytes
+    follow the text, in the order the preprocessor meets them (Space.included_sources), so that editing a
+    header makes the rows measured before it stale."""
+    text, includes = space.source_text, space.included_sources
+    if not includes:
+        return source_hash(text)
+    h = hashlib.sha256(text.encode())
+    for label, content in includes:  # lengths first: no two lists of files hash alike
+        h.update(f"\0#include {len(label.encode())}:{label} {len(content)}\0".encode())
+        h.update(content)
+    return h.hexdigest()[:16]
 
 
 @cache

@@ -17,6 +17,7 @@ the arguments and the reference from it)."""
 from __future__ import annotations
 
 import ast
+import keyword
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,6 +116,12 @@ def check_declaration(doc: dict, path: str | Path, size_vars: set, params: set, 
     for i, a in enumerate(arguments):
         if a["name"] in seen:
             fail(["arguments", i, "name"], f"'{a['name']}' is already the name of arguments.{seen[a['name']]}")
+        if keyword.iskeyword(a["name"]):
+            fail(
+                ["arguments", i, "name"],
+                f"'{a['name']}' is a Python keyword, which the reference's expressions cannot read: rename it "
+                f"({a['name']}_; the names are labels, the kernel takes its arguments by position)",
+            )
         seen[a["name"]] = i
         args.append(_argument(a, ["arguments", i], dtypes, size_expr, fail))
         if args[-1].constant and doc.get("kernel", {}).get("lang") == "host":
@@ -214,7 +221,7 @@ def _check_expressions(texts: dict, seen: dict, outputs: list, size_vars: set, f
     """The `expression` reference: one ArrayExpression per output, over the argument names and the size
     variables."""
     expressions = {}
-    known = set(seen) | size_vars
+    known = {n for n in set(seen) | size_vars if not keyword.iskeyword(n)}  # a keyword is never read as a name
     shadowed = sorted(set(seen) & set(ARRAY_FUNCTIONS))
     if shadowed:
         fail(

@@ -3,6 +3,7 @@ is derived from them (valid configs, grid dimensions, the source compiled for a 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -20,6 +21,7 @@ from tuner.errors import TunerError, one_line
 from tuner.space.declaration import MAX_THREADS, Declaration
 from tuner.space.errors import SpaceError, one_of, value_kind
 from tuner.space.expressions import Expression
+from tuner.space.includes import QUOTED_INCLUDE, quoted_includes
 
 # names every metric expression may read besides the parameters and the size variables
 METRIC_INPUTS = ("time", "itemsize")
@@ -265,10 +267,7 @@ class Space:
                 raise TunerError(f"size '{text}': a value beyond 64 bits")
             values = {k: int(v) for k, v in pairs}
         if values is None:
-            raise TunerError(
-                f"unknown size '{text}' for {self.workload}: use one of {', '.join(self.sizes)} "
-                f"or give the variables, e.g. {format_size(next(iter(self.sizes.values())))}"
-            )
+            raise TunerError(self._unknown_size(text))
         if set(values) != set(self.size_vars):
             raise TunerError(f"size '{text}' for {self.workload} must set exactly {', '.join(self.size_vars)}")
         self._within_limits(values)
@@ -277,6 +276,25 @@ class Space:
                 return name, values
         values = {k: values[k] for k in self.size_vars}  # one name for a size however its variables were ordered
         return format_size(values), values
+
+    def _unknown_size(self, text: str) -> str:
+        """Why `text` names no size: a variable's value that is not a whole number, else the sizes (the first 8 of
+        many) and the nearest name where it looks misspelt (`16m` for 16M, `larg` for large)."""
+        pairs = [p.partition("=") for p in text.split(",")]
+        bad = [f"{k.strip()}={v.strip()}" for k, _, v in pairs if not re.fullmatch(r"\s*-?\d+\s*", v)]
+        if bad and all(eq and k.strip() in self.size_vars for k, eq, _ in pairs):
+            return f"size '{text}': {bad[0]} is not a whole number (sizes are integers: n=1000000, not 1e6)"
+        names = list(self.sizes)
+        shown = ", ".join(names) if len(names) <= 12 else f"{', '.join(names[:8])} and {len(names) - 8} more"
+        near = [n for n in names if n.lower() == text.strip().lower()]
+        if not near and len(names) <= 12:  # among many systematic names (gemm's MxNxK) the nearest text misleads
+            near = difflib.get_close_matches(text, names, n=1)
+        return (
+            f"unknown size '{text}' for {self.workload}: "
+            + (f"did you mean '{near[0]}'? " if near else "")
+            + f"use one of {shown} (`tuner list {self.workload}` lists them) or give the variables, e.g. "
+            + format_size(next(iter(self.sizes.values())))
+        )
 
     def _within_limits(self, values: dict) -> dict:
         """`values`, once each is within its size_limits (a named size too: a Space made without the loader,
@@ -298,12 +316,29 @@ class Space:
         return self.kernel_source.read_text()
 
     @property
+    def included_sources(self) -> list[tuple[str, bytes]]:
+        """The files the kernel source #includes with quotes, found as its build finds them (quoted_includes),
+        each once: its path relative to the kernel's folder and its bytes (b"" where it cannot be read). With the
+        source's text, what the kernel hash covers (tuner.measure.provenance.kernel_hash); [] for a source without
+        local includes, whose hash is that of its text alone."""
+        out = []
+        for include in quoted_includes(self.kernel_source):
+            if include.path is None:  # left to the compiler, which may find it elsewhere or say it is missing
+                continue
+            try:
+                content = include.path.read_bytes()
+            except OSError:
+                content = b""
+            out.append((include.label, content))
+        return out
+
+    @property
     def build_flags(self) -> list[str]:
         """What a build of the kernel is given: the compiler options, and the kernel's folder on the include
         path where the source #includes a file with quotes (Kernel Tuner builds from a copy of the text, in
         memory or a temporary file, where such an include would not be found). Not recorded as provenance:
         the folder is this machine's, the options (build_options) are what decides the binary."""
-        local = re.search(r'^\s*#\s*include\s*"', self.source_text, re.M)
+        local = QUOTED_INCLUDE.search(self.source_text)
         return [*self.compiler_options, *([f"-I{self.kernel_source.parent}"] if local else [])]
 
     @cached_property

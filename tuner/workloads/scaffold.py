@@ -11,22 +11,34 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from tuner.errors import TunerError
-from tuner.workloads.folders import SPACE_FILE
+from tuner.space.includes import quoted_includes
+from tuner.workloads.folders import MODULE_FILE, SPACE_FILE
 from tuner.workloads.registry import taken
+from tuner.workloads.signature import C_TYPES, argument_label, global_functions, ifndef_tunables, parameters_of
 
 
-def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None, t1: Path | None = None) -> Path:
+def init_workload(
+    name: str,
+    workloads_dir: Path,
+    *,
+    kernel: Path | None = None,
+    t1: Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
     """Create `workloads_dir/name/` and return it: the saxpy example (neither `kernel` nor `t1`), a skeleton
     around the user's `kernel`, or the import of a T1 file (with its kernel, or with `kernel` instead). A name
     a workload already has (a built-in's, an installed package's, a folder's in `workloads_dir`) is refused
-    before anything is written."""
+    before anything is written. The local files the kernel #includes with quotes come along (local_includes);
+    `log` (default: standard error) is told which, and which could not be copied."""
     pattern = _workload_pattern()
     if not re.fullmatch(pattern, name):
         raise TunerError(
@@ -55,14 +67,61 @@ def init_workload(name: str, workloads_dir: Path, *, kernel: Path | None = None,
         source = kernel if kernel is not None else kernel_file_of(Path(t1))
         files = {SPACE_FILE: _t1_yaml(doc, Path(t1)), source.name: source.read_bytes()}
     elif kernel is not None:
+        source = kernel
         files = {SPACE_FILE: _skeleton_yaml(name, kernel), kernel.name: kernel.read_bytes()}
     else:
+        source = None
         files = {SPACE_FILE: SAXPY_SPACE.replace("{name}", name), f"{name}.cu": SAXPY_KERNEL}
     if len(files) < 2:
         raise TunerError(f"the kernel file may not be named {SPACE_FILE}: rename it")
+    said: list[str] = []
+    if source is not None:
+        includes, said = local_includes(source)
+        files.update((label, content) for label, content in includes.items() if label not in files)
 
     _write_folder(workloads_dir, name, files)
+    for line in said:
+        (log or _to_stderr)(line)
     return target
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def local_includes(kernel: Path) -> tuple[dict[str, bytes], list[str]]:
+    """The files `kernel` #includes with quotes (recursively, as its build finds them: quoted_includes) that lie
+    in its folder or below: their paths relative to that folder ('/'-separated) and contents, to copy beside
+    the kernel in the workload's folder, where the build finds them alike; and the lines that say what was
+    copied and, as warnings, what was not: an include outside the kernel's folder (the workload's folder must
+    hold all of its sources), one not found, one named as a file of the workload itself."""
+    files: dict[str, bytes] = {}
+    said: list[str] = []
+    root = Path(os.path.abspath(kernel)).parent
+    reserved = {SPACE_FILE, MODULE_FILE, kernel.name}
+    for include in quoted_includes(kernel):
+        by = Path(os.path.relpath(include.by, root)).as_posix()
+        quoted = f'{by} includes "{include.name}"'
+        if include.path is None:
+            said.append(
+                f"warning: {quoted}, found neither beside it nor in {root}: not copied (the compiler will say "
+                "if it cannot find it)"
+            )
+        elif include.label == ".." or include.label.startswith("../") or os.path.isabs(include.label):
+            said.append(
+                f"warning: {quoted}, which is {include.path}, outside the kernel's folder {root}: not copied; "
+                "the workload's folder must hold every file of the kernel: copy it in and change the #include"
+            )
+        elif include.label in reserved:
+            said.append(f"warning: {quoted}, named as a file of the workload itself: not copied; rename it")
+        else:
+            try:
+                files[include.label] = include.path.read_bytes()
+            except OSError as e:
+                said.append(f"warning: {quoted}: cannot be read ({e.strerror or e}): not copied")
+    if files:
+        said.insert(0, f"copied {', '.join(files)}: the local files {kernel.name} #includes")
+    return files, said
 
 
 def _write_folder(workloads_dir: Path, name: str, files: dict[str, str | bytes]) -> None:
@@ -74,7 +133,9 @@ def _write_folder(workloads_dir: Path, name: str, files: dict[str, str | bytes])
     except OSError as e:
         raise _cannot_create(workloads_dir, name, e) from None
     try:
-        for file, content in files.items():
+        for file, content in files.items():  # a file's name may be a path below the folder: an #included header
+            if "/" in file:
+                (tmp / file).parent.mkdir(parents=True, exist_ok=True)
             (tmp / file).write_bytes(content.encode() if isinstance(content, str) else content)
         os.rename(tmp, workloads_dir / name)  # fails, rather than merging, if the folder appeared meanwhile
     except OSError as e:
@@ -197,66 +258,33 @@ verify: {atol: 1.0e-5, rtol: 1.0e-5}
 """
 
 
-# ---- a skeleton around the user's kernel ---------------------------------------------------------------
-# C types of kernel parameters, as numpy dtypes
-C_TYPES = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "__half": "float16",
-    "int": "int32",
-    "signed int": "int32",
-    "unsigned": "uint32",
-    "unsigned int": "uint32",
-    "long long": "int64",
-    "long long int": "int64",
-    "unsigned long long": "uint64",
-    "unsigned long long int": "uint64",
-    "size_t": "uint64",
-    "short": "int16",
-    "unsigned short": "uint16",
-    "char": "int8",
-    "signed char": "int8",
-    "unsigned char": "uint8",
-    "int8_t": "int8",
-    "int16_t": "int16",
-    "int32_t": "int32",
-    "int64_t": "int64",
-    "uint8_t": "uint8",
-    "uint16_t": "uint16",
-    "uint32_t": "uint32",
-    "uint64_t": "uint64",
-}
-# an attribute with arguments: `__launch_bounds__(256, 2)`, `__maxnreg__(64)`, `__cluster_dims__(2, 1, 1)`,
-# `__attribute__((noinline))` (one level of nested parentheses); never the kernel's name, which may look alike
-_ATTRIBUTE = r"__\w+__\s*\((?:[^()]|\([^()]*\))*\)"
-# the words between __global__ and the name: `void`, `static`, `__noinline__`, attributes
-_TOKEN = rf"(?:{_ATTRIBUTE}\s*|[A-Za-z_][\w:]*\s+)"
-_KERNEL = re.compile(rf"__global__\s+{_TOKEN}*?(?!{_ATTRIBUTE})([A-Za-z_]\w*)\s*\(([^)]*)\)")
-_QUALIFIERS = {"const", "volatile", "__restrict__", "restrict", "__restrict", "struct"}
-
-
-def global_functions(source: str) -> list[tuple[str, str]]:
-    """The `__global__` functions of a CUDA source: (name, parameter list text), in order."""
-    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
-    source = re.sub(r"//[^\n]*", " ", source)
-    return [(m.group(1), m.group(2)) for m in _KERNEL.finditer(source)]
-
-
+# ---- a skeleton around the user's kernel (read by tuner.workloads.signature) --------------------------------
 def _parameters(text: str) -> list[tuple[str, str | None, bool]] | None:
-    """(name, numpy dtype or None where unknown, is a pointer) per kernel parameter; None if unreadable."""
+    """(name, numpy dtype or None where unknown, is a pointer) per kernel parameter, as signature reads them;
+    None if unreadable. A name that is a Python keyword is relabelled (argument_label)."""
+    params = parameters_of(text)
+    if params is None:
+        return None
+    taken = {p.name for p in params}
     out = []
-    for part in (p.strip() for p in text.split(",")):
-        if part in ("", "void"):
-            continue
-        m = re.fullmatch(r"(.*?)([A-Za-z_]\w*)\s*(\[\s*\])?", part, flags=re.S)
-        if m is None:
-            return None
-        declared, name = m.group(1), m.group(2)
-        pointer = "*" in declared or "&" in declared or m.group(3) is not None
-        words = [w for w in re.sub(r"[*&]", " ", declared).split() if w not in _QUALIFIERS]
-        out.append((name, C_TYPES.get(" ".join(words)), pointer))
+    for p in params:
+        label = argument_label(p.name, taken)
+        taken.add(label)
+        out.append((label, C_TYPES.get(p.ctype), p.pointer))
     return out
+
+
+def _values_around(default: int) -> tuple[list[int], str]:
+    """A tunable's values in the skeleton and the comment that says what they are: its default and the powers of
+    two beside it where the default is one (1 -> [1, 2], 4 -> [2, 4, 8]), [0, 1] for a 0 (a switch), else the
+    default alone, to fill in."""
+    if default == 0:
+        return [0, 1], "# TODO: its values (the kernel's default: 0)"
+    if default > 0 and default & (default - 1) == 0:
+        return [
+            v for v in (default // 2, default, default * 2) if v >= 1
+        ], f"# TODO: its values (the kernel's default: {default})"
+    return [default], "# TODO: its values (only the kernel's default so far)"
 
 
 def _skeleton_yaml(name: str, kernel: Path) -> str:
@@ -272,6 +300,11 @@ def _skeleton_yaml(name: str, kernel: Path) -> str:
     kernel_name, signature = kernels[0]
     others = f"  # TODO: the file also has {', '.join(k for k, _ in kernels[1:])}" if len(kernels) > 1 else ""
     params = _parameters(signature)
+    macros = ifndef_tunables(source)
+    tunables = []
+    for macro, default in macros.items():
+        values, comment = _values_around(default)
+        tunables.append(f"  {macro}: [{', '.join(map(str, values))}]   {comment}")
     lines = [
         f"# The workload '{name}', made by `tuner init --kernel {kernel.name}`: fill in the TODOs, then",
         f"# `tuner tune {name}`. `tuner init` (with no kernel) writes a complete, commented example to copy from.",
@@ -283,7 +316,8 @@ def _skeleton_yaml(name: str, kernel: Path) -> str:
         "# TODO: the kernel's tunable #defines, each with its values",
         "parameters:",
         "  block_size_x: [32, 64, 128, 256, 512, 1024]",
-        '# TODO: configs that must not be compiled, e.g. "block_size_x * WPT <= 4096"',
+        *tunables,
+        f'# TODO: configs that must not be compiled, e.g. "block_size_x * {next(iter(macros), "WPT")} <= 4096"',
         "restrictions: []",
         "launch:",
         "  block: [block_size_x]",

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import NoReturn
 
+from tuner.workloads.signature import argument_label
 from tuner.workloads.t1.file import T1File
 from tuner.workloads.t1.reference import check_document, reference_of
 from tuner.workloads.t1.sizes import SIZE_VAR_MIN, SizeVariables
@@ -48,6 +49,7 @@ class _Importer:
         self.doc, self.spec = self.t1.doc, self.t1.spec
         self.vars = SizeVariables(self.t1)
         self.notes: list[str] = []  # what was inferred, for the description
+        self.labels: dict[str, str] = {}  # an argument's name in the file -> in the space, where they differ
 
     def fail(self, key_path: list, message: str) -> NoReturn:
         self.t1.fail(key_path, message)
@@ -78,7 +80,12 @@ class _Importer:
             self.notes.append(
                 "The file has no problem size (no array of 64 elements or more): the size variable n is a placeholder."
             )
-        reference, verify = reference_of(self.t1, outputs, params, restrictions, self.notes)
+        # the file's ReferenceArguments name outputs as the file does; the document, as its arguments do
+        named = [next((k for k, v in self.labels.items() if v == o), o) for o in outputs]
+        by_file = bool(self.spec.get("ReferenceArguments"))
+        reference, verify = reference_of(self.t1, named if by_file else outputs, params, restrictions, self.notes)
+        if "expression" in reference:
+            reference["expression"] = {self.labels.get(k, k): v for k, v in reference["expression"].items()}
         kernel_name = self.kernel.name if self.kernel is not None else Path(spec["KernelFile"]).name
         doc: dict = {
             "workload": self.workload,
@@ -192,6 +199,10 @@ class _Importer:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in names:
                 self.fail([*at, "Name"], f"'{name}' is not a unique C identifier")
             names.add(name)
+            if argument_label(name, set()) != name:  # a Python keyword (`in`): reference expressions read labels
+                self.labels[name] = argument_label(name, {a.get("Name") or "" for a in spec_args} | names)
+                name = self.labels[name]
+                names.add(name)
             if a["Type"] not in T1_TYPES:
                 self.fail([*at, "Type"], f"type '{a['Type']}' is not supported (numbers and their vectors are)")
             dtype, lanes = T1_TYPES[a["Type"]]

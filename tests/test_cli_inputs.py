@@ -232,6 +232,18 @@ def test_an_interrupt_says_resume_only_where_measurements_were_stored(monkeypatc
     assert err.startswith("interrupted") and ("run the same command again" in err) == resumes, err
 
 
+def test_a_hand_started_worker_of_a_replay_says_it_goes_on_not_that_measurements_are_stored(monkeypatch, capsys):
+    from tuner.cli import worker
+    from tuner.errors import ReplayInterrupted
+
+    def interrupted(args):
+        raise ReplayInterrupted  # as run_worker raises it for a simulated campaign
+
+    monkeypatch.setattr(worker, "command", interrupted)
+    assert main(["worker", "c"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted; run the same command again to go on with the replay"
+
+
 def test_an_editable_install_reads_the_checkouts_recordings_in_another_project(tmp_path, capsys, monkeypatch):
     """Run in a project of its own, an editable install reads the recordings committed with the checkout, as a
     wheel reads those it carries; inside the checkout, --results elsewhere reads that folder alone."""

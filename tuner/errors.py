@@ -1,9 +1,14 @@
-"""The one exception type whose message is shown to users as is, without a traceback, and the one way an
-exception is said in one line (one_line)."""
+"""The one exception type whose message is shown to users as is, without a traceback, the one way an exception is
+said in one line (one_line), and Ctrl-C in a replay (ReplayInterrupted)."""
 
 
 class TunerError(Exception):
     """A problem the user can fix: bad input, a missing result, an unknown name."""
+
+
+class ReplayInterrupted(KeyboardInterrupt):
+    """Ctrl-C in a command that replays a recording (a worker that joined a replayed campaign): what it did was
+    not measured, so the CLI does not say that measurements were stored."""
 
 
 def one_line(e: BaseException) -> str:

@@ -29,7 +29,7 @@ from tuner.cli import (
     tune,
     worker,
 )
-from tuner.errors import TunerError
+from tuner.errors import ReplayInterrupted, TunerError
 
 WORKLOADS_ENV = "TUNER_WORKLOADS"  # read by tuner.locations.project(), here and in every process a command starts
 STORING = {"tune", "worker", "baseline"}  # the commands that write to the store (and may create its folder)
@@ -106,9 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # soft_wrap: paths stay whole; escaped: "pip install 'gpu-tuner[distributed]'" is text, not markup
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         return 2
-    except KeyboardInterrupt:
-        measuring = args is not None and args.command in STORING and not getattr(args, "simulate", False)
+    except KeyboardInterrupt as e:
+        replayed = isinstance(e, ReplayInterrupted) or getattr(args, "simulate", False)
+        measuring = args is not None and args.command in STORING and not replayed
         said = "; everything measured is stored; run the same command again to resume" if measuring else ""
+        if isinstance(e, ReplayInterrupted) and args is not None and args.command == "worker":
+            said = "; run the same command again to go on with the replay"  # a hand-started worker of a replay
         if args is not None and args.command == "worker" and getattr(args, "launch", None):
             said = ""  # a worker `tune --workers N` started: that command says how to resume, not this one
         Console(stderr=True).print(f"interrupted{said}", highlight=False)

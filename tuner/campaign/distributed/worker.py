@@ -20,7 +20,7 @@ from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
 from tuner.campaign.distributed.study import Campaign, TrialCodec, join_campaign, tally_trials
 from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import open_session
-from tuner.errors import TunerError
+from tuner.errors import ReplayInterrupted, TunerError
 from tuner.measure import kt
 from tuner.measure.provenance import kernel_hash
 from tuner.measure.replay import recording_searchspace
@@ -183,6 +183,8 @@ def _run_worker(
         return summary
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or the `tune` that started it gone: its trials were given back
         ended = "stopped"
+        if camp.simulate:  # the CLI says a replay's interrupt without "everything measured is stored"
+            raise ReplayInterrupted from None
         raise
     finally:
         session.runner.shutdown()

@@ -265,11 +265,11 @@ def _parameters(text: str) -> list[tuple[str, str | None, bool]] | None:
     params = parameters_of(text)
     if params is None:
         return None
-    taken = {p.name for p in params}
+    names = {p.name for p in params}
     out = []
     for p in params:
-        label = argument_label(p.name, taken)
-        taken.add(label)
+        label = argument_label(p.name, names)
+        names.add(label)
         out.append((label, C_TYPES.get(p.ctype), p.pointer))
     return out
 

@@ -58,11 +58,14 @@ _TOKEN = rf"(?:{_ATTRIBUTE}\s*|[A-Za-z_][\w:]*\s+)"
 _KERNEL = re.compile(rf"__global__\s+{_TOKEN}*?(?!{_ATTRIBUTE})([A-Za-z_]\w*)\s*\(([^)]*)\)")
 
 
+def without_comments(source: str) -> str:
+    """C source with its /* */ and // comments blanked (a declaration in a comment is none)."""
+    return re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", source, flags=re.S))
+
+
 def global_functions(source: str) -> list[tuple[str, str]]:
     """The `__global__` functions of a CUDA source: (name, parameter list text), in order."""
-    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
-    source = re.sub(r"//[^\n]*", " ", source)
-    return [(m.group(1), m.group(2)) for m in _KERNEL.finditer(source)]
+    return [(m.group(1), m.group(2)) for m in _KERNEL.finditer(without_comments(source))]
 
 
 # C types beyond C_TYPES (which `tuner init --kernel` writes dtypes from), known to the argument check
@@ -92,7 +95,7 @@ def source_with_includes(path: Path) -> str:
     """The source and the local files it #includes (as its build finds them: quoted_includes), comments dropped."""
     files = [path, *(i.path for i in quoted_includes(path) if i.path is not None)]
     text = "\n".join(f.read_text(errors="replace") for f in files if f.is_file())
-    return re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
+    return without_comments(text)
 
 
 def argument_label(name: str, taken: set[str]) -> str:
@@ -213,10 +216,8 @@ def ifndef_tunables(source: str) -> dict[str, int]:
     """The kernel's `#ifndef X / #define X <number>` macros (but Kernel Tuner's own block_size_x, ...) and their
     defaults, in order: the parameters a skeleton offers. A type set by a dtype's defines (`#define T float`)
     has no number, so it is none of them."""
-    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
-    source = re.sub(r"//[^\n]*", " ", source)
     out: dict[str, int] = {}
-    for m in _TUNABLE.finditer(source):
+    for m in _TUNABLE.finditer(without_comments(source)):
         if not _NOT_TUNABLE.fullmatch(m.group(1)):
             out.setdefault(m.group(1), int(m.group(2)))
     return out

@@ -187,7 +187,7 @@ def derivable(path: Path, workload: str, source: Source) -> Path:
     there whole, or its folder in this user's cache can take it; else the CacheNotWritable that replay_file would
     raise. `tuner list` names every recording so, and counts what each holds from the rows
     (tuner.store.coverage): deriving all 180 of the store took most of a first listing's half minute."""
-    if _whole(path):
+    if _whole(path) or path.parent in _WRITABLE:
         return path
     try:  # as replay_file would write it: its folder made, a file made in it
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +195,11 @@ def derivable(path: Path, workload: str, source: Source) -> Path:
             pass
     except OSError as e:
         raise _not_writable(workload, source, path, e) from None
+    _WRITABLE.add(path.parent)
     return path
+
+
+_WRITABLE: set[Path] = set()  # the cache folders derivable found writable in this process: tried once each
 
 
 def _not_writable(workload: str, source: Source, path: Path, e: OSError) -> CacheNotWritable:

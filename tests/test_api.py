@@ -47,3 +47,19 @@ def test_tune_replays_a_recording_without_a_gpu(tmp_path):
     assert out["simulated"] and out["evaluated"] == 12 and out["best"]["config"]
     with pytest.raises(tuner.TunerError, match="budget 'soon'"):
         tuner.tune("reduction", budget="soon")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"size": 1000}, {"gpu": 5}, {"size": ["n=5"]}, {"strategy": 3}, {"seed": "x"}, {"device": "x"},
+     {"patience": True}, {"timeout": "1"}],
+)
+def test_tune_refuses_an_option_of_the_wrong_type_with_one_line(given):
+    """As best() and results() do, and as the command line's parser does: not an AttributeError from inside."""
+    name = next(iter(given))
+    with pytest.raises(tuner.TunerError, match=rf"^{name}=.*: give (it as text|a whole number|a number) \(an? \w+ is not one\)"):
+        tuner.tune("reduction", simulate=True, budget=3, **given)
+
+
+def test_dir_offers_the_api_names_imported_on_first_use():
+    assert {"tune", "best", "results", "load_store", "Workload", "TunerError"} <= set(dir(tuner))

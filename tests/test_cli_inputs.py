@@ -216,6 +216,7 @@ def test_a_warning_is_one_line_not_pythons_source_lines(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, resumes",
     [(["tune", "reduction"], True), (["tune", "reduction", "--simulate"], False), (["best", "reduction"], False),
+     (["tune", "reduction", "--simulate", "--storage", "sqlite:///r.db"], True),  # its study is kept
      (["worker", "c"], True), (["worker", "c", "--launch", "{}"], False)],  # a worker `tune --workers` started
 )
 def test_an_interrupt_says_resume_only_where_measurements_were_stored(monkeypatch, capsys, argv, resumes):

@@ -41,6 +41,10 @@ _import_kernel_tuner_without_torch()
 __all__ = ["TunerError", "Workload", "best", "load_store", "results", "tune"]
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})  # the names imported on first use too: a notebook's completion offers them
+
+
 def __getattr__(name: str) -> Any:
     if name in ("tune", "best", "results", "load_store"):
         from tuner import api

@@ -46,6 +46,8 @@ def tune(
             f"tune() has no option {', '.join(unknown)}; besides workload, size, dtype, strategy, budget, simulate, "
             f"results and quiet it takes {', '.join(shown)}"
         )
+    _check_text(size=size, dtype=dtype, strategy=strategy, **_of(options, "gpu", "storage", "backend"))
+    _check_kinds(options, whole=("device", "seed", "patience"), number=("timeout",))
     max_evals, time_limit = parse_budget(None if budget is None else str(budget))
     if strategy is not None:
         options["strategy"] = strategy
@@ -144,9 +146,31 @@ def _check_text(**given: object) -> None:
     for name, value in given.items():
         if value is not None and not isinstance(value, str):
             raise TunerError(
-                f"{name}={value!r}: give it as text (a {type(value).__name__} is not one)"
+                f"{name}={value!r}: give it as text ({_a(value)} is not one)"
                 + (", a named size or the variables, e.g. size='n=4194304'" if name == "size" else "")
             )
+
+
+def _of(options: dict, *names: str) -> dict:
+    return {n: options[n] for n in names if n in options}
+
+
+def _check_kinds(options: dict, *, whole: tuple[str, ...], number: tuple[str, ...]) -> None:
+    """tune()'s numeric options are numbers (a whole one where it counts): TunerError for another type, as the
+    command line's parser refuses `--device x`, not a TypeError from deep in the campaign."""
+    from tuner.errors import TunerError
+
+    for name in (*whole, *number):
+        value = options.get(name)
+        ok = (int,) if name in whole else (int, float)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, ok)):
+            kind = "a whole number" if name in whole else "a number"
+            raise TunerError(f"{name}={value!r}: give {kind} ({_a(value)} is not one)")
+
+
+def _a(value: object) -> str:
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def _with_schema(df: pd.DataFrame) -> pd.DataFrame:

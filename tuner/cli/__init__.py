@@ -112,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = "; everything measured is stored; run the same command again to resume" if measuring else ""
         if isinstance(e, ReplayInterrupted) and args is not None and args.command == "worker":
             said = "; run the same command again to go on with the replay"  # a hand-started worker of a replay
+        elif replayed and args is not None and args.command == "tune" and getattr(args, "storage", None):
+            said = "; its study is kept in the --storage: run the same command again to go on with the replay"
         if args is not None and args.command == "worker" and getattr(args, "launch", None):
             said = ""  # a worker `tune --workers N` started: that command says how to resume, not this one
         Console(stderr=True).print(f"interrupted{said}", highlight=False)

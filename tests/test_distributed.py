@@ -274,7 +274,7 @@ def test_workers_keep_to_the_budget_and_take_the_last_queued_config(results, cap
     base = ["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--workers", "1", "--quiet", "--json"]
     # the time budget is generous: a worker that starts slowly on a loaded machine must still get a config in
     for extra, evaluated in ((["--budget", "60s"], None), (["--strategy", "brute_force", "--budget", "10"], 10),
-                             (["--strategy", "random"], 56)):
+                             (["--strategy", "random", "--patience", "0"], 56)):  # no early stop: every config
         assert main(base + extra) == 0, extra
         doc = json.loads(capsys.readouterr().out)
         assert evaluated is None or doc["evaluated"] == evaluated, (extra, doc["evaluated"])

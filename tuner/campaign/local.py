@@ -16,6 +16,7 @@ from tuner.campaign import confirmation
 from tuner.campaign.progress import CampaignProgress, counted
 from tuner.campaign.rdb_storage import open_storage
 from tuner.campaign.request import CampaignRequest, Resolved, check_gpu, default_name, resolve
+from tuner.campaign.search_start import first_configs, patience_of
 from tuner.campaign.session import Session, baseline_medians, known_rows, open_session, store_row
 from tuner.campaign.study_storages import local_storage
 from tuner.campaign.summary import chosen_line, closing_notes, replay_line, stopped_line
@@ -23,8 +24,7 @@ from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.provenance import local_device_name
 from tuner.measure.replay import replay_recording
-from tuner.search.strategies import DEFAULT_PATIENCE, OPTUNA_SAMPLERS, make_strategy
-from tuner.search.warmstart import warm_configs, warm_evaluations
+from tuner.search.strategies import OPTUNA_SAMPLERS, make_strategy
 from tuner.space import Space
 from tuner.space.model import row_time
 from tuner.store import gpu_slug
@@ -224,20 +224,12 @@ def campaign_strategy(
 ) -> Any:
     """The request's strategy; an Optuna one warm-started from the store (`evaluations`, if the caller has
     read them already) and with the request's patience (both measured by `tuner compare-strategies`; see the
-    README's strategy comparison)."""
+    README's strategy comparison): tuner.campaign.search_start."""
     if req.strategy not in OPTUNA_SAMPLERS:
-        if req.first:
-            raise TunerError(f"configs to measure first need an Optuna strategy ({', '.join(OPTUNA_SAMPLERS)})")
+        first_configs(req, space, size, dtype, gpu, root)  # refuses configs to measure first
         return make_strategy(req.strategy, seed=req.seed, **kw)
-    warm = []
-    if req.warm_start:
-        warm = warm_configs(warm_evaluations(req.workload, root, own=evaluations), space, size, dtype, gpu)
-    first = [space.checked(c, "a config to measure first", dtype) for c in req.first]  # not silently skipped
-    warm = first + [c for c in warm if c not in first]
-    patience = req.patience
-    if patience is None:
-        patience = DEFAULT_PATIENCE if req.max_evals is None and req.time_limit is None else None
-    return make_strategy(req.strategy, seed=req.seed, warm_start=warm, patience=patience or None, **kw)
+    warm = first_configs(req, space, size, dtype, gpu, root, evaluations)
+    return make_strategy(req.strategy, seed=req.seed, warm_start=warm, patience=patience_of(req), **kw)
 
 
 def _simulate(req: CampaignRequest, r: Resolved, root: Path, stored_best: StoredBest | None) -> CampaignResult:

@@ -1,7 +1,8 @@
 """The search loop (tuner.search.loop) of one worker in a distributed campaign: the same asks, settling and
 tells as a single-process search, with what sharing the study adds:
 
-- a trial is wanted while the budget lasts and the space has a config no trial holds (or one is queued);
+- a trial is wanted while the budget lasts, the space has a config no trial holds (or one is queued) and the
+  campaign's patience is not spent (its results in trial order, every worker's);
   the configs other workers hold are never suggested as the nearest free one;
 - brute force samples nothing: each worker keeps the study's queue topped up with configs no trial holds,
   and a trial asked when others had emptied the queue is told surplus;
@@ -25,7 +26,14 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.campaign.distributed.liveness import Heartbeat, Liveness, dead_trials
-from tuner.campaign.distributed.study import Campaign, TrialCodec, in_limbo, retry_of, tally_trials
+from tuner.campaign.distributed.study import (
+    Campaign,
+    TrialCodec,
+    in_limbo,
+    patience_spent,
+    retry_of,
+    tally_trials,
+)
 from tuner.search import optuna_private, trial_kinds
 from tuner.search.codec import Repair, penalty_for
 from tuner.search.loop import Prior, Proposal, SearchLoop
@@ -115,12 +123,15 @@ class CampaignLoop(SearchLoop):
         if self.halted():
             return False
         self.liveness.check()
-        tally = tally_trials(self.study.get_trials(deepcopy=False), self.codec, limbo_s=self.camp.grace_s)
+        trials = self.study.get_trials(deepcopy=False)
+        tally = tally_trials(trials, self.codec, limbo_s=self.camp.grace_s)
         self.running = tally["running"] + tally["limbo"]  # a trial in limbo is retried: wait for it
         for config in tally["held"]:
             self.repair.mark(config)
         if self.brute:
             return tally["waiting"] + (self._feed(tally) if tally["waiting"] < FEED else 0) > 0
+        if patience_spent(trials, self.codec, self.camp.patience):  # the campaign's, over every worker's results
+            return False
         # a queued trial (the nearest free config to a repeat) is taken even when none is free any more
         max_evals = self.camp.max_evals
         budget_left = max_evals is None or len(tally["done"]) + tally["running"] < max_evals

@@ -10,11 +10,18 @@ from optuna.trial import TrialState
 
 from tuner import store
 from tuner.campaign.distributed.liveness import dead_trials, process_gone
-from tuner.campaign.distributed.study import TrialCodec, lost_trials, read_campaign, retry_of, tally_trials
+from tuner.campaign.distributed.study import (
+    TrialCodec,
+    lost_trials,
+    patience_spent,
+    read_campaign,
+    retry_of,
+    tally_trials,
+)
 from tuner.campaign.local import CampaignResult
 from tuner.campaign.rdb_storage import open_storage, redact, sqlite_path
 from tuner.campaign.study_storages import SHARED_FILE
-from tuner.campaign.summary import chosen_line, closing_notes
+from tuner.campaign.summary import chosen_line, closing_notes, stopped_line
 from tuner.formatting import config_text, readable
 from tuner.measure import kt
 from tuner.measure.replay import recording_searchspace
@@ -96,6 +103,7 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "failures": failures,
         "best": best,
         "confirmed": attrs.get("confirmed"),
+        "stopped": "patience" if patience_spent(trials, codec, camp.patience) else None,  # else budget or space
         "workers": workers,
     }
 
@@ -229,5 +237,6 @@ def campaign_result(name: str, url: str, root: Path) -> CampaignResult:
         failures=s["failures"],
         best=best,
         simulated=s["simulated"],
-        closing=closing_notes(chosen_instead),
+        stop_reason=s.get("stopped"),
+        closing=closing_notes(stopped_line(s.get("stopped")), chosen_instead),
     )

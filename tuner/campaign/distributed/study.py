@@ -16,12 +16,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner import store
 from tuner.campaign.rdb_storage import GRACE_S, HEARTBEAT_S, open_storage, redact, sqlite_path
-from tuner.campaign.request import CampaignRequest, default_name, resolve
+from tuner.campaign.request import CampaignRequest, Resolved, default_name, resolve
+from tuner.campaign.search_start import first_configs, patience_of
 from tuner.campaign.study_storages import default_storage
 from tuner.errors import TunerError
 from tuner.measure.provenance import kernel_hash, local_device_name
 from tuner.search import trial_kinds
 from tuner.search.codec import Codec
+from tuner.search.early_stopping import Patience
 from tuner.search.optuna_private import fixed_params
 from tuner.search.studies import check_form, open_study
 from tuner.store.recording_choice import choose_recording
@@ -51,6 +53,9 @@ class Campaign:
     heartbeat_s: int = HEARTBEAT_S
     grace_s: int = GRACE_S
     space_hash: str = ""  # Space.space_hash_for(dtype) ("" in campaigns created before it was recorded)
+    # stop once this many evaluations in a row (in trial order, over every worker's) gained no 0.5%; None: never.
+    # Like the budget, it may change when the campaign is resumed (tuner.campaign.search_start.patience_of)
+    patience: int | None = None
 
     def key(self) -> tuple:
         """The settings a campaign is resumed with only as they were (the budget may change)."""
@@ -168,6 +173,7 @@ def create_campaign(
         heartbeat_s=heartbeat_s,
         grace_s=grace_s,
         space_hash=space.space_hash_for(dtype),
+        patience=patience_of(req),
     )
     url = url or default_storage(root)
     if url.startswith("sqlite") and sqlite_path(url) != ":memory:":  # SQLite makes the file, not its folder
@@ -177,6 +183,7 @@ def create_campaign(
     existing = study.user_attrs.get("campaign")
     if existing is None:
         study.set_user_attr("campaign", asdict(camp))
+        _queue_first(study, req, r, root, replayed)
     else:
         old = Campaign(**existing)
         differences = old.differences(camp)
@@ -193,13 +200,41 @@ def create_campaign(
                 f"replaying the recording from {study.user_attrs['gpu']}, the one campaign '{name}' was created with "
                 f"(a new campaign would replay {replayed}'s; choose with --gpu and another --campaign name)"
             )
-        camp = Campaign(**{**existing, "max_evals": max_evals, "time_limit": req.time_limit})
+        camp = Campaign(**{**existing, "max_evals": max_evals, "time_limit": req.time_limit, "patience": camp.patience})
         study.set_user_attr("campaign", asdict(camp))
     if replayed is not None and "gpu" not in study.user_attrs:  # a simulated campaign
         study.set_user_attr("gpu", replayed)
     if note and say is not None:
         say(note)
     return camp, url
+
+
+def _queue_first(study: optuna.Study, req: CampaignRequest, r: Resolved, root: Path, replayed: str | None) -> None:
+    """A new campaign's configs to measure first, queued in its study (Optuna serves queued trials before it
+    samples, to whichever worker asks): `req.first`, then the warm start, as a single-process campaign tries them
+    (tuner.campaign.search_start), each marked a warm start's (the `auto` sampler then skips its covering start).
+    The warm start's GPU: the recording's for a replay, else this host's (the workers' model)."""
+    gpu = replayed or (None if req.simulate else local_device_name(r.space))
+    codec = TrialCodec(r.searchspace)
+    for config in first_configs(req, r.space, r.size, r.dtype, gpu, root):
+        levels = tuple(config.get(n) for n in codec.names)
+        if None not in levels and r.searchspace.is_param_config_valid(levels):
+            attrs = {trial_kinds.WARM_START: True}
+            study.enqueue_trial(codec.encode(levels), user_attrs=attrs, skip_if_exists=True)
+
+
+def patience_spent(trials: list[FrozenTrial], codec: TrialCodec, patience: int | None) -> bool:
+    """Whether the campaign's results, in trial order (each config's first), have gone `patience` evaluations
+    without a 0.5% gain (tuner.search.early_stopping, the single-process rule): then no worker asks for more."""
+    if patience is None:
+        return False
+    rule = Patience(patience)
+    done = tally_trials(trials, codec)["done"]
+    for t in sorted(done.values(), key=lambda t: t.number):
+        ok = trial_kinds.info(t).get("status") == "ok"
+        if rule.update(trial_kinds.cost(t) if ok else None):
+            return True
+    return False
 
 
 def _recording_gpu(recording: str) -> str:

@@ -65,3 +65,17 @@ def test_workers_stop_on_the_campaigns_patience_and_say_so(project, capsys):
     rule = Patience(5)
     fired = next((i + 1 for i, cost in enumerate(costs) if rule.update(cost)), None)
     assert fired is not None and fired <= len(costs) <= fired + 2
+
+
+def test_a_finished_campaign_run_again_starts_no_workers_and_says_so(project, capsys):
+    url = f"sqlite:///{project / 'f.db'}"
+    argv = ["tune", "reduction", "--size", "16M", "--simulate", "--workers", "2", "--storage", url, "--json"]
+    assert main([*argv, "--budget", "12"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--budget", "12"]) == 0
+    out, err = capsys.readouterr()
+    assert "is finished (12/12 evaluated): nothing left to measure" in err
+    assert not [line for line in err.splitlines() if line.startswith("worker ")]  # none started: no summary line
+    assert json.loads(out)["best"] == first["best"]
+    assert main([*argv, "--budget", "15"]) == 0  # a larger budget goes on with it
+    assert json.loads(capsys.readouterr().out)["evaluated"] == 15

@@ -53,6 +53,12 @@ def run_distributed(
     root = Path(req.results or store.results_root())
     if workers == 0:
         return replace(campaign_result(camp.name, url, root), notes=notes)
+    finished = _finished(campaign_status(camp.name, url, root))
+    if finished:  # run again as it was: nothing for workers to do (16 s of starting them to say so)
+        log(
+            f"campaign {camp.name} is finished ({finished}): nothing left to measure; a larger --budget goes on with it"
+        )
+        return replace(campaign_result(camp.name, url, root), notes=notes)
     procs: list[subprocess.Popen] = []
     # each worker launches its measuring process first thing, so that its set-up (a CUDA context, the inputs)
     # overlaps the worker's own imports and study loading: seconds of a campaign's wall time
@@ -114,6 +120,16 @@ def run_distributed(
             for part in root.glob(f"*/{camp.workload}/cache-parts/{part_name(camp, worker_id(d, pid=p.pid))}"):
                 merge_cache_parts(part.parent.parent / main, [part])
     return replace(campaign_result(camp.name, url, root), notes=notes)
+
+
+def _finished(s: dict) -> str | None:
+    """How a campaign `s` (campaign_status) finished, where it did: its budget or space done, or its patience spent,
+    nothing running or queued, and a worker finished it (the confirmation ran). None where workers have work."""
+    if s["running"] or s["waiting"] or not any(w.get("state") == "finished" for w in s["workers"].values()):
+        return None
+    if s.get("stopped"):
+        return f"{s['done']} evaluated, stopped ({s['stopped']})"
+    return f"{s['done']}/{s['total']} evaluated" if s["done"] >= s["total"] else None
 
 
 def _stop(procs: list[subprocess.Popen], wait_s: float = STOP_S) -> None:

@@ -5,6 +5,11 @@ how many, array (a pointer) or scalar, and the element type where the C type say
 macro that a dtype's `defines` sets). Unknown types (structs, vector types, typedefs, template parameters)
 are never a mismatch: the check says only what it is sure of.
 
+Why not Kernel Tuner's own check (util.check_argument_list, run as a kernel is launched): it checks arrays already
+made, warns with its first mismatch only, and cannot read a macro type (it reports `T a` against a float64
+whatever T is defined as); this one reads the space's declaration before any array is made, says each mismatch
+with its key path, and reads T through the dtype's defines.
+
 The dry run (tuner.measure.dry_run) reports each mismatch as a problem. Loading does not: the declaration
 check is a check of the space document alone (the T1 importer runs it before the kernel is in place, and
 tests declare arguments beside a stand-in kernel), and a load error would replace the dry run's report."""

@@ -214,7 +214,7 @@ def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
     cover the space, so the replay is given them first), served from Kernel Tuner's cache; the replay's best
     is the stored best, and the tuned best beats the seed's configuration."""
     from tuner.answers.best_config import best
-    from tuner.campaign import local
+    from tuner.campaign import local, search_start
     from tuner.campaign.request import CampaignRequest
     from tuner.store import canonical_config, load_evaluations
 
@@ -224,7 +224,7 @@ def test_recorded_campaign_replays_to_the_stored_best(monkeypatch):
     # defaults of the parameters added since)
     df = df[df.kernel_hash == df.kernel_hash.iloc[-1]]
     configs = [json.loads(c) for c in dict.fromkeys(df.config)]
-    monkeypatch.setattr(local, "warm_configs", lambda *a, **kw: configs)
+    monkeypatch.setattr(search_start, "warm_configs", lambda *a, **kw: configs)
     out = local.run_campaign(CampaignRequest(workload="floyd-warshall", size="11k", strategy="tpe",
                                                          max_evals=len(configs), seed=1, simulate=True, quiet=True,
                                                          patience=0))

@@ -71,7 +71,7 @@ def init_workload(
         files = {SPACE_FILE: _skeleton_yaml(name, kernel), kernel.name: kernel.read_bytes()}
     else:
         source = None
-        files = {SPACE_FILE: SAXPY_SPACE.replace("{name}", name), f"{name}.cu": SAXPY_KERNEL}
+        files = {SPACE_FILE: _example("space.yaml").replace("{name}", name), f"{name}.cu": _example("saxpy.cu")}
     if len(files) < 2:
         raise TunerError(f"the kernel file may not be named {SPACE_FILE}: rename it")
     said: list[str] = []
@@ -162,100 +162,9 @@ def _workload_pattern() -> str:
     return schema["properties"]["workload"]["pattern"]
 
 
-# ---- the example ---------------------------------------------------------------------------------------
-SAXPY_KERNEL = r"""// saxpy: y = a * x + y over n elements of type T: the example workload of `tuner init`.
-//
-// Kernel Tuner puts `#define name value` in front of this file for every tunable parameter of the config
-// it compiles (block_size_x, WPT), and the tuner adds the dtype's defines (T: float or double, from the
-// space's `dtypes`). The #ifndef defaults below only make the file compile on its own.
-//
-// Launch: 1-D blocks of block_size_x threads; a 1-D grid of ceil(n / (block_size_x * WPT)) blocks, so each
-// block covers block_size_x * WPT consecutive elements.
-
-#ifndef T
-#define T float
-#endif
-#ifndef block_size_x
-#define block_size_x 256
-#endif
-#ifndef WPT
-#define WPT 1  // work per thread: elements each thread computes
-#endif
-
-extern "C" __global__ void saxpy(int n, T a, const T *__restrict__ x, T *__restrict__ y) {
-    // thread t of a block takes elements t, t + block_size_x, t + 2 * block_size_x, ...: at every step the
-    // threads of a warp touch consecutive addresses, so the loads and stores stay coalesced
-    const long long first = (long long)blockIdx.x * block_size_x * WPT + threadIdx.x;
-#pragma unroll
-    for (int k = 0; k < WPT; k++) {
-        const long long i = first + (long long)k * block_size_x;
-        if (i < n) {
-            y[i] = a * x[i] + y[i];
-        }
-    }
-}
-"""
-
-SAXPY_SPACE = """\
-# The workload '{name}', made by `tuner init`: saxpy (y = a * x + y), a worked example to copy from.
-# Tune it with `tuner tune {name}`; change the kernel and this file to make it your own.
-# Every key is described in the docs' space file reference (made from tuner/space/space.schema.json).
-workload: {name}
-description: >-
-  saxpy: y = a * x + y over n elements. block_size_x threads per block, each thread computing WPT
-  elements (work per thread).
-
-kernel:
-  source: {name}.cu   # relative to this file; it must stay inside this folder
-  name: saxpy   # the __global__ function
-
-# Tunable parameters: Kernel Tuner compiles one binary per config, with `#define name value` for each.
-parameters:
-  block_size_x: [32, 64, 128, 256, 512, 1024]
-  WPT: [1, 2, 4, 8, 16]
-
-# Configs that break a restriction are never compiled or measured. This one keeps at least 256 blocks at
-# the small size (2^20 / 4096), enough to give every multiprocessor of a large GPU some work.
-restrictions:
-  - "block_size_x * WPT <= 4096"
-
-# Threads per block (parameter names) and blocks per grid (expressions over parameters and size variables).
-launch:
-  block: [block_size_x]
-  grid: ["ceil(n / (block_size_x * WPT))"]
-
-# Problem sizes by name: `tuner tune {name} --size large`, or any `--size n=...`.
-sizes:
-  small: {n: 1048576}        # 2^20: x and y take 8 MB in float32, which fits in a large GPU's L2 cache
-  large: {n: 67108864}       # 2^26: 512 MB in float32, well past L2: the bandwidth of the GPU's memory
-default_size: small
-size_limits:
-  n: {min: 1, max: 2147483647}   # the kernel takes n as an int
-
-# Element types: each campaign runs one; `defines` are put in front of the kernel source.
-dtypes:
-  float32: {defines: {T: float}}
-  float64: {defines: {T: double}}
-
-# Metrics, computed from each config's median time (ms); `itemsize` is the dtype's size in bytes.
-metrics:
-  GB/s: "3 * n * itemsize / (time / 1e3) / 1e9"   # reads x and y, writes y
-objective: {metric: GB/s, direction: maximize}
-
-# The kernel's arguments, in order. Scalars are expressions over the size variables; arrays have a shape
-# and a fill. `$dtype` is the campaign's dtype.
-arguments:
-  - {name: n, scalar: n, dtype: int32}
-  - {name: a, scalar: 2.5, dtype: $dtype}
-  - {name: x, shape: [n], dtype: $dtype, fill: {kind: uniform, low: -1, high: 1}}
-  - {name: y, shape: [n], dtype: $dtype, fill: {kind: normal}, output: true}
-
-# What the outputs must hold: a numpy expression over the inputs as generated (computed in float64, then
-# cast to the dtype). Every config is checked against it before it is timed.
-reference:
-  expression: {y: "a * x + y"}
-verify: {atol: 1.0e-5, rtol: 1.0e-5}
-"""
+# ---- the example: tuner/workloads/example/ (space.yaml says `{name}` where the workload's name goes) ---------
+def _example(file: str) -> str:
+    return resources.files("tuner.workloads").joinpath("example", file).read_text()
 
 
 # ---- a skeleton around the user's kernel (read by tuner.workloads.signature) --------------------------------

@@ -8,6 +8,7 @@ import io
 import math
 from dataclasses import dataclass
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -44,7 +45,10 @@ class Figure:
 
 def to_uri(fig: MplFigure) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})  # no date: the same bytes
+    # the same bytes for the same data: no date, and the SVG's ids from a fixed salt, not a random one (a report
+    # kept as a CI artifact would otherwise differ on every run)
+    with matplotlib.rc_context({"svg.hashsalt": "tuner report"}):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

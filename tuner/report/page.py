@@ -222,7 +222,12 @@ def _roofline(data: ReportData) -> Section:
     )
     s.figures.append(_figure("roofline", "Tuned best as % of the measured ceiling.", figures.roofline(data.roofline)))
     s.tables.append(
-        _table(data.roofline.rename(columns={"fraction": "of the ceiling"}), text=("size", "metric", "reference"))
+        _table(
+            data.roofline.assign(fraction=100 * data.roofline["fraction"]).rename(
+                columns={"fraction": "% of the ceiling"}
+            ),
+            text=("size", "metric", "reference"),
+        )
     )
     return s
 

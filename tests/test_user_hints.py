@@ -1,6 +1,8 @@
 """A user audit's mistakes (2026-11-30), each answered with one line that says what to do: C's spellings in an
 expression, a TUNER_RESULTS folder that is not there, a misspelt workload or size, a check without a GPU or
-baselines, a comparison on no processes."""
+baselines, a comparison on no processes, a results table cut above the config `tuner best` answers."""
+
+import json
 
 import pytest
 
@@ -94,3 +96,20 @@ def test_a_check_without_a_gpu_or_baselines_points_to_the_demo(tmp_path, monkeyp
 
 def test_compare_strategies_refuses_no_processes(capsys):
     assert "--jobs must be at least 1" in error_of(capsys, "compare-strategies", "reduction", "--jobs", "0")
+
+
+def test_results_cut_above_the_answer_says_which_row_tuner_best_answers(capsys):
+    """reduction seed float32 on the H100: the confirmation chose the third of three near-ties; --top 2 leaves it out."""
+    argv = ["results", "reduction", "--size", "seed", "--dtype", "float32", "--gpu", "h100"]
+    rows = json.loads(_out(capsys, *argv, "--json"))
+    at = [i for i, r in enumerate(rows) if r["chosen"]][0] + 1
+    assert at > 1
+    assert f"the config `tuner best` answers is row {at} (--top {at})" in " ".join(
+        _out(capsys, *argv, "--top", str(at - 1)).split()
+    )
+    assert "answers is row" not in _out(capsys, *argv, "--top", str(at))
+
+
+def _out(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out

@@ -146,6 +146,10 @@ def render(
             f"best {len(frame)} of {len(table)}, by {objective} ({'higher' if space.maximize else 'lower'} is better)"
         )
         columns = [c for c in table.columns if c != "error" or (frame["status"] != "ok").any()]
+        marks = table["chosen"].fillna(False).astype(bool) if "chosen" in table.columns else pd.Series(dtype=bool)
+        chosen = [i for i, mark in enumerate(marks) if mark]
+        if chosen and chosen[0] >= len(frame):  # a near-tie below the cut: say where the answer is
+            title += f"; the config `tuner best` answers is row {chosen[0] + 1} (--top {chosen[0] + 1})"
     fields = [_field(str(c), objective) for c in columns]
     rows = [
         [_cell(v, c) for c, v in zip(columns, values, strict=True)] for values in frame[columns].itertuples(index=False)

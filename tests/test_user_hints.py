@@ -113,3 +113,19 @@ def test_results_cut_above_the_answer_says_which_row_tuner_best_answers(capsys):
 def _out(capsys, *argv: str) -> str:
     assert main(list(argv)) == 0
     return capsys.readouterr().out
+
+
+def test_a_nearest_size_answer_names_the_devices_that_measured_the_size_itself():
+    """A small campaign on this machine's CPU answers a size it never measured from its nearest one (the documented
+    order: this device first); the note names the device that measured the size itself."""
+    import pandas as pd
+
+    from tuner.answers.selection import select
+    from tuner.store import load_evaluations
+
+    df = load_evaluations("gemm-cpu")
+    xeon = str(df["gpu"].iloc[0])
+    here = df[df["size"] == "1024x1024x1024"].assign(gpu="Fake CPU 64-Core")
+    sel = select("gemm-cpu", "2048x2048x2048", "int32", gpu="Fake CPU 64-Core", evaluations=pd.concat([df, here]))
+    assert sel.fallback == ["nearest-size"] and set(sel.rows["gpu"]) == {"Fake CPU 64-Core"}
+    assert f"size 2048x2048x2048 itself was measured on {xeon} (choose with --gpu)" in sel.notes

@@ -142,7 +142,7 @@ def select(
     sel = Selection(workload, size_name, size, dtype, every.iloc[:0], root=root)
     chosen = _chosen_device(sel, every_workload, every, ok if len(ok) else every, gpu)
     on_device = every[every["gpu"] == chosen]
-    key = _chosen_size(sel, on_device, ok[ok["gpu"] == chosen])
+    key = _chosen_size(sel, on_device, ok[ok["gpu"] == chosen], ok)
     rows, sel.kernel = _of_current_kernel(space, on_device[on_device["size_vars"] == key], sel.notes)
     sel.rows = _within_space(space, rows, dtype, sel.notes)
     if sel.rows.empty:
@@ -183,9 +183,10 @@ def _chosen_device(
     return chosen
 
 
-def _chosen_size(sel: Selection, on_device: pd.DataFrame, ok_on_device: pd.DataFrame) -> str:
+def _chosen_size(sel: Selection, on_device: pd.DataFrame, ok_on_device: pd.DataFrame, ok: pd.DataFrame) -> str:
     """The size's key (`size_vars`) to answer from: the one asked for where the device has rows of it, of any
-    status; else the nearest with a successful row (or any row, where none has), with a note."""
+    status; else the nearest with a successful row (or any row, where none has), with a note, and another that
+    names the devices (of `ok`, every device's successful rows) that measured the size itself."""
     key = json.dumps(sel.size, sort_keys=True)
     if (on_device["size_vars"] == key).any():
         return key
@@ -197,6 +198,10 @@ def _chosen_size(sel: Selection, on_device: pd.DataFrame, ok_on_device: pd.DataF
     sel.may_hold = damaged_parts(sel.workload.name, gpu, sel.root)
     sel.size_note = _size_note(sel, gpu, how, measured[key])
     sel.notes.append(sel.size_note)
+    exact = json.dumps(sel.size, sort_keys=True)
+    elsewhere = sorted(set(ok.loc[ok["size_vars"] == exact, "gpu"]) - {gpu})
+    if elsewhere:  # the nearest size here, though this size itself was measured on another device
+        sel.notes.append(f"size {sel.size_name} itself was measured on {', '.join(elsewhere)} (choose with --gpu)")
     return key
 
 

@@ -180,3 +180,13 @@ def test_nothing_stored_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     empty.mkdir()
     assert main(["--results", str(empty), "report", "reduction", "-o", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip().startswith("error: nothing stored for reduction")
+
+
+def test_o_naming_an_html_file_writes_the_page_there(tmp_path) -> None:
+    """`-o site/fw.html` is the page's file, not a folder of that name holding it (a user audit)."""
+    from tuner.cli import main
+
+    page = tmp_path / "site" / "fw.html"
+    assert main(["report", "floyd-warshall-small", "-o", str(page)]) == 0
+    assert page.is_file() and page.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in (tmp_path / "site").iterdir()] == ["fw.html"]

@@ -24,7 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--gpu",
         help="a stored GPU: its name, its folder's (nvidia-h200) or a word of it (h200) (default: this machine's GPU)",
     )
-    s.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write the page into")
+    s.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="the folder to write the page into (named by workload, size and dtype), or the page's file (.html)",
+    )
     s.add_argument("--json", action="store_true", help="print a summary of what was written as JSON")
     add_allow_degraded(s)  # the page is written either way, and says what was left out
     s.set_defaults(func=command)

@@ -20,7 +20,7 @@ def write_report(
     gpu: str | None = None,
     root: Path | None = None,
 ) -> dict:
-    """Write the page into `out_dir` and return a summary of it (path, GPU, size, dtype, per section its figures
+    """Write the page into `out_dir` (or to it, where it names an .html file) and return a summary of it (path, GPU, size, dtype, per section its figures
     or why it has none and its notes, and how many of the space's valid configs the selected size measured):
     what `tuner report --json` prints."""
     from tuner.report import data as report_data
@@ -33,6 +33,8 @@ def write_report(
     size_name = str(sel.rows["size"].iloc[0])
     out = Path(out_dir)
     path = out / f"{safe_name(f'{workload}-{size_name}-{sel.dtype}')}.html"
+    if out.suffix.lower() in (".html", ".htm") and not out.is_dir():  # the page's own file named, not a folder
+        out, path = out.parent, out
     try:
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

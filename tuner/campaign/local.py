@@ -24,7 +24,7 @@ from tuner.errors import TunerError
 from tuner.measure import kt
 from tuner.measure.provenance import local_device_name
 from tuner.measure.replay import replay_recording
-from tuner.search.strategies import OPTUNA_SAMPLERS, make_strategy
+from tuner.search.strategies import make_strategy
 from tuner.space import Space
 from tuner.space.model import row_time
 from tuner.store import gpu_slug
@@ -225,11 +225,9 @@ def campaign_strategy(
     """The request's strategy; an Optuna one warm-started from the store (`evaluations`, if the caller has
     read them already) and with the request's patience (both measured by `tuner compare-strategies`; see the
     README's strategy comparison): tuner.campaign.search_start."""
-    if req.strategy not in OPTUNA_SAMPLERS:
-        first_configs(req, space, size, dtype, gpu, root)  # refuses configs to measure first
-        return make_strategy(req.strategy, seed=req.seed, **kw)
-    warm = first_configs(req, space, size, dtype, gpu, root, evaluations)
-    return make_strategy(req.strategy, seed=req.seed, warm_start=warm, patience=patience_of(req), **kw)
+    # for Kernel Tuner's strategies both are empty (first_configs refuses configs to measure first there)
+    first = first_configs(req, space, size, dtype, gpu, root, evaluations)
+    return make_strategy(req.strategy, seed=req.seed, warm_start=first, patience=patience_of(req), **kw)
 
 
 def _simulate(req: CampaignRequest, r: Resolved, root: Path, stored_best: StoredBest | None) -> CampaignResult:

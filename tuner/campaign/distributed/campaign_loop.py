@@ -123,14 +123,13 @@ class CampaignLoop(SearchLoop):
         if self.halted():
             return False
         self.liveness.check()
-        trials = self.study.get_trials(deepcopy=False)
-        tally = tally_trials(trials, self.codec, limbo_s=self.camp.grace_s)
+        tally = tally_trials(self.study.get_trials(deepcopy=False), self.codec, limbo_s=self.camp.grace_s)
         self.running = tally["running"] + tally["limbo"]  # a trial in limbo is retried: wait for it
         for config in tally["held"]:
             self.repair.mark(config)
         if self.brute:
             return tally["waiting"] + (self._feed(tally) if tally["waiting"] < FEED else 0) > 0
-        if patience_spent(trials, self.codec, self.camp.patience):  # the campaign's, over every worker's results
+        if patience_spent(tally["done"].values(), self.camp.patience):  # the campaign's, every worker's results
             return False
         # a queued trial (the nearest free config to a repeat) is taken even when none is free any more
         max_evals = self.camp.max_evals

@@ -103,7 +103,9 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "failures": failures,
         "best": best,
         "confirmed": attrs.get("confirmed"),
-        "stopped": "patience" if patience_spent(trials, codec, camp.patience) else None,  # else budget or space
+        "stopped": "patience"
+        if patience_spent(tally["done"].values(), camp.patience)
+        else None,  # else budget or space
         "workers": workers,
     }
 

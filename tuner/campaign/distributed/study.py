@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -223,14 +223,14 @@ def _queue_first(study: optuna.Study, req: CampaignRequest, r: Resolved, root: P
             study.enqueue_trial(codec.encode(levels), user_attrs=attrs, skip_if_exists=True)
 
 
-def patience_spent(trials: list[FrozenTrial], codec: TrialCodec, patience: int | None) -> bool:
-    """Whether the campaign's results, in trial order (each config's first), have gone `patience` evaluations
-    without a 0.5% gain (tuner.search.early_stopping, the single-process rule): then no worker asks for more."""
+def patience_spent(done: Iterable[FrozenTrial], patience: int | None) -> bool:
+    """Whether the campaign's results (`done`: tally_trials' each config's first trial), in trial order, have gone
+    `patience` evaluations without a 0.5% gain (tuner.search.early_stopping, the single-process rule): then no
+    worker asks for more."""
     if patience is None:
         return False
     rule = Patience(patience)
-    done = tally_trials(trials, codec)["done"]
-    for t in sorted(done.values(), key=lambda t: t.number):
+    for t in sorted(done, key=lambda t: t.number):
         ok = trial_kinds.info(t).get("status") == "ok"
         if rule.update(trial_kinds.cost(t) if ok else None):
             return True

@@ -7,11 +7,9 @@ from __future__ import annotations
 # Optuna's samplers by the names the tuner gives them (tuner.search.samplers configures them)
 OPTUNA_SAMPLERS = ("auto", "tpe", "cmaes", "gp", "random", "qmc")
 
-# what `tuner tune` runs (with the warm start on top). On the 22 recorded complete spaces, 10 repeats at 10% of
-# each: cold, `auto` (tuner.search.auto_sampler) scores at least the best Kernel Tuner strategy on all 22 (mean
-# 0.655, TPE 0.324: cold_summary.md); on seeds its design was not chosen on, 0.622 and 19 of 22 (seeds 10..29,
-# TPE 0.441: cold_summary_heldout.md) and 0.606 and 22 of 22 (seeds 30..69, TPE 0.470: cold_summary_heldout40.md);
-# warm-started, 0.776 against TPE's 0.753 (warm_summary.md)
+# what `tuner tune` runs (with the warm start on top): `auto` (tuner.search.auto_sampler), cold at least the best
+# Kernel Tuner strategy on every recorded complete space; its figures, and how they were made, are in one place:
+# docs/strategies.md ("A cold search") and results/records/common/nvidia-h100-80gb-hbm3/strategies/
 DEFAULT_STRATEGY = "auto"
 # measured on the recorded spaces with warm-started TPE (README, strategy comparison): 20 evaluations without a
 # 0.5% gain cost under 1% of the optimum on average and save 40-60% of a 58-evaluation budget. `tuner tune`

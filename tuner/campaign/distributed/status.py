@@ -70,8 +70,17 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
     silent = dead_trials(storage, trials, camp.grace_s)  # running, but their worker stopped beating
     for w in workers.values():
         w.update(lost_trials=0, silent=0)
+    # a trial that runs, but no worker has named itself on yet: Optuna's ask and the worker's `worker` tag are two
+    # transactions (tuner.campaign.distributed.campaign_loop.CampaignLoop.started); silent past the grace period, its
+    # worker died in between, and the next stale check fails and retries it (liveness.dead_trials)
+    being_asked = orphaned = 0
     for t in trials:
         if not t.user_attrs.get("worker"):
+            if t.state == TrialState.RUNNING:
+                if t.number in silent:
+                    orphaned += 1
+                else:
+                    being_asked += 1
             continue
         w = workers.setdefault(t.user_attrs["worker"], {"done": 0, "running": 0, "lost_trials": 0, "silent": 0})
         if t.state == TrialState.RUNNING:
@@ -94,7 +103,10 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "simulated": camp.simulate,
         "total": total,
         "done": len(tally["done"]),
+        # every running trial: the workers' own (each worker's `running`), plus those being asked and orphaned
         "running": tally["running"],
+        "being_asked": being_asked,
+        "orphaned": orphaned,
         "waiting": tally["waiting"],
         "retried": sum(1 for t in trials if retry_of(t) is not None),
         "lost_trials": len(lost),  # given up for lost (their worker died) and retried
@@ -148,13 +160,27 @@ def campaign_names(url: str) -> list[str]:
     )
 
 
+def running_text(s: dict) -> str:
+    """`running N` and, where some running trials belong to no worker yet, what they are: the workers' trials, those
+    just asked (no worker named on them yet) and those orphaned (their worker died while asking), which add up to N."""
+    asked, orphaned = s.get("being_asked", 0), s.get("orphaned", 0)
+    if not asked and not orphaned:
+        return f"running {s['running']}"
+    parts = [f"{s['running'] - asked - orphaned} by workers"]
+    if asked:
+        parts.append(f"{asked} being asked")
+    if orphaned:
+        parts.append(f"{orphaned} orphaned by a dead worker, to be retried")
+    return f"running {s['running']} ({', '.join(parts)})"
+
+
 def format_summary(s: dict) -> str:
     """One line of `tuner status` without a campaign name."""
     best = f", best {readable(s['best']['value'])} {s['best']['objective']}" if s["best"] else ""
     dead = s.get("lost_workers", 0)
     return (
         f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
-        f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, running {s['running']}{best}"
+        f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, {running_text(s)}{best}"
         + (", confirmed" if s.get("confirmed") else "")
         + (f", {dead} worker{'s' if dead > 1 else ''} dead" if dead else "")
     )
@@ -164,7 +190,7 @@ def format_status(s: dict) -> str:
     lines = [
         f"campaign {s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
         + (" (simulated)" if s["simulated"] else ""),
-        f"done {s['done']}/{s['total']}, running {s['running']}, queued {s['waiting']}"
+        f"done {s['done']}/{s['total']}, {running_text(s)}, queued {s['waiting']}"
         + (f", dead workers {s['lost_workers']}" if s.get("lost_workers") else "")
         + (f", lost trials {s['lost_trials']} (retried)" if s.get("lost_trials") else "")
         + (", failures: " + ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items())) if s["failures"] else ""),

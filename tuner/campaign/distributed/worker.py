@@ -170,6 +170,9 @@ def _run_worker(
     info["gpu"], info["launched_early"] = session.gpu["gpu"], launched is not None and session.runner is launched
     info["setup_s"] = {**session.runner.lifecycle_s, **(session.runner.setup or {}).get("setup_s", {})}
     study.set_user_attr(f"worker:{me}", info)
+    # from here on each stage's end is recorded as it comes (`tuner status` shows how far the worker got), not only
+    # when the worker ends
+    timeline.publish = lambda: _record_worker(study, me, info, log)
     log(f"worker {me} on {session.gpu['gpu']} joined campaign {name}")
     ended = "failed"  # how it ended, for `tuner status`: a worker that stopped is not one that died
     try:
@@ -194,24 +197,37 @@ def _run_worker(
                 store.cache_path(root, session.gpu["gpu"], camp.workload, camp.size, camp.dtype),
                 [cache_part(root, session.gpu["gpu"], camp, me)],
             )
+        info["ended"] = ended  # recorded with the last stage, in one write: never `closed` without how it ended
         timeline.mark("closed")
-        info["ended"] = ended
-        try:  # where this worker's time went, for `tuner status`; not worth failing a finished worker over
-            study.set_user_attr(f"worker:{me}", info)
-        except Exception:  # noqa: BLE001
-            pass
+
+
+def _record_worker(study: optuna.Study, me: str, info: dict, log: Callable[[str], None]) -> None:
+    """This worker's record (`worker:<me>`: where it runs, its timeline so far, how it ended) written whole: one
+    user attribute set in one transaction, so `tuner status` reads the previous record or this one, never a part.
+    Where the time goes is not worth failing a worker over: a write that fails is said and skipped (the next
+    stage's writes it again)."""
+    try:
+        study.set_user_attr(f"worker:{me}", info)
+    except Exception as e:  # noqa: BLE001
+        # the error's type only: a driver's message may quote the storage URL
+        log(f"{me}: its progress not recorded in the study ({type(e).__name__}); tried again at its next stage")
 
 
 class _Timeline:
     """Seconds from this process's start (Python's start-up and imports included) to each stage's end, into
-    `marks`: a campaign's wall time that more workers do not divide (start-up, confirmation, shutdown) shows."""
+    `marks`: a campaign's wall time that more workers do not divide (start-up, confirmation, shutdown) shows.
+    Once `publish` is set (the worker's record is in the study), each mark is written as it comes: a handful of
+    writes a worker, one at each stage's end."""
 
     def __init__(self, marks: dict):
         self.marks = marks
         self.t0 = process_started(os.getpid()) or time.time()
+        self.publish: Callable[[], None] | None = None
 
     def mark(self, stage: str) -> None:
         self.marks[stage] = round(time.time() - self.t0, 2)
+        if self.publish is not None:
+            self.publish()
 
 
 def _confirm_campaign(

@@ -53,12 +53,13 @@ def run_distributed(
     root = Path(req.results or store.results_root())
     if workers == 0:
         return replace(campaign_result(camp.name, url, root), notes=notes)
-    finished = _finished(campaign_status(camp.name, url, root))
+    status = campaign_status(camp.name, url, root)
+    finished = _finished(status)
     if finished:  # run again as it was: nothing for workers to do (16 s of starting them to say so)
         log(
             f"campaign {camp.name} is finished ({finished}): nothing left to measure; a larger --budget goes on with it"
         )
-        return replace(campaign_result(camp.name, url, root), notes=notes)
+        return replace(campaign_result(camp.name, url, root, status), notes=notes)
     procs: list[subprocess.Popen] = []
     # each worker launches its measuring process first thing, so that its set-up (a CUDA context, the inputs)
     # overlaps the worker's own imports and study loading: seconds of a campaign's wall time

@@ -109,6 +109,14 @@ def test_errors_name_file_key_and_expectation(tmp_path, edit, where, what):
     assert what in msg, msg
 
 
+def test_an_expression_too_long_is_quoted_in_part(tmp_path):
+    """An expression of thousands of characters is refused in one line that quotes only its start."""
+    long = " and ".join(["block_size_x >= 32"] * 120)  # 2,635 characters
+    msg = broken(tmp_path, lambda d: d["restrictions"].append(long))
+    assert "at restrictions.3:" in msg and f"this one {len(long)}" in msg, msg
+    assert "'block_size_x >= 32 and" in msg and "...'" in msg and len(msg) < 300, msg
+
+
 def test_sizes_named_adhoc_and_impossible():
     w = get_workload("reduction")
     space = w.space

@@ -83,7 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--devices", help="with --workers: the GPUs' ordinals, comma-separated (default: --device, --device+1, ...)"
     )
     s.add_argument(
-        "--campaign", help="with --workers: the campaign's name (default: workload-size-dtype-strategy-seed)"
+        "--campaign",
+        help="with --workers: the campaign's name (default: WORKLOAD-SIZE-DTYPE-STRATEGY-sSEED, e.g. reduction-large-float32-auto-s1)",
     )
     s.add_argument(
         "--allow-mixed-gpus", action="store_true", help="with --workers: let workers on other GPU models join"

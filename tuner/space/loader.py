@@ -144,7 +144,8 @@ class _Expressions:
             e.check_exponents(self.params)  # the sizes' variables are checked as they are evaluated
             return e
         except ValueError as err:
-            raise SpaceError(self.path, key_path, f"{err} in '{text}'") from None
+            quoted = text if len(text) <= 80 else text[:77] + "..."  # one line, not an expression of thousands
+            raise SpaceError(self.path, key_path, f"{err} in '{quoted}'") from None
 
 
 def _check_defaults(path: Path, defaults: dict, params: dict) -> None:

@@ -25,6 +25,7 @@ def test_best_answers_as_the_cli_does():
     json.dumps(answer, default=str)  # a plain document
 
 
+@pytest.mark.filterwarnings("ignore:.*older protocol")  # the reduction's first brute forces were timed plain
 def test_results_narrows_the_stored_rows():
     every = tuner.results("reduction", results=BUILTIN_RESULTS)
     assert len(every) == len(load_evaluations("reduction", BUILTIN_RESULTS))

@@ -63,10 +63,13 @@ def test_baseline_json_lists_the_baselines_recorded(results, monkeypatch, capsys
 
 
 def test_run_json_says_which_config_ran_and_from_where(tmp_path, monkeypatch, capsys):
-    """`tuner run floyd-warshall` with the pipeline stood in for (no GPU here): the JSON on stdout names the
-    config the program asked for, the program's own printing goes to stderr."""
+    """`tuner run floyd-warshall` with the GPU and the pipeline stood in for (no GPU here): the JSON on stdout
+    names the config the program asked for, the program's own printing goes to stderr."""
     import tuner.measure.hostcode
     import tuner.workloads.floyd_warshall as fw
+    from tuner.measure import machine
+
+    monkeypatch.setattr(machine, "gpu_missing", lambda backend: None)  # tuner run checks for a GPU first
 
     graph = tmp_path / "g.bin"
     edges = np.array([[0, 1, 5], [1, 2, 7]], dtype=np.int32)

@@ -98,13 +98,17 @@ def results(
     """The stored evaluations of `workload` as the answers read them, one row per measurement (config, status,
     times, objective, metrics, provenance), narrowed to a size, dtype and GPU where given: configs recorded
     before a parameter with a default existed carry it (spelled as `best` spells them), and where a GPU, size
-    and dtype has times taken under the current timing protocol, those taken under an older one are left out.
+    and dtype has times taken under the current timing protocol, those taken under an older one are left out,
+    with a warning saying how many (the note `tuner results` gives: tuner.answers.selection.protocol_note).
     Rows of every kernel source and every config stored are kept (`kernel_hash` says which source; `best`
     answers from the current one's where it has some). `load_store` keeps every row. The GPU as `best` takes
     it: its stored name, its folder's (`nvidia-h200`) or a word of it (`h200`). TunerError for a workload,
     size or dtype the workload does not have, a GPU it has nothing stored on, or a `results` that is not a
     folder. The columns: docs/store.md (an empty store: an empty frame with the columns every row has)."""
-    from tuner.store import checked_results_folder, load_evaluations
+    import warnings
+
+    from tuner.answers.selection import protocol_note, stored_evaluations, without_older_protocols
+    from tuner.store import checked_results_folder
     from tuner.store.gpu_choice import required_gpu
     from tuner.workloads import get_workload
 
@@ -112,18 +116,27 @@ def results(
     w = get_workload(workload)  # an unknown workload, size or dtype is an error, not an empty table
     sizes = w.space.resolve_size(size, w.parse_size) if size is not None else None
     dtype = w.space.resolve_dtype(dtype) if dtype is not None else None
-    df = load_evaluations(workload, checked_results_folder(results, "results"))
+    df, left = without_older_protocols(
+        stored_evaluations(workload, checked_results_folder(results, "results")), w.space
+    )
     stored: list[str] = [] if df.empty else [str(g) for g in df["gpu"].unique()]
     named = required_gpu(stored, gpu, workload) if gpu is not None else None
     if df.empty:  # nothing stored: still the schema's columns, so that df["objective_value"] is an empty column
         return _with_schema(df)
-    if sizes is not None:
-        df = df[(df["size"] == sizes[0]) | (df["size_vars"] == json.dumps(sizes[1], sort_keys=True))]
-    if dtype is not None:
-        df = df[df["dtype"] == dtype]
-    if named is not None:
-        df = df[df["gpu"] == named]
-    return df.reset_index(drop=True)
+
+    def narrowed(rows: pd.DataFrame) -> pd.DataFrame:
+        if sizes is not None:
+            rows = rows[(rows["size"] == sizes[0]) | (rows["size_vars"] == json.dumps(sizes[1], sort_keys=True))]
+        if dtype is not None:
+            rows = rows[rows["dtype"] == dtype]
+        if named is not None:
+            rows = rows[rows["gpu"] == named]
+        return rows.reset_index(drop=True)
+
+    df, left = narrowed(df), narrowed(left)
+    if len(left):
+        warnings.warn(f"{workload}: {protocol_note(w.space, df, left)}", stacklevel=2)
+    return df
 
 
 def load_store(results: str | Path | None = None) -> pd.DataFrame:

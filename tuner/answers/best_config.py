@@ -20,6 +20,7 @@ from tuner.answers.selection import (
     not_read_in_full,
     nothing_stored,
     select,
+    stored_evaluations,
 )
 from tuner.errors import TunerError
 from tuner.space import format_size
@@ -144,6 +145,7 @@ def _best(
         "baselines": _baselines(workload, row, metrics, root, baselines),
         "provenance": {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in PROVENANCE if k in row},
         "kernel_source": sel.kernel,
+        "timing": sel.timing,
         "fallback": "+".join(sel.fallback) or "exact",
         "notes": notes,
     }
@@ -209,7 +211,7 @@ def _per_gpu_and_size(
     workload_name: str, dtype: str | None, root: Path | None, size: str | None, gpu: str | None
 ) -> list[dict]:
     workload = get_workload(workload_name)
-    df = store.load_evaluations(workload_name, root)
+    df = stored_evaluations(workload_name, root)  # select leaves out the times taken under an older protocol, saying so
     if df.empty:
         raise nothing_stored(workload, root)
     dtypes = [workload.space.resolve_dtype(dtype)] if dtype else sorted(df["dtype"].unique())

@@ -65,17 +65,30 @@ def of_earlier_source(answer: dict) -> bool:
 
 def export_notes(answers: list[dict]) -> list[str]:
     """What an export of `answers` should tell its user once, beside the file: how many of its configs were
-    measured with an earlier version of the kernel source (each answer says so in its own notes)."""
+    measured with an earlier version of the kernel source, and how many were chosen without rows timed under an
+    older timing protocol (each answer says so in its own notes)."""
+    notes = []
     stale = [a for a in answers if of_earlier_source(a)]
-    if not stale:
-        return []
-    # a few are named, so that the user knows what to tune again; many are listed by --json
-    which = [f"{a['gpu']} {a['size']} {a['dtype']}" for a in stale]
-    named = f" ({', '.join(which)})" if len(stale) <= 3 else ""
-    return [
-        f"{len(stale)} of {len(answers)} configs were measured with an earlier version of the kernel source"
-        f"{named}: tune again to refresh them"
-    ]
+    if stale:
+        notes.append(
+            f"{len(stale)} of {len(answers)} configs were measured with an earlier version of the kernel source"
+            f"{_named(stale)}: tune again to refresh them"
+        )
+    older = [a for a in answers if (a.get("timing") or {}).get("left_out")]
+    if older:
+        rows = sum(a["timing"]["left_out"] for a in older)
+        notes.append(
+            f"{len(older)} of {len(answers)} configs{_named(older)} were chosen leaving out {rows} row(s) of their "
+            f"GPU, size and dtype timed under an older protocol, as their times do not compare (each config's notes "
+            f"say more; tuner.load_store() keeps every row)"
+        )
+    return notes
+
+
+def _named(answers: list[dict]) -> str:
+    """A few answers named, so that the user knows which; many are listed by --json."""
+    which = [f"{a['gpu']} {a['size']} {a['dtype']}" for a in answers]
+    return f" ({', '.join(which)})" if len(answers) <= 3 else ""
 
 
 def render(workload: str, answers: list[dict], fmt: str, degraded: dict | None = None) -> str:
@@ -104,14 +117,13 @@ def recording_text(
     best` chooses them, but only a size that was recorded on that GPU, and only the GPU named where one is; the
     rows are those `tuner best` answers from (the current kernel source's, where it has some; a size whose
     every config failed gives a file of failures)."""
-    from tuner.answers.selection import DegradedStoreError, select
-    from tuner.store import load_evaluations
+    from tuner.answers.selection import DegradedStoreError, select, stored_evaluations
     from tuner.store.gpu_choice import unknown_gpu
     from tuner.store.kt_files import cache_text, store_cache_doc, t4_results
 
     if fmt not in RECORDING_FORMATS:
         raise TunerError(f"unknown recording format '{fmt}'; choose one of {', '.join(RECORDING_FORMATS)}")
-    stored = load_evaluations(workload, root)
+    stored = stored_evaluations(workload, root)
     sel = select(workload, size, dtype, gpu, root, evaluations=stored)
     if gpu and "other-gpu" in sel.fallback:
         ok = stored[(stored["status"] == "ok") & (stored["dtype"] == sel.dtype)]

@@ -1,8 +1,9 @@
 """Which stored rows answer a question (`select`, the one place for these rules; `tuner best`, `tuner results`,
 `tuner export` and `tuner report` read through it): the GPU's (else another's, saying so) at the size (else the
-nearest measured, saying so); of those, the rows measured with the kernel source as it is now where there are any
-(else every row, with a note that they were measured with an earlier version of it); and only configs the space
-as it is now holds."""
+nearest measured, saying so); of those, the times taken the current way where there are any (times taken under an
+older timing protocol left out, with a note saying how many: tuner.store.without_superseded); of those, the rows
+measured with the kernel source as it is now where there are any (else every row, with a note that they were
+measured with an earlier version of it); and only configs the space as it is now holds."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import math
 import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tuner.formatting import config_text
 from tuner.measure.provenance import kernel_hash, local_device_name
 from tuner.space import Space, format_size, size_distance
 from tuner.store.gpu_choice import choose_gpu, named_gpu
+from tuner.vocabulary import PROTOCOL
 from tuner.workloads import Workload, get_workload
 
 
@@ -94,6 +96,9 @@ class Selection:
     root: Path | None = None  # the results directory (None: the default)
     # the kernel source the rows were measured with: {"hash": now, "current": whether they are its, "measured_with"}
     kernel: dict | None = None
+    # the timing protocol the rows were timed with, and the rows of the GPU, size and dtype left out as timed
+    # under an older one: {"protocol": now, "measured_with", "left_out": a count, "left_out_with"} (protocol_note)
+    timing: dict | None = None
     # where another size answers: the note saying why, and the parts left out of the store that may hold the
     # size asked for ({path: why})
     size_note: str = ""
@@ -125,13 +130,15 @@ def select(
 ) -> Selection:
     """The rows for this GPU (else the GPU with the most successful measurements, saying so) and size (else
     the nearest measured one, saying so): the GPU is chosen on successful rows, the size on every row of it (a
-    size whose every config failed was measured), then narrowed to the current kernel source's rows and the
-    configs of the space (module docstring). A dtype with no successful row anywhere answers by its failures."""
+    size whose every config failed was measured), then narrowed to the times taken the current way, the current
+    kernel source's rows and the configs of the space (module docstring). A dtype with no successful row anywhere
+    answers by its failures. `evaluations`: the workload's rows as stored_evaluations reads them (superseded times
+    too, left out here with a note), or as store.load_evaluations does (left out already, without one)."""
     workload = get_workload(workload_name)
     space = workload.space
     size_name, size = space.resolve_size(size_text, workload.parse_size)
     dtype = space.resolve_dtype(dtype)
-    df = store.load_evaluations(workload_name, root) if evaluations is None else evaluations
+    df = stored_evaluations(workload_name, root) if evaluations is None else evaluations
     if df.empty:
         raise nothing_stored(workload, root)
     every_workload = df[df["workload"] == workload_name]
@@ -143,7 +150,8 @@ def select(
     chosen = _chosen_device(sel, every_workload, every, ok if len(ok) else every, gpu)
     on_device = every[every["gpu"] == chosen]
     key = _chosen_size(sel, on_device, ok[ok["gpu"] == chosen], ok)
-    rows, sel.kernel = _of_current_kernel(space, on_device[on_device["size_vars"] == key], sel.notes)
+    rows, sel.timing = _of_current_protocol(space, on_device[on_device["size_vars"] == key], sel.notes)
+    rows, sel.kernel = _of_current_kernel(space, rows, sel.notes)
     sel.rows = _within_space(space, rows, dtype, sel.notes)
     if sel.rows.empty:
         raise NoAnswerError(
@@ -165,6 +173,8 @@ def _chosen_device(
     chosen, found = choose_gpu(pool, wanted, sel.size)  # else the GPU with the most measurements at this size
     if found:
         return chosen
+    # the most measurements counted as the answers count them: the times taken the current way
+    chosen, _ = choose_gpu(store.without_superseded(pool, space), wanted, sel.size)
     sel.fallback.append("other-gpu")  # no GPU here (and none named) too: the answer is not for this machine
     device = device_word(space)
     others = sorted(set(pool["gpu"]) - {chosen})
@@ -227,6 +237,99 @@ def not_read_in_full(damaged: dict[str, str]) -> str:
     return (
         f"but the store could not be read in full: left out, {named} (it may hold it: move it aside or copy it again)"
     )
+
+
+def stored_evaluations(workload_name: str, root: Path | None = None) -> pd.DataFrame:
+    """Every stored evaluation of the workload, its configs completed as the answers read them, the times taken
+    under an older timing protocol too: select leaves those out itself, saying how many (store.load_evaluations
+    by default leaves them out without a word)."""
+    return store.load_evaluations(workload_name, root, superseded=True)
+
+
+def without_older_protocols(rows: pd.DataFrame, space: Space) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`rows` without the times taken under an older protocol where newer ones exist (store.without_superseded,
+    the rule), and the rows left out, each with its index in `rows`."""
+    if rows.empty or "times" not in rows:
+        return rows, rows.iloc[:0]
+    marked = rows.assign(_stored_row=range(len(rows)))
+    kept = store.without_superseded(marked, space)["_stored_row"]
+    if len(kept) == len(rows):
+        return rows, rows.iloc[:0]
+    keep = marked["_stored_row"].isin(kept).to_numpy()
+    return rows[keep], rows[~keep]
+
+
+def _timed_with(rows: pd.DataFrame) -> list[str]:
+    """The timing protocols of `rows`, each once."""
+    return sorted(set(_timings(rows)))
+
+
+def protocol_note(space: Space, kept: pd.DataFrame, left: pd.DataFrame) -> str:
+    """The note of rows left out as timed under an older protocol (`left`, beside the rows `kept`): how many, how
+    they were timed against the rows of their GPU, size and dtype that were kept, how many of their configs have
+    no other time there, and where every row is."""
+    groups = {key[:3] for key in _measured(left)}
+    ok = kept[kept["status"] == "ok"]
+    rest = ok[
+        pd.Series([k in groups for k in zip(ok["gpu"], ok["size_vars"], ok["dtype"])], index=ok.index, dtype=bool)
+    ]
+    launches = {*map(_launches, left["times"]), *map(_launches, rest["times"])} != {space.iterations}
+    only = _measured(left) - _measured(rest)
+    again = (
+        f"{len(only)} of their configs {'has' if len(only) == 1 else 'have'} no other time: tune again to time them"
+        if only
+        else "each of their configs was timed again"
+    )
+    return (
+        f"{len(left)} row(s) timed under an older protocol ({_how_timed(left, space, launches)}, not "
+        f"{_how_timed(rest, space, launches)} as the rest) are left out, as their times do not compare with the "
+        f"rest's; {again} (tuner.load_store() keeps every row)"
+    )
+
+
+def _how_timed(rows: pd.DataFrame, space: Space, launches: bool) -> str:
+    """How `rows` were timed, in words: `plain`, `plain over 7 or 32 launches, delayed-start over 32 launches`
+    (host code, which times itself: `over 5 runs`)."""
+    counts: dict[str, set[int]] = {}
+    for timing, times in zip(_timings(rows), rows["times"]):
+        counts.setdefault(timing, set()).add(_launches(times))
+    said = []
+    for timing, n in sorted(counts.items()):
+        words = [] if space.lang == "host" else [timing]
+        if launches:
+            words.append(f"over {' or '.join(map(str, sorted(n)))} {'runs' if space.lang == 'host' else 'launches'}")
+        said.append(" ".join(words))
+    return ", ".join(dict.fromkeys(said))
+
+
+def _launches(times: object) -> int:
+    """How many times a row holds (none recorded: 0)."""
+    return len(times) if isinstance(times, Sized) else 0
+
+
+def _timings(rows: pd.DataFrame) -> list[str]:
+    """Each row's timing protocol (a row from before the column existed: plain, as tuner.store reads it)."""
+    timings = rows["timing"] if "timing" in rows else [None] * len(rows)
+    return [t if isinstance(t, str) else "plain" for t in timings]
+
+
+def _measured(rows: pd.DataFrame) -> set[tuple]:
+    """The (GPU, size, dtype, config) of each row: a config's times at one GPU, size and dtype."""
+    return set(zip(rows["gpu"], rows["size_vars"], rows["dtype"], rows["config"]))
+
+
+def _of_current_protocol(space: Space, rows: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, dict | None]:
+    """The rows of one GPU, size and dtype timed the current way where there are any (without_older_protocols),
+    with a note where some were left out; and how they were timed."""
+    if rows.empty or "times" not in rows:
+        return rows, None
+    kept, left = without_older_protocols(rows, space)
+    protocol = "host" if space.lang == "host" else PROTOCOL
+    timing = {"protocol": protocol, "measured_with": _timed_with(kept[kept["status"] == "ok"]), "left_out": len(left)}
+    if len(left):
+        timing["left_out_with"] = _timed_with(left)
+        notes.append(protocol_note(space, kept, left))
+    return kept, timing
 
 
 def current_kernel_hash(space: Space) -> str | None:

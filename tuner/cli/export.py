@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Write the export to --output, or to stdout; what the user should know of it (configs measured with an
-    earlier kernel source) on stderr, or in the --json summary."""
+    earlier kernel source, or chosen without rows timed under an older protocol) on stderr, or in the --json
+    summary."""
     from tuner.answers.export import export_notes, render
     from tuner.answers.selection import DegradedStoreError
 
@@ -79,7 +80,8 @@ def command(args: argparse.Namespace) -> int:
         summary = {"workload": args.workload, "format": args.format, "output": args.output}
         summary["configurations"] = len(answers)
         summary["answers"] = [
-            {k: a.get(k) for k in ("gpu", "size", "dtype", "fallback", "kernel_source", "notes")} for a in answers
+            {k: a.get(k) for k in ("gpu", "size", "dtype", "fallback", "kernel_source", "timing", "notes")}
+            for a in answers
         ]
         summary["notes"] = notes
         print(strict_json({**summary, **({} if args.output else {"text": text}), "degraded": left_out}))

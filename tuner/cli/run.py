@@ -43,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction, programs: bool = True) -> N
 
 
 def command(args: argparse.Namespace) -> int:
-    """Run the workload's program; it asks for the config of each size and dtype it runs."""
+    """Run the workload's program; it asks for the config of each size and dtype it runs, once it has read and
+    checked its inputs: the config is checked (--config) or looked up, then the device it runs on (require_device),
+    before anything is built or run."""
     from tuner.answers.best_config import run_config
     from tuner.workloads import get_workload
 
@@ -51,7 +53,11 @@ def command(args: argparse.Namespace) -> int:
     ran: list[dict] = []
 
     def config_for(size: dict, dtype: str) -> dict:
-        config = run_config(args.workload, size, dtype, given, gpu=args.gpu, log=lambda m: print(m, file=sys.stderr))
+        notes: list[str] = []  # the lookup's fallbacks, said once the program can run
+        config = run_config(args.workload, size, dtype, given, gpu=args.gpu, log=notes.append)
+        require_device(args.workload)
+        for note in notes:
+            print(note, file=sys.stderr)
         ran.append({"size": size, "dtype": dtype, "config": config, "from": "--config" if given else "store"})
         return config
 
@@ -61,3 +67,19 @@ def command(args: argparse.Namespace) -> int:
         status = get_workload(args.workload).run(args, config_for)
     print(strict_json({"workload": args.workload, "exit_status": status, "runs": ran}))
     return status
+
+
+def require_device(workload: str) -> None:
+    """Before a program builds and runs its GPU code: a CUDA driver and GPU are here, else one line saying what
+    this machine lacks, in `tuner tune`'s words (tuner.measure.machine.gpu_missing), instead of the CUDA error the
+    program would print once built. A program of CPU code needs none."""
+    from tuner.errors import TunerError
+    from tuner.measure import machine
+    from tuner.measure.backends import HOST_BACKEND
+    from tuner.workloads import get_workload
+
+    if get_workload(workload).space.on_cpu:
+        return
+    missing = machine.gpu_missing(HOST_BACKEND)  # the driver and a GPU: what any program's CUDA code needs
+    if missing:
+        raise TunerError(f"cannot run {workload} here: {missing}")

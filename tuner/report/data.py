@@ -63,8 +63,9 @@ def gather(
     """Read the store once and derive every section's data (TunerError for an unknown workload, size or dtype,
     or a workload with nothing stored)."""
     with collect() as degraded:
-        evaluations = store.load_evaluations(workload, root)
-        sel = select(workload, size, dtype, gpu=gpu, root=root, evaluations=evaluations)
+        stored = store.load_evaluations(workload, root, superseded=True)
+        sel = select(workload, size, dtype, gpu=gpu, root=root, evaluations=stored)  # notes older timings left out
+        evaluations = store.without_superseded(stored, sel.workload.space)
         chosen_gpu = str(sel.rows["gpu"].iloc[0])
         space = sel.workload.space
         rows = evaluations[(evaluations["gpu"] == chosen_gpu) & (evaluations["dtype"] == sel.dtype)]

@@ -27,18 +27,20 @@ def config_medians(rows: pd.DataFrame, maximize: bool) -> pd.Series:
     return rows.groupby("config")["objective_value"].median().sort_values(ascending=not maximize, kind="stable")
 
 
-def load_evaluations(workload: str | None = None, root: Path | None = None) -> pd.DataFrame:
+def load_evaluations(workload: str | None = None, root: Path | None = None, superseded: bool = False) -> pd.DataFrame:
     """The stored evaluations of one workload as the answers read them: its rows recorded before its space gained
     a parameter with a default (Space.defaults) read as configs with that value, so they keep counting; where a
-    (GPU, size, dtype) has times taken the current way, older ones are left out (without_superseded). Of every
-    workload (None): every row as stored, superseded times too, each known workload's configs completed alike."""
+    (GPU, size, dtype) has times taken the current way, older ones are left out (without_superseded) unless
+    `superseded` (tuner.answers.selection leaves them out itself, saying how many). Of every workload (None):
+    every row as stored, superseded times too, each known workload's configs completed alike."""
     df = read_parts(f"*/{workload or '*'}/evaluations/*.parquet", root or results_root())
     if df.empty:
         return df
     if not workload:
         return _completed_by_workload(df)
     space = get_workload(workload).space
-    return without_superseded(complete_configs(df, space), space)
+    df = complete_configs(df, space)
+    return df if superseded else without_superseded(df, space)
 
 
 def _completed_by_workload(df: pd.DataFrame) -> pd.DataFrame:

@@ -4,11 +4,14 @@ the store has recorded of it (the sizes a replay can run, and over how many of t
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 
 from tuner.cli.common import console, shown_path
 from tuner.errors import TunerError
@@ -29,14 +32,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=command)
 
 
-def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
+def describe(name: str, origin: str, root: Path, say: Callable[[str], object] = lambda what: None) -> dict[str, Any]:
     """One workload as `tuner list --json` shows it; one that cannot be loaded has its `error` instead, a line
-    that names where it comes from (the others are listed as usual)."""
+    that names where it comes from (the others are listed as usual). `say`: told what is being done, as it is
+    begun (a first listing counts each space's configs and reads the store's parts: seconds)."""
     from tuner.store.coverage import recordings, space_size
     from tuner.store.schema import collect
     from tuner.workloads import get_workload
 
     try:
+        say("its space (counting its valid configs)")
         w = get_workload(name)
         s = w.space
         configurations = space_size(s, None)  # the space's configs whatever the dtype
@@ -45,6 +50,7 @@ def describe(name: str, origin: str, root: Path) -> dict[str, Any]:
         if not said.startswith(f"workload '{name}'"):  # some errors name the workload already
             said = f"workload '{name}'{'' if origin in said else f' ({origin})'}: {said}"
         return {"workload": name, "origin": origin, "error": said}
+    say("its recordings (reading the store's rows of it)")
     with collect() as left_out:  # parts of the store that could not be read: their recordings are not listed
         recorded = recordings(root, w.name, s)
     return {
@@ -81,9 +87,9 @@ def command(args: argparse.Namespace) -> int:
     # loading a space and reading its store take seconds the first time (then kept: tuner.kept); on a terminal, say
     # what is being read meanwhile (rich shows a status only there)
     with Console(stderr=True).status("") as status:
-        for name in names:
-            status.update(f"reading {name}: its space and recordings")
-            docs.append(describe(name, found[name].origin, root))
+        for i, name in enumerate(names, 1):
+            where = f"{name} ({i} of {len(names)})" if len(names) > 1 else name
+            docs.append(describe(name, found[name].origin, root, functools.partial(_say, status, where)))
     _warn_left_out(docs)
     broken = [d["error"] for d in docs if "error" in d]
     for error in broken:  # after the listing, on stderr: exit 2 says that something needs mending
@@ -95,6 +101,10 @@ def command(args: argparse.Namespace) -> int:
     else:
         _print_all(docs)
     return 2 if broken else 0
+
+
+def _say(status: Status, where: str, what: str) -> None:
+    status.update(f"reading {escape(where)}: {escape(what)}")
 
 
 _FIELDS = [

@@ -12,7 +12,9 @@ only a replay reads (a replay still derives its own, tuner.store.recordings.repl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import math
 import sys
@@ -21,10 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, one_line
-from tuner.kept import code_digest, kept
+from tuner.kept import Kept, code_digest, kept
 from tuner.store.kt_files import closed_cache_text, recorded_configs
 from tuner.store.parts import read_store
-from tuner.store.recordings import CacheNotWritable, _left_out, derivable, derived_path, sources, unread_line
+from tuner.store.paths import read_roots
+from tuner.store.recordings import (
+    CacheNotWritable,
+    Source,
+    _left_out,
+    derivable,
+    derived_inputs,
+    derived_path,
+    found_sources,
+    unread_line,
+)
+from tuner.store.schema import Degraded
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,7 +45,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tuner.space import Space
-    from tuner.store.recordings import Source
     from tuner.store.schema import StoreRead
 
 
@@ -87,12 +99,39 @@ def recordings(root: Path, workload: str, space: Space) -> list[Recording]:
     number of the space's configs each holds: what `tuner tune --simulate` can replay. A config counts
     where the space still has it for the recording's dtype; a parameter added since with a default takes it, as
     a replay does. The store's recordings are counted from their rows (one read of each GPU's folder), and named
-    by the file a replay derives them into (tuner.store.recordings.derivable), not derived here."""
+    by the file a replay derives them into (tuner.store.recordings.derivable), not derived here.
+
+    The whole answer is kept (tuner.kept, folder "recordings-listed"), made from the content of every file it
+    reads and the space file: a listing whose files are as they were reads the bytes of each and no Parquet at
+    all (a second `tuner list` read every part of the store again, 3 columns of each, and each GPU's folder's
+    kept rows). What its reads left out is said again as they said it; an answer where a part or a recording
+    could not be read is not kept (the error may pass)."""
+    roots = [[str(r), str(r.absolute())] for r in read_roots(root)]  # as given too: the paths kept are named so
+    slot = Kept("recordings-listed", [workload, roots, _listing_key(space)])
+    made_from = _inputs(root, workload, space)
+    listed = slot.get(made_from, _is_listing)
+    if listed is not None:
+        for left_out in listed[1]:
+            _left_out(left_out)
+        return [_derivable_now(source, r, workload) for source, r in listed[0]]
+    said: list[Degraded] = []
+    found = _recordings(root, workload, space, said)
+    if not any(r.error for _, r in found) and not any(left_out.parts for left_out in said):
+        slot.put((found, said), made_from)
+    return [r for _, r in found]
+
+
+def _recordings(root: Path, workload: str, space: Space, said: list[Degraded]) -> list[tuple[Source, Recording]]:
+    """recordings(), each with its source; what the reads left out is said and added to `said`, in order."""
     reads: dict[str, _Rows] = {}
     in_space = in_space_of(space)
     out = []
     sizes: dict[str, int] = {}  # a dtype's own restrictions are counted once
-    for source in sources(root, workload):
+    inputs: dict[str, bytes] = {}  # a GPU's folder's parts, hashed once for all its recordings
+    listed, scanned = found_sources(root, workload)
+    _left_out(scanned)
+    said.append(scanned)
+    for source in listed:
         if source.dtype not in sizes:
             sizes[source.dtype] = space_size(space, source.dtype)
         size = sizes[source.dtype]
@@ -103,8 +142,11 @@ def recordings(root: Path, workload: str, space: Space) -> list[Recording]:
             else:
                 pattern = f"{source.gpu}/{workload}/evaluations/*.parquet"
                 if pattern not in reads:  # read even where the counts are kept: what it leaves out is said
-                    reads[pattern] = _Rows(read_store(pattern, root), workload, space)
-                derived = derived_path(root, workload, source)  # named by the rows' parts and the space file
+                    reads[pattern] = _Rows(read_store(pattern, root, columns=_READ), workload, space)
+                    said.append(reads[pattern].found.degraded)
+                if source.gpu not in inputs:
+                    inputs[source.gpu] = derived_inputs(root, workload, source.gpu)
+                derived = derived_path(root, workload, source, inputs[source.gpu])  # named by its rows and space
                 held = kept(
                     "recordings-held",
                     [derived.name, source.gpu, workload, *_space_key(space, source.dtype)],
@@ -117,8 +159,76 @@ def recordings(root: Path, workload: str, space: Space) -> list[Recording]:
             held, error, unwritable, path = None, str(e), e.folder, None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, TunerError) as e:
             held, error, unwritable = None, f"{path or source.gpu}: cannot be read ({one_line(e)})", None
-        out.append(Recording(source.gpu, source.size, source.dtype, held, size, path, error, unwritable))
+        out.append((source, Recording(source.gpu, source.size, source.dtype, held, size, path, error, unwritable)))
     return out
+
+
+def _derivable_now(source: Source, recording: Recording, workload: str) -> Recording:
+    """A kept recording as recordings() finds it now: one derived from the rows still derivable into this user's
+    cache folder (which may have become unwritable since), else said so, as it is said when counted."""
+    if source.file is not None or recording.path is None:
+        return recording
+    try:
+        derivable(recording.path, workload, source)
+    except CacheNotWritable as e:
+        return dataclasses.replace(recording, held=None, path=None, error=str(e), unwritable=e.folder)
+    return recording
+
+
+def _inputs(root: Path, workload: str, space: Space) -> list:
+    """What recordings() reads, by path and content: the workload's parts of evaluations and Kernel Tuner caches
+    in every folder the store reads (read_roots), `space`'s file, and the workload's (derived_path names
+    recordings by it)."""
+    from tuner.workloads import get_workload
+
+    files = [Path(space.path)]
+    try:
+        files += [] if get_workload(workload).space.path == space.path else [get_workload(workload).space.path]
+    except TunerError:  # none such: its recordings say so, and are not kept
+        pass
+    for r in read_roots(root):
+        for pattern in (f"*/{workload}/evaluations/*.parquet", f"*/{workload}/*.cache.json"):
+            files += sorted(Path(r).glob(pattern))
+    return [(str(f), _content(f)) for f in files]
+
+
+def _content(path: Path) -> str:
+    """A file's content digest (read now: a file rewritten within its clock's tick is told apart too)."""
+    try:
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError as e:  # its reader says why; a listing with it unread is not kept
+        return f"unreadable: {type(e).__name__}"
+
+
+def _listing_key(space: Space) -> list:
+    """What a kept listing depends on beside the files it reads: the space as loaded (its parameters,
+    restrictions, counts, and what tells superseded rows: its launches and language) and the code."""
+    from tuner import vocabulary
+    from tuner.space import configurations, expressions, model
+    from tuner.store import kt_files, parts, paths, recordings, rows, schema
+
+    modules = [recordings, paths, kt_files, parts, rows, schema, expressions, configurations, model, vocabulary]
+    return [
+        space.space_hash_for(None),
+        space.configurations,
+        space.defaults,
+        [space.block_names, model.MAX_THREADS],
+        [space.iterations, space.lang],
+        code_digest(sys.modules[__name__], *modules),
+    ]
+
+
+def _is_listing(value: object) -> bool:
+    """A kept listing: ([(Source, Recording)], [Degraded])."""
+    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, list) for v in value)):
+        return False
+    found, said = value
+    pairs = all(isinstance(p, tuple) and len(p) == 2 for p in found)
+    return (
+        pairs
+        and all(isinstance(s, Source) and isinstance(r, Recording) for s, r in found)
+        and all(isinstance(d, Degraded) for d in said)
+    )
 
 
 def space_size(space: Space, dtype: str | None) -> int:
@@ -136,6 +246,7 @@ def space_size(space: Space, dtype: str | None) -> int:
 
 # what a recording's entries are drawn from: its key, the columns without_superseded reads, the configs and their times
 _COLUMNS = ["config", "status", "times", "timing", "gpu", "size", "size_vars", "dtype", "timestamp"]
+_READ = [*_COLUMNS, "workload"]  # of a part's columns, what is read (and those the schema checks: read_store)
 
 
 def _space_key(space: Space, dtype: str) -> list:
@@ -243,14 +354,14 @@ def in_space_of(space: Space) -> Callable[[dict, str | None], bool]:
         return holds and math.prod(config[n] for n in block) <= MAX_THREADS
 
     def in_space(entry: dict, dtype: str | None) -> bool:
-        config = {k: entry.get(k, defaults.get(k)) for k in space.params}
+        values = [entry.get(k, defaults.get(k)) for k in space.params]
         own = tuple(space.dtype_restrictions.get(dtype, ()))  # dtypes without restrictions of their own: one test
         try:
-            key = (own, *config.values())
+            key = (own, *values)
             if key not in known:
-                known[key] = test(config, dtype)
+                known[key] = test(dict(zip(space.params, values)), dtype)
             return known[key]
         except TypeError:  # a value that cannot be a key (a list): tested each time
-            return test(config, dtype)
+            return test(dict(zip(space.params, values)), dtype)
 
     return in_space

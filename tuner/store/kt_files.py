@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from kernel_tuner import util
 
 from tuner.atomic import write_text_atomically
 from tuner.errors import TunerError
@@ -137,7 +136,8 @@ def recorded_configs(rows: pd.DataFrame, space: Space) -> tuple[list[str], dict[
     Where configs share a key, the cache holds the last. Each distinct config is parsed once, not each row:
     `tuner list` counts every recording from this alone (tuner.store.coverage), without building entries."""
     parsed = {text: json.loads(text) for text in rows.sort_values("timestamp", kind="stable")["config"].unique()}
-    keys = [k for k in space.params if any(k in c for c in parsed.values())]
+    present = set().union(*parsed.values())  # the parameters some config has
+    keys = [k for k in space.params if k in present]
     configs: dict[str, tuple[str, dict] | None] = {}
     for text, config in parsed.items():
         # complete_configs' rule, on the parsed config (parsing each again through it cost `tuner list` a second);
@@ -217,6 +217,8 @@ def store_cache_doc(
 
 def cache_text(doc: dict) -> str:
     """Kernel Tuner's layout: the header, then one entry a line, closed (as its close_cache leaves it)."""
+    from kernel_tuner import util  # imported here: `tuner list` imports this module, not Kernel Tuner (0.1 s)
+
     header = {k: v for k, v in doc.items() if k != "cache"}  # the cache last, whatever the order given
     text = json.dumps({**header, "cache": {}}, cls=util.NpEncoder, indent="")[:-3]
     text += "".join("\n" + json.dumps({k: v}, cls=util.NpEncoder)[1:-1] + "," for k, v in doc["cache"].items())
@@ -244,6 +246,7 @@ def t4_metadata(doc: dict) -> dict:
 def t4_results(doc: dict) -> dict:
     """A cache document as Kernel Tuner's T4 results file, written by Kernel Tuner's own get_t4_results, with
     the metadata of t4_metadata beside its time unit."""
+    from kernel_tuner import util
     from kernel_tuner.file_utils import get_t4_results
 
     errors = {name: getattr(util, name)() for name in KT_ERROR_NAMES}

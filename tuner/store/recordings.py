@@ -52,8 +52,14 @@ def sources(root: Path, workload: str) -> list[Source]:
     """Every recorded (GPU, size, dtype) of `workload` in the store and the recordings a package ships. A part
     whose rows cannot be told (unreadable, or without a required column) is said: to the
     tuner.store.schema.collect() around the call, else in a warning (once a process)."""
+    found, left_out = found_sources(root, workload)
+    _left_out(left_out)
+    return found
+
+
+def found_sources(root: Path, workload: str) -> tuple[list[Source], Degraded]:
+    """sources(), and what its scan left out, said to no one: the caller says it (_left_out)."""
     held = scan(root, workload)
-    _left_out(held.left_out)
     found = {}
     for gpu, size, dtype in sorted(held.groups):
         found[(gpu_slug(gpu), safe_name(size), dtype)] = Source(gpu_slug(gpu), size, dtype, gpu_name=gpu)
@@ -61,7 +67,7 @@ def sources(root: Path, workload: str) -> list[Source]:
         for c in sorted(Path(r).glob(f"*/{workload}/*.cache.json")):
             size, _, dtype = c.name.removesuffix(".cache.json").rpartition("_")
             found.setdefault((c.parent.parent.name, size, dtype), Source(c.parent.parent.name, size, dtype, file=c))
-    return [found[k] for k in sorted(found)]
+    return [found[k] for k in sorted(found)], held.left_out
 
 
 @dataclass
@@ -138,19 +144,27 @@ def unread_line(unread: dict[str, str]) -> str:
     )
 
 
-def derived_path(root: Path, workload: str, source: Source) -> Path:
+def derived_path(root: Path, workload: str, source: Source, inputs: bytes | None = None) -> Path:
     """Where the recording of `source` (from the store's rows) is kept in this user's cache: named by its size
-    and dtype and a key of the rows' parts and the workload's space file, so rows added later make a new one."""
-    from tuner.workloads import get_workload
-
-    pattern = f"{source.gpu}/{workload}/evaluations/*.parquet"
+    and dtype and a key of the rows' parts and the workload's space file, so rows added later make a new one.
+    `inputs`: derived_inputs of its GPU's folder, where the caller has them (one for all the folder's recordings)."""
     key = hashlib.blake2b(f"{DERIVED_FORMAT}\n{source.gpu_name}\n{source.size}\n{source.dtype}\n".encode())
-    space_file = get_workload(workload).space.path
-    key.update(space_file.read_bytes() if space_file.is_file() else str(space_file).encode())
-    for part in sorted(p for r in read_roots(root) for p in Path(r).glob(pattern)):
-        key.update(part.name.encode() + _digest(part))
+    key.update(derived_inputs(root, workload, source.gpu) if inputs is None else inputs)
     name = f"{safe_name(source.size)}_{source.dtype}.{key.hexdigest()[:16]}.cache.json"
     return user_cache("recordings") / source.gpu / workload / name
+
+
+def derived_inputs(root: Path, workload: str, gpu: str) -> bytes:
+    """What the recordings derived from the rows of the store's folder `gpu` are named by, besides their own
+    names (derived_path): the workload's space file and the folder's parts, by their content."""
+    from tuner.workloads import get_workload
+
+    pattern = f"{gpu}/{workload}/evaluations/*.parquet"
+    space_file = get_workload(workload).space.path
+    said = [space_file.read_bytes() if space_file.is_file() else str(space_file).encode()]
+    for part in sorted(p for r in read_roots(root) for p in Path(r).glob(pattern)):
+        said.append(part.name.encode() + _digest(part))
+    return b"".join(said)
 
 
 def replay_file(root: Path, workload: str, source: Source, read_rows: Callable[[str], StoreRead] | None = None) -> Path:

@@ -1,10 +1,14 @@
-"""Process start-up: Kernel Tuner must not pull in torch (seconds of every worker's and parent's start), and the
-command line's parser imports none of the heavy libraries (`tuner --help` 1.5 s -> 0.2 s on the build machine)."""
+"""Process start-up: Kernel Tuner must not pull in torch (seconds of every worker's and parent's start), the
+command line's parser imports none of the heavy libraries (`tuner --help` 1.5 s -> 0.2 s on the build machine),
+the store's light names (results_root, the paths) come without pandas and pyarrow (`import tuner.store` 0.66 s
+-> 0.06 s), and loading the spmv workload (every `tuner list`) without scipy.sparse."""
 
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +52,58 @@ def test_the_parser_is_built_without_the_heavy_libraries():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _imported(code: str) -> str:
+    """What `code`, run in a fresh interpreter, prints."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_stores_light_names_are_imported_without_pandas_and_its_heavy_names_as_before():
+    printed = _imported("""
+        import sys
+        import tuner.store
+        from tuner.store import cache_path, read_roots, results_root, safe_name, workload_dir, write_atomically
+        print(sorted(m for m in ("pandas", "pyarrow") if m in sys.modules))
+        from tuner.store import Degraded, PartWriter, load_evaluations  # the heavy names, imported on their use
+        import tuner.store.parts, tuner.store.rows, tuner.store.schema
+        assert load_evaluations is tuner.store.rows.load_evaluations and PartWriter is tuner.store.parts.PartWriter
+        assert Degraded is tuner.store.schema.Degraded
+        print(sorted(m for m in ("pandas", "pyarrow") if m in sys.modules))
+    """)
+    assert printed.splitlines() == ["[]", "['pandas', 'pyarrow']"]
+
+
+def test_every_name_of_the_store_is_importable_and_an_unknown_one_is_not():
+    import tuner.store
+    from tuner import atomic
+    from tuner.store import parts, paths, rows, schema
+
+    defined_in = (parts, paths, rows, schema, atomic)
+    for name in tuner.store.__all__:
+        assert any(getattr(m, name, None) is getattr(tuner.store, name) for m in defined_in), name
+    assert set(tuner.store.__all__) <= set(dir(tuner.store))
+    with pytest.raises(AttributeError, match="no attribute 'load_everything'"):
+        tuner.store.load_everything  # noqa: B018
+    with pytest.raises(ImportError):
+        from tuner.store import load_everything  # noqa: F401
+
+
+def test_the_spmv_workload_is_loaded_without_scipy_sparse():
+    printed = _imported("""
+        import sys
+        from tuner.workloads import spmv, spmv_matrices
+        print("scipy.sparse" in sys.modules)
+        size = spmv_matrices.size_for("uniform", 64, 4, 1, None)
+        assert spmv.WORKLOAD.matrix(size).nnz == size["nnz"]  # what needs scipy.sparse imports it
+        print("scipy.sparse" in sys.modules)
+    """)
+    assert printed.splitlines() == ["False", "True"]
 
 
 def test_the_parsers_leaf_names_are_those_the_stages_use():

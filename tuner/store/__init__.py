@@ -1,7 +1,15 @@
 """The store stage: Parquet parts under results/<gpu>/<workload>/, one row per evaluation (paths, parts), and
-the rows a question needs as the current space reads them (rows)."""
+the rows a question needs as the current space reads them (rows).
 
-from tuner.store.parts import PartWriter, read_parts, read_store, recorded_gpu, write_atomically, write_parquet
+The names of parts, rows and schema are imported when first used (PEP 562): they need pandas and pyarrow
+(about a second), which a light name (results_root, the paths) does without."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tuner.atomic import write_atomically
 from tuner.store.paths import (
     cache_path,
     checked_results_folder,
@@ -12,17 +20,53 @@ from tuner.store.paths import (
     safe_name,
     workload_dir,
 )
-from tuner.store.rows import (
-    canonical_config,
-    complete_configs,
-    config_medians,
-    load_baselines,
-    load_evaluations,
-    same_protocol,
-    timing_matches,
-    without_superseded,
-)
-from tuner.store.schema import Degraded, StoreRead, collect
+
+if TYPE_CHECKING:
+    from tuner.store.parts import PartWriter, read_parts, read_store, recorded_gpu, write_parquet
+    from tuner.store.rows import (
+        canonical_config,
+        complete_configs,
+        config_medians,
+        load_baselines,
+        load_evaluations,
+        same_protocol,
+        timing_matches,
+        without_superseded,
+    )
+    from tuner.store.schema import Degraded, StoreRead, collect
+
+# the heavy names, by the module that defines them
+_LAZY = {
+    **dict.fromkeys(["PartWriter", "read_parts", "read_store", "recorded_gpu", "write_parquet"], "tuner.store.parts"),
+    **dict.fromkeys(
+        [
+            "canonical_config",
+            "complete_configs",
+            "config_medians",
+            "load_baselines",
+            "load_evaluations",
+            "same_protocol",
+            "timing_matches",
+            "without_superseded",
+        ],
+        "tuner.store.rows",
+    ),
+    **dict.fromkeys(["Degraded", "StoreRead", "collect"], "tuner.store.schema"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A heavy name, its module imported now (and the name kept here: asked once)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Degraded",

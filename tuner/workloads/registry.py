@@ -24,10 +24,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-import yaml
-
 from tuner import locations
 from tuner.errors import TunerError, one_line
+from tuner.space.document import declared_workload
 from tuner.workloads.base import Workload
 from tuner.workloads.folders import MODULE_FILE, SPACE_FILE, Found, folder_workloads
 
@@ -309,12 +308,8 @@ def _get(name: str, workloads_folder: Path, stamp: int | None) -> Workload:
 def _check_declared_name(found: Found) -> None:
     """The space's `workload:` key must be the workload's name (its folder's, or its entry point's): the name
     every command and the store go by. A space that cannot be read is left for the loader to report."""
-    try:
-        doc = yaml.safe_load(found.space_path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return
-    declared = doc.get("workload") if isinstance(doc, dict) else None
-    if isinstance(declared, str) and declared != found.name:
+    declared = declared_workload(found.space_path)  # its document parsed once, kept for the space's loading
+    if declared is not None and declared != found.name:
         if found.origin.startswith("package "):
             named, fix = "the name of its entry point", "or rename the entry point"
         else:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from tuner.errors import TunerError
 from tuner.measure.vendor import cupy_or_none, time_with_events
 from tuner.workloads import Workload
 from tuner.workloads import spmv_matrices as mats
+
+if TYPE_CHECKING:  # imported where the reference is computed: loading the workload (`tuner list`) needs none
+    import scipy.sparse as sp
 
 MANTISSA_BITS = {"float32": 24, "float64": 53}
 # the seed's two kernels as it wrote them (no hints, no unrolling, one row per thread), at every block size
@@ -172,6 +174,8 @@ class SpMV(Workload):
 
 def reference(args: list, size: dict) -> np.ndarray:
     """scipy's CSR product in float64 of the kernel's own inputs."""
+    import scipy.sparse as sp
+
     row_ptr, col, val, x = args[:4]
     nnz = int(row_ptr[-1])
     a = sp.csr_matrix((val[:nnz].astype(np.float64), col[:nnz], row_ptr), shape=(size["rows"], size["cols"]))

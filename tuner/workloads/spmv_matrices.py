@@ -21,12 +21,14 @@ import warnings
 import zlib
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.io
-import scipy.sparse as sp
 
 from tuner.errors import TunerError
+
+if TYPE_CHECKING:  # scipy.sparse is imported where a matrix is made: loading the workload (`tuner list`) needs none
+    import scipy.sparse as sp
 
 CLASSES = {"file": 0, "uniform": 1, "powerlaw": 2, "laplace2d": 3, "banded": 4, "denserow": 5}
 CLASS_NAMES = {code: name for name, code in CLASSES.items()}
@@ -42,6 +44,9 @@ X_MAX = 3  # x holds integers in [-3, 3]
 def read_matrix_market(path: str | Path) -> sp.csr_matrix:
     """A .mtx file (coordinate; real, integer or pattern; general, symmetric or skew-symmetric) as CSR with
     float64 values, rows' columns sorted, duplicates summed. Anything else is a one-line TunerError."""
+    import scipy.io
+    import scipy.sparse as sp
+
     path = Path(path)
     if not path.is_file():
         raise TunerError(f"{path}: no such Matrix Market file")
@@ -135,6 +140,8 @@ def row_lengths(size: dict) -> np.ndarray:
 
 def generate(size: dict) -> sp.csr_matrix:
     """The matrix of a size: a generated class, or a registered Matrix Market file."""
+    import scipy.sparse as sp
+
     cls, rows, cols = size["matrix"], size["rows"], size["cols"]
     if cls == 0:
         path = registered_path(size)
@@ -168,6 +175,8 @@ def generate(size: dict) -> sp.csr_matrix:
 
 def _laplace2d(rows: int, cols: int) -> sp.csr_matrix:
     """5-point Laplacian (4 on the diagonal, -1 to the 4 neighbours) on a grid isqrt(rows) wide."""
+    import scipy.sparse as sp
+
     if rows != cols:
         raise TunerError(f"laplace2d matrices are square; got rows={rows}, cols={cols}")
     offsets, present = _laplace_neighbours(rows)

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from tuner.answers.baseline import BASELINE_SESSIONS, session_noise
-from tuner.answers.check import CheckResult, check_one, exit_code
+from tuner.answers.check import check_one
+from tuner.answers.check_result import CheckResult, exit_code
 from tuner.answers.check_report import junit, markdown
 from tuner.stats import compare, normalise
 from tuner.measure.protocol import MeasureSpec

@@ -2,8 +2,9 @@
 
 `check` re-measures each baseline's config (tuner.answers.baseline) the same way (verifying its output
 again), normalises by the reference of the same round, and compares distributions (tuner.stats).
-This module holds the run, the verdict for one kernel, the refusal rules, the re-tune of a regressed kernel
-and the exit code; the reports are in tuner.answers.check_report. Exit 0 pass, 1 regression (slower, or a
+This module holds the run, the verdict for one kernel and the refusal rules; the results and the exit code are
+in tuner.answers.check_result, the inputs' checks in check_inputs, the re-tune of a regressed kernel in
+check_retune, the reports in check_report. Exit 0 pass, 1 regression (slower, or a
 wrong answer / failure), 2 could not run (no GPU, no baseline, a refused comparison, a baseline recorded
 before its space gained a parameter or timed otherwise than kernels are timed now, or of a workload nothing
 defines now; a comparison that gave no finite number). The baselines are the project's own (its store's root
@@ -16,8 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -32,51 +32,22 @@ from tuner.answers.baseline import (
     read_baselines,
     unreadable_text,
 )
+from tuner.answers.check_inputs import (
+    check_plant,
+    check_retune,
+    check_threshold,
+    lacking_parameters,
+    planted_config,
+    timing_differs,
+)
+from tuner.answers.check_result import CheckResult, CheckRun, note
+from tuner.answers.check_retune import recovery, retuned
 from tuner.answers.check_rows import StoreRows
 from tuner.errors import TunerError
-from tuner.formatting import config_text
 from tuner.measure.provenance import gpu_info, kernel_hash
-from tuner.space import Space, format_size
+from tuner.space import Space
 from tuner.stats import THRESHOLD, compare, normalise
 from tuner.workloads import get_workload
-
-
-@dataclass
-class CheckResult:
-    workload: str
-    size: str
-    dtype: str
-    config: dict
-    verdict: str  # pass, faster, regression, failed, refused, stale, invalid (no finite comparison)
-    reason: str = ""
-    reference: str = ""
-    baseline_ms: float | None = None
-    now_ms: float | None = None
-    raw: dict = field(default_factory=dict)  # change and confidence interval of raw times
-    normalised: dict = field(default_factory=dict)  # the same, in units of the reference
-    retuned: dict | None = None  # a re-tune's best (config, time_ms), and whether it recovers the baseline (recovery)
-    noise_floor: float | None = None  # the slowdown this kernel must show to be flagged on this runner
-    rounds: list = field(default_factory=list)  # this check's per-round medians (ms), for a closer look
-    decided_by: str = ""  # "normalised" or "raw": whose verdict is the check's
-    stored_best: dict | None = None  # the stored best config, where the baseline's is no longer it (StoreRows)
-
-    @property
-    def exit_code(self) -> int:
-        return {"pass": 0, "faster": 0, "regression": 1, "failed": 1}.get(self.verdict, 2)
-
-
-PROJECT, SHIPPED = "project", "shipped"  # whose baselines a check compared with (CheckRun.baselines)
-
-
-class CheckRun(list[CheckResult]):
-    """A check's results, in order, with what its reports say beside them: whose baselines were checked
-    (`baselines`: "project", the project's own, or "shipped", those shipped with the built-in workloads, a demo),
-    and notes on what the gate did not check (baselines of other GPUs, say)."""
-
-    def __init__(self, results: Iterable[CheckResult] = (), *, baselines: str = PROJECT) -> None:
-        super().__init__(results)
-        self.baselines = baselines
-        self.notes: list[str] = []
 
 
 def _major(version: str) -> str:
@@ -180,11 +151,6 @@ def deciding(raw: dict, normalised: dict) -> str:
     return "normalised" if normalised and normalised["threshold"] <= raw["threshold"] else "raw"
 
 
-def note(res: CheckResult, text: str) -> None:
-    """`text` added to the result's reason."""
-    res.reason = (res.reason + "; " if res.reason else "") + text
-
-
 def note_kernel_changed(res: CheckResult, base: dict, space: Space) -> None:
     """The note of a check whose kernel source changed since its baseline (its kernel_hash, as every row records
     it: tuner.measure.provenance.kernel_hash): a regression may be that change, or the baseline may be due for a
@@ -199,45 +165,6 @@ def note_kernel_changed(res: CheckResult, base: dict, space: Space) -> None:
             f"the kernel source changed since the baseline (kernel_hash {recorded} then, {now} now): refresh the "
             f"baseline with `tuner baseline {base['workload']}` once the change is meant",
         )
-
-
-def check_retune(retune: int) -> None:
-    """--retune: a number of evaluations (0: no re-tune)."""
-    if retune < 0:
-        raise TunerError(f"--retune {retune}: give a number of evaluations (0: no re-tune)")
-
-
-def check_threshold(threshold: float) -> None:
-    """--threshold: a fraction above 0 and below 1 (5 is not 5%: a 500% slowdown would pass)."""
-    if not 0 < threshold < 1:  # NaN too
-        raise TunerError(
-            f"--threshold {threshold:g}: give a fraction such as 0.03 (a regression must be more than 3% slower)"
-        )
-
-
-def lacking_parameters(base: dict, space: Space, config: dict) -> str | None:
-    """Why the baseline is stale where its config (completed with the space's defaults) lacks parameters of
-    today's space: it names no kernel of today's (recorded before the space gained them)."""
-    missing = [k for k in space.params if k not in config]
-    if not missing:
-        return None
-    return (
-        f"its config lacks {', '.join(missing)}, parameters the space gained since; record it again with "
-        f"`tuner baseline {base['workload']}`"
-    )
-
-
-def timing_differs(base: dict, space: Space, timing: str) -> str | None:
-    """Why the baseline is stale where it was timed otherwise than kernels are timed now (`timing`, the worker's
-    protocol: tuner/measure/timing.py): e.g. taken before kernels' start events waited for their launch, its
-    times carry the launch overhead (8-20 us), which would hide a regression of that size in a short kernel."""
-    if store.timing_matches(base, space, timing):
-        return None
-    recorded = base.get("timing")
-    return (
-        f"timed {recorded if isinstance(recorded, str) else 'plain'}, kernels are timed {timing} now (tuner/measure/timing.py); record "
-        f"it again with `tuner baseline {base['workload']}`"
-    )
 
 
 def missing_baseline(workload: str, baselines: Baselines, gpu: str | None, none: str) -> str:
@@ -425,122 +352,3 @@ def run_check(
         )
         run.append(res)
     return run
-
-
-def recovery(
-    res: CheckResult, base: dict, space: Space, found: dict | None, timing: str | None, whose: str
-) -> dict | None:
-    """A re-tune's answer `found` (its best: config, time_ms), with whether it recovers the baseline (`recovers`)
-    and a note saying so, also added to the result's reason: it does where its time is within the kernel's raw
-    noise floor of the baseline's median. Times taken with another timing protocol (`timing`, of `whose` times:
-    tuner/measure/timing.py) than the baseline's are not compared: `recovers` is None and the note says why."""
-    if found is None:
-        return None
-    config, ms, base_ms = found.get("config") or {}, found.get("time_ms"), res.baseline_ms
-    own = space.complete(json.loads(base["config"]))
-    changed = {k: v for k, v in config.items() if own.get(k, object()) != v}
-    what = f"re-tuned to {config_text(changed)}" if changed else "re-tuned to the baseline's own config"
-    recorded = base.get("timing") if isinstance(base.get("timing"), str) else "plain"
-    recovers: bool | None = None
-    if ms is None or base_ms is None or not math.isfinite(ms) or ms <= 0:
-        said = f"{what}: no time to compare with the baseline's"
-    elif timing is None or not store.timing_matches(base, space, timing):
-        said = (
-            f"{what}: {ms:.4g} ms, not comparable with the baseline's {base_ms:.4g} ms: {whose} times were taken "
-            f"{timing or 'in more than one way'}, the baseline's {recorded} (tuner/measure/timing.py)"
-        )
-    else:
-        floor = res.raw.get("threshold", THRESHOLD)
-        recovers = ms <= base_ms * (1 + floor)
-        said = (
-            f"{what}: {ms:.4g} ms, {ms / base_ms - 1:+.1%} against the baseline's {base_ms:.4g} ms (noise floor "
-            f"{floor:.1%}): {'it recovers the baseline' if recovers else 'it does not recover the baseline'}"
-        )
-    note(res, said)
-    return {**found, "baseline_ms": base_ms, "recovers": recovers, "note": said}
-
-
-def retuned(
-    base: dict,
-    budget: int,
-    log: Callable[[str], object],
-    *,
-    backend: str = "nvcuda",
-    device: int = 0,
-    replay: Path | None = None,
-) -> dict | None:
-    """A small fresh campaign (nothing served from the store) to see whether another config recovers; with
-    `replay` (the store that holds the baseline GPU's recordings), that campaign replayed from its recording."""
-    import tempfile
-
-    from tuner.campaign.local import run_campaign
-    from tuner.campaign.request import CampaignRequest
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = run_campaign(
-            CampaignRequest(
-                workload=base["workload"],
-                # a recording is found by the size's name
-                size=base["size"] if replay else format_size(json.loads(base["size_vars"])),
-                dtype=base["dtype"],
-                strategy="tpe",
-                max_evals=budget,
-                backend=backend,
-                device=device,
-                results=replay or Path(tmp),
-                simulate=replay is not None,
-                gpu=base["gpu"] if replay else None,
-                quiet=True,
-                warm_start=replay is None,  # a replay's store is the real one: not served from it either
-            )
-        )
-    how = f" (replayed from the recording of {out.gpu})" if replay else ""
-    log(f"retuned {base['workload']} {base['size']} {base['dtype']}{how}: {out.best}")
-    return out.best
-
-
-def check_plant(plant: dict, spaces: dict[str, Space]) -> None:
-    """--plant must change the config of every kernel checked (`spaces`, by workload): a parameter that a space
-    lacks, or a value that it does not have, would leave the config as it is, and the check would pass the very
-    change it was asked to catch. One line naming what is wrong, with the parameters or values there are."""
-    problems = []
-    for k, v in plant.items():
-        having = sorted(n for n, space in spaces.items() if k in space.params)
-        lacking = sorted(n for n in spaces if n not in having)
-        if lacking and having:
-            problems.append(
-                f"{' and '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no parameter {k}: name the "
-                f"workloads it applies to, `tuner check {' '.join(having)} --plant {k}=...`"
-            )
-        elif len(lacking) == 1:
-            problems.append(f"{lacking[0]} has no parameter {k} (it has {', '.join(spaces[lacking[0]].params)})")
-        elif lacking:
-            problems.append(f"none of {', '.join(lacking)} has a parameter {k}")
-        outside: dict[tuple, list[str]] = {}  # the values of k, and the workloads whose k has them
-        for n in having:
-            if v not in spaces[n].params[k]:
-                outside.setdefault(tuple(spaces[n].params[k]), []).append(n)
-        if outside:
-            problems.append(
-                f"{k}={v} is not a value of {k} in "
-                + ", ".join(f"{' and '.join(ns)} (it has {', '.join(map(str, vs))})" for vs, ns in outside.items())
-            )
-    if problems:
-        raise TunerError("--plant: " + "; ".join(problems))
-
-
-def planted_config(base: dict, space: Space, plant: dict) -> dict:
-    """The baseline's config (completed with the space's defaults) with `plant` applied; a planted config that
-    breaks a restriction of the space names no kernel, and is an error."""
-    config = {**space.complete(json.loads(base["config"])), **plant}
-    if plant and all(k in config for k in space.params) and not space.is_valid(config, base["dtype"]):
-        raise TunerError(
-            f"--plant {config_text(plant)} breaks a restriction of the {base['workload']} space for "
-            f"{base['size']} {base['dtype']}: {config_text(config)}"
-        )
-    return config
-
-
-def exit_code(results: list[CheckResult]) -> int:
-    codes = [r.exit_code for r in results]
-    return 1 if 1 in codes else (2 if 2 in codes else 0)

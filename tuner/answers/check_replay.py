@@ -25,25 +25,10 @@ from typing import TYPE_CHECKING
 
 from tuner import locations, store
 from tuner.answers.baseline import MIN_ROUNDS, baseline_sessions, read_baselines, unreadable_text
-from tuner.answers.check import (
-    PROJECT,
-    SHIPPED,
-    CheckResult,
-    CheckRun,
-    check_one,
-    check_retune,
-    check_threshold,
-    lacking_parameters,
-    note,
-    note_kernel_changed,
-    note_stored_best,
-    planted_config,
-    prepare,
-    recovery,
-    retuned,
-    timing_differs,
-    unknown_workload,
-)
+from tuner.answers.check import check_one, note_kernel_changed, note_stored_best, prepare, unknown_workload
+from tuner.answers.check_inputs import check_retune, check_threshold, lacking_parameters, planted_config, timing_differs
+from tuner.answers.check_result import PROJECT, SHIPPED, CheckResult, CheckRun, note
+from tuner.answers.check_retune import recovery, retuned
 from tuner.answers.check_rows import StoreRows
 from tuner.errors import TunerError
 from tuner.formatting import config_text

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from xml.etree import ElementTree as ET
 
-from tuner.answers.check import PROJECT, SHIPPED, CheckResult, exit_code
+from tuner.answers.check_result import PROJECT, SHIPPED, CheckResult, exit_code
 from tuner.json_text import strict_json
 from tuner.store.schema import Degraded
 

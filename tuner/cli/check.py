@@ -12,7 +12,7 @@ from tuner.cli.common import DEGRADED_EXIT, DEGRADED_HELP, console, degraded_sta
 from tuner.errors import TunerError, one_line
 
 if TYPE_CHECKING:
-    from tuner.answers.check import CheckRun
+    from tuner.answers.check_result import CheckRun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,7 +90,7 @@ def command(args: argparse.Namespace) -> int:
     (a damaged baseline part would otherwise leave its kernels out of the gate unsaid). The reports say what the
     store left out, and carry the process's exit code; a check that could not run at all (exit 2) still writes
     --junit and --markdown, with its error, for a CI step that publishes them whatever happened."""
-    from tuner.answers import check, check_report
+    from tuner.answers import check_report, check_result
     from tuner.store.schema import collect
 
     try:
@@ -99,7 +99,7 @@ def command(args: argparse.Namespace) -> int:
     except Exception as e:  # exit 2 (a TunerError, or a bug: tuner.cli.main says which): the reports say why
         degraded_status(degraded.as_dict() if degraded else None, args.allow_degraded)  # the damage said too
         said = str(e) if isinstance(e, TunerError) else f"{one_line(e)} (a bug to report)"
-        empty = check.CheckRun(baselines=check.SHIPPED if args.demo else check.PROJECT)
+        empty = check_result.CheckRun(baselines=check_result.SHIPPED if args.demo else check_result.PROJECT)
         _write_reports(args, empty, degraded.as_dict() if degraded else None, error=said)
         if args.json:  # a script reading stdout gets a document whatever happened
             left = degraded.as_dict() if degraded else None
@@ -107,7 +107,7 @@ def command(args: argparse.Namespace) -> int:
         raise
     left = degraded.as_dict() if degraded else None
     status = degraded_status(left, args.allow_degraded)  # said in any case
-    code = check.exit_code(results) or status
+    code = check_result.exit_code(results) or status
     _report(args, results, code, left)
     return code
 
@@ -124,13 +124,14 @@ MEASURING = (
 
 def _check(args: argparse.Namespace) -> CheckRun:
     from tuner.answers import check
+    from tuner.answers.check_inputs import check_threshold
 
     plant = dict(parse_assignment(a) for a in args.plant) if args.plant else None
     for path in filter(None, (args.junit, args.markdown)):  # found out now, not after minutes of measuring
         folder = Path(path).resolve().parent
         if not folder.is_dir():
             raise TunerError(f"cannot write {path}: no folder {folder}")
-    check.check_threshold(args.threshold)
+    check_threshold(args.threshold)
     out = Console(stderr=True) if args.json else console
 
     def log(line: str) -> None:  # whole lines: a path or config is never cut, and a CI log greps them

@@ -73,7 +73,7 @@ def retuned(
                 # a recording is found by the size's name
                 size=base["size"] if replay else format_size(json.loads(base["size_vars"])),
                 dtype=base["dtype"],
-                strategy=DEFAULT_STRATEGY,  # cold (a fresh store): `auto`, the cold search of docs/strategies.md
+                strategy=DEFAULT_STRATEGY,  # as `tuner tune` searches (`auto`: docs/strategies.md)
                 max_evals=budget,
                 backend=backend,
                 device=device,

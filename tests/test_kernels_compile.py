@@ -3,12 +3,16 @@ space, so a broken kernel fails CI on a machine without a GPU (nvcc is there).
 
 The builds are the test's time (one to three seconds each): a test of many is split into parametrized parts
 (every config in exactly one part, `part::PARTS`), so that pytest-xdist spreads them over the cores instead of
-one process compiling a hundred while the others wait at the end of the run."""
+one process compiling a hundred while the others wait at the end of the run. Within a test, its builds run
+side by side (`BUILDS_AT_ONCE` nvcc processes, each still one config alone in a folder of its own): a core left
+idle by the other test process (a test waiting on its workers, the end of the run) compiles too."""
 
 import json
+import os
 import random
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import pytest
@@ -23,34 +27,40 @@ NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 
 
-def nvcc_compile(space, dtype, config, tmp_path):
+BUILDS_AT_ONCE = min(4, os.cpu_count() or 1)  # nvcc is one process a build, on one core
+
+
+def build_command(space, dtype, config, folder, spills=False) -> list[str]:
     """What Kernel Tuner does: the config as #defines in front of the source; the dtype's defines too; built to
     a cubin for sm_90, as its pycuda backend builds a kernel (`nvcc --cubin`: the device code only; `-c` would
     also build the host side, 4x the time for nothing a kernel runs). CPU code (a space with `compiler: g++`)
-    is built by the system compiler, as its campaigns build it."""
+    is built by the system compiler, as its campaigns build it. `spills`: ptxas says what it used (-v)."""
+    folder.mkdir(parents=True, exist_ok=True)
     if space.on_cpu:
-        src = tmp_path / "k.cpp"
+        src = folder / "k.cpp"
         src.write_text(space.source_for(dtype, config))
-        cmd = [shutil.which(space.compiler) or space.compiler, "-c", "-o", str(tmp_path / "k.o"), str(src),
-               *space.compiler_options]
-    else:
-        src = tmp_path / "k.cu"
-        src.write_text(space.source_for(dtype, config))
-        cmd = [NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
-               *space.compiler_options, "-Werror", "all-warnings"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    assert out.returncode == 0, f"{space.workload} {dtype} {config} does not compile:\n{out.stderr[-3000:]}"
-
-
-def cubin_without_spills(space, dtype, config, tmp_path):
-    """The config built to a cubin for sm_90 (ptxas -v), which must not spill registers."""
-    src = tmp_path / "k.cu"
+        return [shutil.which(space.compiler) or space.compiler, "-c", "-o", str(folder / "k.o"), str(src),
+                *space.compiler_options]
+    src = folder / "k.cu"
     src.write_text(space.source_for(dtype, config))
-    out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src),
-                          *space.compiler_options, "-Xptxas", "-v", "-Werror", "all-warnings"],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, f"{config} does not compile:\n{out.stderr[-3000:]}"
-    assert "0 bytes spill stores, 0 bytes spill loads" in out.stderr, f"{config} spills:\n{out.stderr}"
+    return [NVCC, "-arch=sm_90", "-cubin", "-o", str(folder / "k.cubin"), str(src), *space.compiler_options,
+            *(["-Xptxas", "-v"] if spills else []), "-Werror", "all-warnings"]
+
+
+def build_all(space, builds, tmp_path, spills=False) -> None:
+    """Each (dtype, config) of `builds` built alone (build_command), in a folder of its own, BUILDS_AT_ONCE at a
+    time; every one must build, and with `spills` none may spill registers. Every failure is named, in order."""
+    builds = list(builds)
+    commands = [build_command(space, dtype, config, tmp_path / str(i), spills) for i, (dtype, config) in enumerate(builds)]
+    with ThreadPoolExecutor(BUILDS_AT_ONCE) as pool:
+        outs = list(pool.map(lambda cmd: subprocess.run(cmd, capture_output=True, text=True), commands))
+    failed = []
+    for (dtype, config), out in zip(builds, outs):
+        if out.returncode != 0:
+            failed.append(f"{space.workload} {dtype} {config} does not compile:\n{out.stderr[-3000:]}")
+        elif spills and "0 bytes spill stores, 0 bytes spill loads" not in out.stderr:
+            failed.append(f"{space.workload} {dtype} {config} spills:\n{out.stderr}")
+    assert not failed, "\n".join(failed)
 
 
 def sample(space, k, seed=0, dtype=None):
@@ -66,8 +76,7 @@ DTYPES = [(n, d) for n in sorted(BUILTINS) for d in yaml.safe_load(builtin_space
 @pytest.mark.parametrize("name, dtype", DTYPES)  # a workload's dtypes apart: each dtype's sample is its own
 def test_sample_of_space_compiles(name, dtype, tmp_path):
     space = get_workload(name).space
-    for config in sample(space, 6, dtype=dtype):
-        nvcc_compile(space, dtype, config, tmp_path)
+    build_all(space, [(dtype, config) for config in sample(space, 6, dtype=dtype)], tmp_path)
 
 
 @cache
@@ -103,8 +112,7 @@ def test_stored_best_configs_compile(name, dtype, part, tmp_path):
     if not bests:
         pytest.skip(f"nothing of {name} {dtype} stored yet")
     space = get_workload(name).space
-    for best in bests[part :: BEST_PARTS.get((name, dtype), 1)]:
-        nvcc_compile(space, dtype, json.loads(best), tmp_path)
+    build_all(space, [(dtype, json.loads(best)) for best in bests[part :: BEST_PARTS.get((name, dtype), 1)]], tmp_path)
 
 
 @pytest.mark.parametrize("tile", [(32, 32), (32, 64), (64, 32), (128, 128)])
@@ -116,9 +124,8 @@ def test_gemm_split_k_and_small_tile_corners_compile(tile, tmp_path):
     of_tile = [c for c in gemm_configs() if c["variant"] == 4 and (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == tile]
     corners = [c for c in of_tile if c["split_k"] == 1][:1] if tile != (128, 128) else []
     corners += [next(c for c in of_tile if (c["split_k"], c["split_reduce"]) == (most, r)) for r in (0, 1)]
-    for config in corners:
-        for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
-            nvcc_compile(space, dtype, config, tmp_path)
+    build_all(space, [(dtype, config) for config in corners
+                      for dtype in (("float32", "int32") if tile == (32, 32) else ("float32",))], tmp_path)
 
 
 def k_group_picks() -> list[dict]:
@@ -142,10 +149,12 @@ def test_gemm_k_groups_compile_without_spills(part, tmp_path):
     of static shared memory (the groups' tiles, then their outputs summed) and without spilling (512 threads at
     most)."""
     space = get_workload("gemm").space
-    for config in k_group_picks()[part::K_GROUP_PARTS]:
-        tile = (config["block_size_y"] * config["tile_m"], config["block_size_x"] * config["tile_n"])
-        for dtype in ("float32", "int32") if tile == (32, 32) else ("float32",):
-            cubin_without_spills(space, dtype, config, tmp_path)
+
+    def dtypes(c):  # int32 too for the 32x32 block tile
+        return ("float32", "int32") if (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == (32, 32) else ("float32",)
+
+    build_all(space, [(dtype, c) for c in k_group_picks()[part::K_GROUP_PARTS] for dtype in dtypes(c)], tmp_path,
+              spills=True)
 
 
 def variant_5_picks() -> list[dict]:
@@ -168,8 +177,8 @@ def test_gemm_variant_5_compiles_without_spills(part, tmp_path):
     pipeline the space gives it, rn_sum 1 where allowed, and a split of each split tile, to a cubin for sm_90
     without spilling (ptxas -v). benchmarks/gemm_dev.py measures them all; all 119 ungrouped ones were compiled so too."""
     space = get_workload("gemm").space
-    for config in variant_5_picks()[part::VARIANT_5_PARTS]:
-        cubin_without_spills(space, "float32", config, tmp_path)
+    build_all(space, [("float32", config) for config in variant_5_picks()[part::VARIANT_5_PARTS]], tmp_path,
+              spills=True)
 
 
 def test_gemm_variant_5_int32_build_fails_naming_why(tmp_path):

@@ -50,7 +50,7 @@ def test_baseline_json_lists_the_baselines_recorded(results, monkeypatch, capsys
     from tuner.campaign.request import CampaignRequest
 
     run_campaign(CampaignRequest(workload="reduction", size="seed", dtype="float32", strategy="brute_force",
-                                 max_evals=10, timeout=1.0, quiet=True, measure_target=fake_worker_main))  # its hang: 1 s
+                                 max_evals=10, timeout=1.0, quiet=True, measure_target=fake_worker_main))
     monkeypatch.setattr(tuner.answers.baseline, "measure_target", fake_worker_main)
     capsys.readouterr()
     argv = ["baseline", "reduction", "--size", "seed", "--dtype", "float32", "--sessions", "2", "--json"]

@@ -51,7 +51,8 @@ def build_all(space, builds, tmp_path, spills=False) -> None:
     """Each (dtype, config) of `builds` built alone (build_command), in a folder of its own, BUILDS_AT_ONCE at a
     time; every one must build, and with `spills` none may spill registers. Every failure is named, in order."""
     builds = list(builds)
-    commands = [build_command(space, dtype, config, tmp_path / str(i), spills) for i, (dtype, config) in enumerate(builds)]
+    commands = [build_command(space, dtype, config, tmp_path / str(i), spills)
+                for i, (dtype, config) in enumerate(builds)]
     with ThreadPoolExecutor(BUILDS_AT_ONCE) as pool:
         outs = list(pool.map(lambda cmd: subprocess.run(cmd, capture_output=True, text=True), commands))
     failed = []
@@ -151,7 +152,8 @@ def test_gemm_k_groups_compile_without_spills(part, tmp_path):
     space = get_workload("gemm").space
 
     def dtypes(c):  # int32 too for the 32x32 block tile
-        return ("float32", "int32") if (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"]) == (32, 32) else ("float32",)
+        tile = (c["block_size_y"] * c["tile_m"], c["block_size_x"] * c["tile_n"])
+        return ("float32", "int32") if tile == (32, 32) else ("float32",)
 
     build_all(space, [(dtype, c) for c in k_group_picks()[part::K_GROUP_PARTS] for dtype in dtypes(c)], tmp_path,
               spills=True)

@@ -15,15 +15,7 @@ from tuner.space.array_expressions import ArrayExpression
 from tuner.space.expressions import Expression
 from tuner.workloads import base, registry
 
-SPACE = """workload: {name}
-kernel: {{source: k.cu, name: k}}
-parameters: {{block_size_x: [32, 64]}}
-launch: {{block: [block_size_x], grid: ["ceil(n / block_size_x)"]}}
-sizes: {{small: {{n: 1024}}}}
-dtypes: {{float32: {{}}}}
-metrics: {{"GB/s": "n * itemsize / (time / 1e3) / 1e9"}}
-objective: {{metric: "GB/s", direction: maximize}}
-"""
+from tests.test_registry import SPACE  # a minimal space document, {name} to fill
 
 
 @pytest.fixture

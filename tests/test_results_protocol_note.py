@@ -10,28 +10,16 @@ from __future__ import annotations
 
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 
 import tuner
 from tests.recorded import is_recorded
-from tests.test_answer_rules import GPU, A, B, _cli, _row, _write
+from tests.test_answer_rules import GPU, A, B, _cli, _row, _write, saxpy  # noqa: F401  (saxpy: a fixture)
 from tuner.answers.best_config import best
-from tuner.workloads.scaffold import init_workload
 
 NOTE = "2 row(s) timed under an older protocol (plain, not delayed-start as the rest) are left out"
 ONLY = "1 of their configs has no other time: tune again to time them (tuner.load_store() keeps every row)"
-
-
-@pytest.fixture
-def saxpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The example workload in tmp_path/workloads and an empty default store (test_answer_rules' fixture)."""
-    folder = init_workload("saxpy", tmp_path / "workloads")
-    monkeypatch.setenv("TUNER_WORKLOADS", str(tmp_path / "workloads"))
-    monkeypatch.setenv("TUNER_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "results").mkdir()
-    return folder
 
 
 def _plain(row: dict) -> dict:

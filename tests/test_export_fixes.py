@@ -17,28 +17,17 @@ import pytest
 from kernel_tuner.file_utils import output_file_schema
 from kernel_tuner.util import read_cache
 
-from tests.test_answer_rules import GPU, _cli, _kernel_hash, _row, _write
+from tests.test_answer_rules import GPU, _cli, _kernel_hash, _row, _write, saxpy  # noqa: F401  (saxpy: a fixture)
 from tuner import locations
 from tuner.answers.export import render
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.store.kt_files import read_recording
-from tuner.workloads.scaffold import init_workload
 
 ROOT = locations.BUILTIN_RESULTS
 H100 = "NVIDIA H100 80GB HBM3"
 A = {"WPT": 4, "block_size_x": 256}
 B = {"WPT": 8, "block_size_x": 128}
-
-
-@pytest.fixture
-def saxpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The example workload in tmp_path/workloads and an empty default store (test_answer_rules' fixture)."""
-    folder = init_workload("saxpy", tmp_path / "workloads")
-    monkeypatch.setenv("TUNER_WORKLOADS", str(tmp_path / "workloads"))
-    monkeypatch.setenv("TUNER_RESULTS", str(tmp_path / "results"))
-    (tmp_path / "results").mkdir()
-    return folder
 
 
 def _space_with(folder: Path, params: str = "", sizes: str = "") -> None:

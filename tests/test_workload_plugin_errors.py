@@ -19,15 +19,7 @@ from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.workloads import registry
 
-SPACE = """workload: {name}
-kernel: {{source: k.cu, name: k}}
-parameters: {{block_size_x: [32, 64]}}
-launch: {{block: [block_size_x], grid: ["ceil(n / block_size_x)"]}}
-sizes: {{small: {{n: 1024}}}}
-dtypes: {{float32: {{}}}}
-metrics: {{"GB/s": "n * itemsize / (time / 1e3) / 1e9"}}
-objective: {{metric: "GB/s", direction: maximize}}
-"""
+from tests.test_registry import SPACE  # a minimal space document, {name} to fill
 
 WRONG_HOOKS = """from tuner.workloads.declared import DeclaredWorkload
 

@@ -36,7 +36,7 @@ def main():
     a = p.parse_args()
     here = gpu_info()["gpu"]
     bases = {(b["workload"], b["size"], b["dtype"]): b for b in load_check_baselines(gpu=here).to_dict("records")}
-    jobs = []  # (baseline, planted config or None)
+    jobs: list[tuple[dict, dict | None]] = []  # (baseline, planted config or None)
     if a.mode == "aa":
         jobs = [(b, None) for b in bases.values()]
     else:
@@ -62,7 +62,7 @@ def main():
                 rec = {"mode": a.mode, "repeat": rep, "kernel": "/".join(key), "plant": plant, "verdict": res.verdict,
                        "noise_floor": res.noise_floor, "fresh_worker": not a.persistent,
                        "raw": res.raw, "normalised": res.normalised, "baseline_ms": res.baseline_ms, "now_ms": res.now_ms,
-                       "t": round(time.monotonic() - start, 1), "setup_s": runner.setup.get("setup_s"),
+                       "t": round(time.monotonic() - start, 1), "setup_s": (runner.setup or {}).get("setup_s"),
                        "references_s": now.get("references_s"), "measure_s": now.get("measure_s"),
                        "first_round_ms": now.get("first_round_ms"), "rounds": res.rounds}
                 if not a.persistent:

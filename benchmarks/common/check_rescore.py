@@ -13,6 +13,7 @@ checks were flagged then and how many are flagged now.
 import glob
 import json
 import sys
+from typing import Any
 
 import pandas as pd
 
@@ -30,6 +31,7 @@ def _records(path):
 def main(baselines_glob: str, *records: str) -> None:
     baselines = pd.concat([pd.read_parquet(p) for p in sorted(glob.glob(baselines_glob))], ignore_index=True)
     floors = {}
+    b: Any  # pandas-stubs type itertuples' fields as any scalar: these are the baseline's columns
     for b in baselines.itertuples():
         key = f"{b.workload}/{b.size}/{b.dtype}"
         ref = json.loads(b.references).get(b.reference)
@@ -45,8 +47,9 @@ def main(baselines_glob: str, *records: str) -> None:
             f = floors[r["kernel"]]
             sides = {label: {**r[label], "threshold": f[label]} for label in ("raw", "normalised")
                      if r.get(label) and f[label] is not None}
-            side = sides[deciding(sides["raw"], sides.get("normalised"))]
-            now += verdict(side["change"], *side["ci"], side["threshold"]) == "regression"
+            side = sides[deciding(sides["raw"], sides.get("normalised", {}))]  # {}: no normalised side, as None
+            ci_low, ci_high = side["ci"]
+            now += verdict(side["change"], ci_low, ci_high, side["threshold"]) == "regression"
         print(f"{path}: {len(rows)} checks, flagged then {then}, flagged with today's rule {now}")
 
 

@@ -100,7 +100,8 @@ def model_order(make, x: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 def main() -> int:
-    started, rows, sums, out_dir = time.time(), [], {}, None
+    started, rows, out_dir = time.time(), [], None
+    sums: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
     for label, rec, configs, gpu_dir in recordings():
         out_dir = out_dir or gpu_dir  # beside the first GPU's records, as the cold summary

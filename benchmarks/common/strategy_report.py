@@ -21,9 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, fo
 from benchmarks.common.report import COMMON, header, records_dir, row  # noqa: E402
 from tuner import store  # noqa: E402
 from tuner.answers.compare import compare
-from tuner.search.names import COMPARED_STRATEGIES  # noqa: E402
 from tuner.answers.compare_report import markdown, plot  # noqa: E402
-from tuner.measure import kt  # noqa: E402
+from tuner.search.names import COMPARED_STRATEGIES  # noqa: E402
 from tuner.search.strategies import DEFAULT_PATIENCE, DEFAULT_STRATEGY  # noqa: E402
 from tuner.store.coverage import recordings  # noqa: E402
 from tuner.workloads import all_workloads  # noqa: E402
@@ -49,7 +48,7 @@ def label_filter(only: str) -> Callable[[str], bool]:
 def complete_recordings(root: Path):
     """(workload, size, dtype, gpu dir in the store, configs) of every recording that holds every valid config."""
     for w in all_workloads():
-        for rec in recordings(root, w.name, w.space, kt.searchspaces(w.space)):
+        for rec in recordings(root, w.name, w.space):
             if rec.complete:
                 yield w.name, rec.size, rec.dtype, Path(root) / rec.gpu, rec.space_size
 
@@ -76,11 +75,11 @@ def main() -> int:
         plot(doc, outdir / f"{size}_{dtype}.png")
         scores = {n: e["methodology"]["score"] for n, e in doc["strategies"].items()}
         kts = [n for n in scores if n.startswith(KT_PREFIX)]
-        best_kt = max(kts, key=scores.get) if kts else None
+        best_kt = max(kts, key=scores.__getitem__) if kts else None
         d = doc["strategies"].get("default")
         within = (f"{doc['repeats'] - d['evaluations_to']['0.05']['never']}/{doc['repeats']}" if d else "")
         stop = d["stopping"][str(DEFAULT_PATIENCE)] if d else None
-        used = f"{stop['evaluations']:.0f} ({stop['fraction']:.3f})" if d else ""
+        used = f"{stop['evaluations']:.0f} ({stop['fraction']:.3f})" if stop else ""
         verdict = "" if not (d and best_kt) else ("yes" if scores["default"] >= scores[best_kt] else "**no**")
         lines.append([f"{workload} {size} {dtype}", str(configs), str(budget)]
                      + [f"{scores[n]:.3f}" for n in strategies] + [verdict, within, used])

@@ -40,7 +40,8 @@ def main() -> int:
     p.add_argument("--out", help="markdown (default: results/records/common/<gpu>/strategies/warm_summary.md)")
     args = p.parse_args()
     t0 = time.time()
-    lines, scores = [], {n: [] for n in STRATEGIES}
+    lines: list[str] = []
+    scores: dict[str, list[float]] = {n: [] for n in STRATEGIES}
     keep = label_filter(args.only)
     spaces = [(f"{workload} {size} {dtype}", load_recording(workload, size, dtype, gpu_dir.name), configs,
                budget_for(configs), gpu_dir)

@@ -7,6 +7,7 @@ Usage: python benchmarks/floyd_warshall/report.py [GPU name]"""
 import json
 import sys
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 from benchmarks.common.report import commits, evaluations, gpu_argument, header, row, software  # noqa: E402
@@ -46,12 +47,12 @@ def single_gpu():
     for n, r in sorted(rows.groupby("n")):
         per_config = r.groupby("config").time_ms.median()
         seed_ms = per_config.get(canonical_config(SEED_CONFIG))
-        best = per_config.idxmin()
-        ref = GTX1080_COMPUTE_S.get(n)
+        best, best_ms = per_config.idxmin(), per_config.min()
+        ref = GTX1080_COMPUTE_S.get(cast(int, n))  # groupby("n") keys: the sizes, ints
         seed_txt = f"{seed_ms / 1e3:.4f} s" if seed_ms else "-"
         seed_cells = ((seed_txt, f"{trelax(n, seed_ms):.2f}") if seed_ms else ("-", "-"))
-        print(row(n, f"{ref} s" if ref else "-", *seed_cells, f"{per_config[best] / 1e3:.4f} s",
-                  f"{trelax(n, per_config[best]):.2f}", f"{seed_ms / per_config[best]:.2f}x" if seed_ms else "-",
+        print(row(n, f"{ref} s" if ref else "-", *seed_cells, f"{best_ms / 1e3:.4f} s",
+                  f"{trelax(n, best_ms):.2f}", f"{seed_ms / best_ms:.2f}x" if seed_ms else "-",
                   len(per_config), short(best)))
     print("\nGTX 1080 at n = 25000: " + f"{GTX1080_COMPUTE_S[25000]} s ({trelax(25000, GTX1080_COMPUTE_S[25000] * 1e3):.2f} "
           "T relax/s), the seed's largest case.")

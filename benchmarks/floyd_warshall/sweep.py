@@ -86,9 +86,9 @@ def main() -> int:
     edges = np.ascontiguousarray(random_graph(n, m, GRAPH_SEED), dtype=np.int32)
     t0 = time.time()
     with ThreadPoolExecutor(args.jobs) as pool:
-        expected = pool.submit(reference, n, edges)
+        reference_run = pool.submit(reference, n, edges)
         built = list(pool.map(lambda c: _try_build(space, c), configs))
-        expected = expected.result()
+        expected = reference_run.result()
     print(f"{len(configs)} configs built, reference ready: {time.time() - t0:.0f} s", flush=True)
     dist = np.empty((n, n), dtype=np.int32)
     rows = []

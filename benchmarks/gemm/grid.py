@@ -240,7 +240,7 @@ def best_per_tile(evals, size: dict, gpu: str | None) -> list[dict]:
         per_config = store.config_medians(rows, maximize=True)
         ceiling = per_config.iloc[0]
         for config_text, value in per_config.items():
-            config = json.loads(config_text)
+            config = json.loads(str(config_text))  # the index: each config's JSON text
             if tile(config) not in picks:
                 picks[tile(config)] = (value / ceiling, config)
     return [config for _, config in sorted(picks.values(), key=lambda p: -p[0])]
@@ -256,8 +256,15 @@ def main():
     args = p.parse_args()
     space = get_workload(WORKLOAD).space
     kernel_hash = source_hash(space.source_text)
-    sizes = [get_workload(WORKLOAD).parse_size(text) for text in args.size] or grid_sizes()
-    durations, tuned, left = [], 0, []
+    sizes = []
+    for text in args.size:
+        parsed = get_workload(WORKLOAD).parse_size(text)
+        if parsed is None:
+            p.error(f"--size {text}: not MxNxK")
+        sizes.append(parsed)
+    sizes = sizes or grid_sizes()
+    durations: list[float] = []
+    tuned, left = 0, []
     for size in sizes:
         evals = store.load_evaluations(WORKLOAD)
         if not evals.empty and measured_configs(evals, size, kernel_hash, args.gpu) >= args.budget:

@@ -15,6 +15,7 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, for benchmarks.common
 from benchmarks.common.report import (  # noqa: E402
@@ -127,7 +128,7 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
-SUMMARY = {}  # the README's GEMM figures, filled by the tables
+SUMMARY: dict[str, Any] = {}  # the README's GEMM figures, filled by the tables
 
 
 def squares():
@@ -135,7 +136,7 @@ def squares():
     the median of every campaign at that size, and the fastest cuBLAS measurement of all."""
     print(header("M = N = K", "tuned GFLOP/s", "cuBLAS GFLOP/s: same campaign / median / fastest (campaigns)",
                  "tuned / cuBLAS: same / median / fastest", "configs measured", "best config"))
-    ratios = {"same": [], "median": [], "fastest": []}
+    ratios: dict[str, list[float]] = {"same": [], "median": [], "fastest": []}
     for n in (1024, 2048, 4096):
         rows = at(n, n, n)
         if rows.empty:
@@ -243,7 +244,7 @@ if WRITE:
         tag = re.escape(name + suffix)
         marks = re.compile(rf"(<!-- report:{tag} -->\n).*?(\n<!-- /report:{tag} -->)", re.S)
         if marks.search(text):
-            text = marks.sub(lambda mt, body=body: mt.group(1) + body + mt.group(2), text)
+            text = marks.sub(lambda mt, body=body: mt.group(1) + body + mt.group(2), text)  # type: ignore[misc]  # mypy cannot infer a lambda with a default (which binds this section's body)
             written.append(name)
         elif not suffix:
             sys.exit(f"{DOC}: no <!-- report:{name} --> ... <!-- /report:{name} --> markers")

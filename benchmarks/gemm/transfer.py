@@ -72,12 +72,13 @@ def transfer(configs, sizes, dtype, tpe_budget, timeout, where=None):
         if not tpe_budget and wanted <= stored_configs(size, dtype):
             continue  # measured before (a resumed batch)
         started = time.time()
-        workload_class.space = property(lambda self: restricted)
+        # run_campaign builds the workload itself: swap its class's space property for this run
+        workload_class.space = property(lambda self: restricted)  # type: ignore[method-assign, assignment]
         try:
             out = run_campaign(CampaignRequest(WORKLOAD, size=size, dtype=dtype, strategy="brute_force",
                                                timeout=timeout, quiet=True))
         finally:
-            workload_class.space = full
+            workload_class.space = full  # type: ignore[method-assign]
         best = out.best["value"] if out.best else float("nan")
         if tpe_budget:
             tuned = run_campaign(CampaignRequest(WORKLOAD, size=size, dtype=dtype, strategy="tpe",

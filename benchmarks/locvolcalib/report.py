@@ -60,7 +60,7 @@ def campaign_summary(space, dtype: str):
     df = df[df["size"] == "course-large"]
     if df.empty:
         return
-    best = df.loc[df.objective_value.idxmin()]
+    best = df.loc[df.objective_value.idxmin()]  # type: ignore[call-overload]  # pandas-stubs: idxmin's label is Hashable
     df = df[df.campaign_id == best.campaign_id]  # earlier campaigns ran other kernel code: report the best's own
     naive = df[df.p_STRUCTURE == 0]
     base = pd.concat(pd.read_parquet(p) for p in (store_dir(H100, "locvolcalib") / "baselines").glob("*.parquet"))

@@ -29,7 +29,7 @@ def ladder(size="seed", dtype="float32"):
                  "cumulative"))
     prev, first, ms_prev = None, None, None
     for v in range(1, 8):
-        r = seedlike[seedlike.config.map(lambda c: json.loads(c)["variant"] == v)]
+        r = seedlike[seedlike.config.map(lambda c, v=v: json.loads(c)["variant"] == v)]
         top = r.loc[r.objective_value.idxmax()]
         c = json.loads(top.config)
         ms, gbs = SEED_G80[v]

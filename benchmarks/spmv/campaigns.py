@@ -57,12 +57,12 @@ def main():
                 first = tuple(SEED_CONFIGS + recipes(space.sizes[size]["mean"]))  # completed by the campaign
                 budget = args.budget
             else:
-                first = []
+                chosen: list[dict] = []
                 for c in SEED_CONFIGS + listed.get("*", []) + listed.get(size, []):
                     c = space.complete(c)
-                    if c not in first:
-                        first.append(c)
-                first, budget = tuple(first), len(first)
+                    if c not in chosen:
+                        chosen.append(c)
+                first, budget = tuple(chosen), len(chosen)
             r = run_campaign(CampaignRequest("spmv", size=size, dtype=args.dtype, strategy="tpe", max_evals=budget,
                                              time_limit=left - 10, timeout=30, quiet=True, first=first))
         except Exception as e:  # noqa: BLE001  (one matrix failing must not stop the others)

@@ -47,7 +47,8 @@ def main():
 
     print(header("matrix", "class", "rows", "nnz", "seed scalar GB/s", "seed shared-x GB/s", "tuned GB/s", "tuned GFLOP/s",
                  "cuSPARSE GB/s", "tuned / cuSPARSE", "evaluated", "tuned config"))
-    ratios, per_class = {}, {}
+    ratios: dict[str, float] = {}
+    per_class: dict[str, list] = {}
     for name, size in space.sizes.items():
         rows = ok[ok["size"] == name]
         if rows.empty:
@@ -67,7 +68,7 @@ def main():
                   rows.config.nunique(), describe(b["config"])))
     if ratios:
         hmean = statistics.harmonic_mean(list(ratios.values()))
-        worst = min(ratios, key=ratios.get)
+        worst = min(ratios, key=ratios.__getitem__)
         print(f"\nTuned / cuSPARSE over {len(ratios)} matrices: harmonic mean {hmean:.2f}, minimum "
               f"{ratios[worst]:.2f} ({worst}); {sum(r >= 1 for r in ratios.values())} of {len(ratios)} at or above 1.0.")
 

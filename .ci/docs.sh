@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export NO_MKDOCS_2_WARNING=1  # Material's banner about MkDocs 2.0, not a warning of this build
-pip install -q 'mkdocs>=1.6,<2' 'mkdocs-material>=9.5,<10'
+pip install -q --no-compile 'mkdocs>=1.6,<2' 'mkdocs-material>=9.5,<10'  # --no-compile: see .ci/wheel.sh
 mkdocs build --strict --site-dir "${SITE_DIR:-/tmp/tuner-site}"

@@ -187,3 +187,16 @@ def test_the_tune_help_names_the_strategy_tune_runs(capsys):
     names = [name for name in strategy_names() if not name.startswith("kt:")]
     assert all(name in text for name in names)
     assert [name for name in names if f"{name} (default)" in text] == [DEFAULT_STRATEGY]
+
+
+def test_a_config_several_recordings_share_is_read_and_checked_once(monkeypatch):
+    """warm_configs checks each stored config text once, however many recordings rank it: the answer is what a
+    check of every row gives (the shared valid config offered once, the shared invalid one never)."""
+    b = {**BEST, "block_size_x": 512}
+    bad = {**BEST, "variant": 1}
+    entries = [("G", "float32", n, cfg, value) for n in (2**20, 2**22, 2**24) for cfg, value in ((bad, 900.0), (BEST, 60.0), (b, 50.0))]
+    checked = []
+    real = SPACE.is_valid
+    monkeypatch.setattr(SPACE, "is_valid", lambda config, dtype=None: checked.append(config) or real(config, dtype))
+    assert warm_configs(_rows(entries), SPACE, {"n": 2**23}, "float32", "G", per_recording=2) == [BEST, b]
+    assert sorted(map(json.dumps, checked)) == sorted(json.dumps(c) for c in (bad, BEST, b))  # once each

@@ -225,7 +225,10 @@ def _per_gpu_and_size(
     if size:
         ok = _at_export_size(workload, size, every, ok, gpu, root)
     base = store.load_baselines(workload_name, root)
-    confirmed = confirmation_choices.load(workload_name, Path(root or store.results_root()))
+    # completed once here for every answer: choice_for then finds nothing stale (it completed each answer's rows again)
+    confirmed = store.complete_configs(
+        confirmation_choices.load(workload_name, Path(root or store.results_root())), workload.space
+    )
     out = []
     # each answer is drawn from its GPU's rows of its dtype: selecting from all of them for each of GEMM's 136
     # (GPU, size, dtype) was most of an export's (and a report's) time; an answer of a GPU, size and dtype stored

@@ -27,18 +27,23 @@ def config_table(sel: Selection) -> pd.DataFrame:
     space = sel.workload.space
     objective = objective_column(space)
     rows = sel.rows.sort_values("timestamp", kind="stable")
+    # one grouped median for every config, not a pandas selection per config (GEMM's 2384 configs at one size
+    # took 7 s that way): the configs in the order they were first measured, as a groupby keeps them
+    by_config = rows[rows["status"] == "ok"].groupby("config", sort=False)
+    medians = by_config[["objective_value", "time_ms"]].median().to_dict("index")
+    counts = by_config.size().to_dict()
+    last = rows.drop_duplicates("config", keep="last").set_index("config")[["status", "error"]].to_dict("index")
     out = []
-    for config, group in rows.groupby("config", sort=False):
-        ok = group[group["status"] == "ok"]
-        last = group.iloc[-1]
+    for config in rows["config"].unique():
+        median = medians.get(config)
         out.append(
             {
                 **json.loads(str(config)),
-                objective: ok["objective_value"].median() if len(ok) else None,
-                "time_ms": ok["time_ms"].median() if len(ok) else None,  # the same column when time is the objective
-                "measurements": len(ok),
-                "status": "ok" if len(ok) else last["status"],
-                "error": None if len(ok) else (str(last["error"] or "").strip().splitlines() or [""])[-1][:200],
+                objective: median["objective_value"] if median else None,
+                "time_ms": median["time_ms"] if median else None,  # the same column when time is the objective
+                "measurements": counts.get(config, 0),
+                "status": "ok" if median else last[config]["status"],
+                "error": None if median else (str(last[config]["error"] or "").strip().splitlines() or [""])[-1][:200],
             }
         )
     columns = [

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import random
 import shutil
 import statistics
@@ -127,13 +126,12 @@ def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) ->
     (in the space's order), and the space's size: a partial recording (a strategy's campaign, a sampled
     space) replays over what it holds, a config it lacks is invalid to the strategy. A complete recording
     gets the space's own."""
-    # the space's searchspace, read here only (kept: GEMM's takes 2 s to build); a complete recording gets one of
-    # its own, as Kernel Tuner's strategies change the one they walk (its caches of neighbours)
-    kept = _kept(space, dtype)
-    full = kept.searchspace
+    # the space's searchspace, read here only; a complete recording gets one of its own (kt.searchspace hands out
+    # copies), as Kernel Tuner's strategies change the one they walk (its caches of neighbours)
+    full = _kept(space, dtype)
     held = [c for c in full.list if ",".join(str(v) for v in c) in cache]
     if len(held) == full.size:
-        return kept.copy(), full.size
+        return kt.searchspace(space, dtype), full.size
     if not held:
         raise TunerError(f"the recording holds none of the space's {full.size} configs")
     names = list(full.tune_params)
@@ -145,35 +143,13 @@ def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) ->
 def searchspace_size(space: Space, dtype: str | None = None) -> int:
     """kt.searchspace(space, dtype).size, the searchspace kept for the replays of this process (recorded_searchspace
     reads it for every replay; a comparison asks its size again and again)."""
-    return int(_kept(space, dtype).searchspace.size)
+    return int(_kept(space, dtype).size)
 
 
-class _KeptSearchspace:
-    """kt.searchspace(space, dtype), built once for this process's replays: only ever read, never handed to a
-    strategy; `copy` gives a strategy one of its own, unpickled from it, which is the searchspace built again
-    (the same restrictions, lists and lookups; nothing walked yet) in a fraction of the time: GEMM's in 2 ms
-    instead of 1 s, LocVolCalib's 1 ms instead of 20 ms, for each of a comparison's hundreds of replays."""
-
-    def __init__(self, space: Space, dtype: str | None) -> None:
-        self.space, self.dtype = space, dtype
-        self.searchspace = kt.searchspace(space, dtype)
-        self._pickled: bytes | None = None  # made at the first copy: a partial recording never asks for one
-        self._picklable = True
-
-    def copy(self) -> Searchspace:
-        if self._pickled is None and self._picklable:
-            try:
-                self._pickled = pickle.dumps(self.searchspace)
-            except (pickle.PicklingError, TypeError, AttributeError):  # a restriction pickle cannot carry
-                self._picklable = False
-        if self._pickled is None:
-            return kt.searchspace(self.space, self.dtype)
-        searchspace: Searchspace = pickle.loads(self._pickled)
-        return searchspace
-
-
-def _kept(space: Space, dtype: str | None) -> _KeptSearchspace:
-    return _SEARCHSPACES.get(space, None, (dtype,), lambda: _KeptSearchspace(space, dtype))
+def _kept(space: Space, dtype: str | None) -> Searchspace:
+    """kt.searchspace(space, dtype) kept for this process's replays: only ever read, never handed to a strategy
+    (each kt.searchspace call unpickles a copy: 1 ms for GEMM's, 0.4 s for Floyd-Warshall's 438,648 configs)."""
+    return _SEARCHSPACES.get(space, None, (dtype,), lambda: kt.searchspace(space, dtype))
 
 
 def recording_searchspace(

@@ -11,6 +11,8 @@ import itertools
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -234,7 +236,7 @@ def test_a_listing_is_kept_and_said_again_as_it_was_made(store, cache, monkeypat
         first = coverage.recordings(store, "reduction", space)
     assert first_left_out.rows and all(r.held is not None for r in first)
     with monkeypatch.context() as m:
-        m.setattr(coverage, "read_store", _forbidden)
+        m.setattr(parts, "read_store", _forbidden)  # read where a listing is made (coverage._recordings)
         m.setattr(recordings_module, "scan", _forbidden)
         with collect() as left_out:
             assert coverage.recordings(store, "reduction", space) == first
@@ -254,8 +256,8 @@ def test_a_listing_with_a_part_it_cannot_read_is_not_kept(store, cache, monkeypa
     part = sorted((store / GPU_DIR / "reduction" / "evaluations").glob("*.parquet"))[0]
     part.write_bytes(part.read_bytes()[:100])
     reads = []
-    real = coverage.read_store
-    monkeypatch.setattr(coverage, "read_store", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = parts.read_store
+    monkeypatch.setattr(parts, "read_store", lambda *a, **k: reads.append(a) or real(*a, **k))
     for _ in range(2):
         with collect() as left_out:
             coverage.recordings(store, "reduction", space)
@@ -296,3 +298,17 @@ def test_a_listing_says_what_it_is_reading(store, cache):
         "its space (counting its valid configs)",
         "its recordings (reading the store's rows of it)",
     ]
+
+
+def test_a_kept_listing_is_answered_without_pandas(store, cache):
+    """A listing answered from what was kept imports neither pandas nor pyarrow (half a warm `tuner list`'s time,
+    0.5 s): its key names the code it depends on without importing it (tuner.kept.code_digest), and what only says
+    what a read left out (tuner.store.schema) is apart from the checking of rows (tuner.store.schema_check)."""
+    assert main(["--results", str(store), "list", "reduction"]) == 0  # made, and kept
+    script = (
+        "import sys; from tuner.cli import main; "
+        f"code = main(['--results', {str(store)!r}, 'list', 'reduction']); "
+        "print(code, sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr

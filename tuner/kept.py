@@ -13,6 +13,7 @@ the folder is the user's own."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import pickle
 from collections.abc import Callable
@@ -69,8 +70,18 @@ def kept(kind: str, key: object, derive: Callable[[], T], valid: Callable[[Any],
 
 
 @cache
-def code_digest(*modules: ModuleType) -> str:
+def code_digest(*modules: ModuleType | str) -> str:
     """A digest of these modules' source, read once a process: the code a kept value was derived by belongs in
-    its key (a changed module derives it again)."""
-    text = "".join(Path(str(m.__file__)).read_text() for m in modules)
+    its key (a changed module derives it again). A module given by its name is read without being imported: a
+    key checked before anything is derived need not import what deriving it would (`tuner list`: pandas)."""
+    text = "".join(Path(_source_file(m)).read_text() for m in modules)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _source_file(module: ModuleType | str) -> str:
+    if isinstance(module, ModuleType):
+        return str(module.__file__)
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"no source of module {module}")
+    return spec.origin

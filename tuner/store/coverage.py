@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, one_line
 from tuner.kept import Kept, code_digest, kept
-from tuner.store.kt_files import closed_cache_text, recorded_configs
-from tuner.store.parts import read_store
 from tuner.store.paths import read_roots
 from tuner.store.recordings import (
     CacheNotWritable,
@@ -123,6 +121,8 @@ def recordings(root: Path, workload: str, space: Space) -> list[Recording]:
 
 def _recordings(root: Path, workload: str, space: Space, said: list[Degraded]) -> list[tuple[Source, Recording]]:
     """recordings(), each with its source; what the reads left out is said and added to `said`, in order."""
+    from tuner.store.parts import read_store
+
     reads: dict[str, _Rows] = {}
     in_space = in_space_of(space)
     out = []
@@ -202,12 +202,13 @@ def _content(path: Path) -> str:
 
 def _listing_key(space: Space) -> list:
     """What a kept listing depends on beside the files it reads: the space as loaded (its parameters,
-    restrictions, counts, and what tells superseded rows: its launches and language) and the code."""
-    from tuner import vocabulary
-    from tuner.space import configurations, expressions, model
-    from tuner.store import kt_files, parts, paths, recordings, rows, schema
+    restrictions, counts, and what tells superseded rows: its launches and language) and the code, named, not
+    imported: a listing kept is answered without pandas (0.5 s of a warm `tuner list`), which reading imports."""
+    from tuner.space import model
 
-    modules = [recordings, paths, kt_files, parts, rows, schema, expressions, configurations, model, vocabulary]
+    store = ("recordings", "paths", "kt_files", "parts", "rows", "schema", "schema_check")
+    modules = [f"tuner.store.{m}" for m in store]
+    modules += ["tuner.space.expressions", "tuner.space.configurations", "tuner.space.model", "tuner.vocabulary"]
     return [
         space.space_hash_for(None),
         space.configurations,
@@ -253,9 +254,10 @@ def _space_key(space: Space, dtype: str) -> list:
     """What a kept count of a recording depends on beside its rows: the space's parameters, restrictions for the
     dtype, defaults and thread block, and the code that reads the rows and tests the configs."""
     from tuner.space import expressions, model
-    from tuner.store import kt_files, parts, rows, schema
+    from tuner.store import kt_files, parts, rows, schema, schema_check
 
-    code = code_digest(sys.modules[__name__], kt_files, parts, rows, schema, expressions)  # kt_files: recorded_configs
+    # kt_files: recorded_configs
+    code = code_digest(sys.modules[__name__], kt_files, parts, rows, schema, schema_check, expressions)
     return [space.space_hash_for(dtype), space.defaults, [space.block_names, model.MAX_THREADS], code]
 
 
@@ -316,12 +318,16 @@ class _Rows:
 def _entries(rows: pd.DataFrame, space: Space) -> list[dict]:
     """The entries (parameters only) that store_cache_doc makes of a recording's rows (as the current protocol
     reads them: without_superseded), one per key, from the same derivation (recorded_configs)."""
+    from tuner.store.kt_files import recorded_configs
+
     configs = recorded_configs(rows, space)[1].values()
     return list({key: params for key, params in filter(None, configs)}.values())  # of one key, the last
 
 
 def _held_in_file(text: str, dtype: str, in_space: Callable[[dict, str], bool]) -> int:
     """How many of a Kernel Tuner cache's configs (its text) the space still has for `dtype` (`in_space`)."""
+    from tuner.store.kt_files import closed_cache_text
+
     cache = json.loads(closed_cache_text(text))["cache"]
     return sum(in_space(e, dtype) for e in cache.values() if isinstance(e, dict))
 

@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 
 from tuner.atomic import write_atomically
 from tuner.kept import Kept, code_digest
-from tuner.store import schema
+from tuner.store import schema, schema_check
 from tuner.store.paths import read_roots
-from tuner.store.schema import Degraded, StoreRead, check, record, schema_for, unreadable
+from tuner.store.schema import Degraded, StoreRead, record, schema_for, unreadable
+from tuner.store.schema_check import check
 
 CHUNK_ROWS = 128  # a row costs one rewrite of at most this many rows, however long the campaign
 CHUNKS_KEY = b"tuner_chunks"  # in a merged part's metadata: its chunk files up to this number are in it
@@ -258,7 +259,7 @@ def _read_part(
 # merged reads kept too. One file a part (or a read: pattern and store), named by its path, schema and the code
 # and libraries that read it, made from the digests of the bytes read: a file changed in any byte is parsed again.
 def _kept(kind: str, names: list[str], rules: dict[str, str] | None, columns: list[str] | None = None) -> Kept:
-    code = [code_digest(sys.modules[__name__], schema), pd.__version__, pa.__version__]
+    code = [code_digest(sys.modules[__name__], schema, schema_check), pd.__version__, pa.__version__]
     return Kept("parts", [kind, names, rules, code, *([] if columns is None else [columns])])
 
 

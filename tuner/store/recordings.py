@@ -19,17 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from tuner.errors import TunerError
 from tuner.locations import user_cache
-from tuner.store.parts import read_store
 from tuner.store.paths import gpu_slug, read_roots, results_root, safe_name
 from tuner.store.schema import EVALUATION, Degraded, record, unreadable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    import pyarrow as pa
 
     from tuner.store.schema import StoreRead
 
@@ -88,6 +86,8 @@ def scan(root: Path, workload: str) -> Scan:
     """(GPU, size, dtype) of the rows of every part of `workload`. Only those three columns are read (every
     listing asks, for every workload), and the footer's schema: a part read_parts would leave out whole for
     being unreadable or lacking a required column is left out here too, and said (_left_out)."""
+    import pyarrow.parquet as pq  # here, not at the top: a listing answered from what was kept reads no Parquet
+
     found = Scan()
     for r in read_roots(root):
         for part in Path(r).glob(f"*/{workload}/evaluations/*.parquet"):
@@ -120,6 +120,8 @@ def scan(root: Path, workload: str) -> Scan:
 
 
 def _is_text(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
     return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
 
 
@@ -175,6 +177,7 @@ def replay_file(root: Path, workload: str, source: Source, read_rows: Callable[[
     if source.file is not None:
         return source.file
     from tuner.store.kt_files import store_cache_doc, write_cache
+    from tuner.store.parts import read_store
 
     path = derived_path(root, workload, source)
     if _whole(path):

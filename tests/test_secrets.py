@@ -37,13 +37,18 @@ def test_scrub_hides_the_secret_in_a_drivers_message():
 
 
 @pytest.mark.parametrize(
-    "url, secret",
-    [("postgresql://host/db?user=alice&password=S3cret", "S3cret"), ("postgresql://u:p@ss@host/db", "p@ss")],
+    "url, secret, said",
+    [
+        ("postgresql://host/db?user=alice&password=S3cret", "S3cret", "cannot open storage"),
+        # a password holding '@' or ':' as written: read as part of the host or port, which no error may quote
+        ("postgresql://u:p@ss@host/db", "p@ss", "percent-encode a password"),
+        ("postgresql://u:p@ss:Zq9@host/db", "Zq9", "percent-encode a password"),
+    ],
 )
-def test_status_never_prints_the_password(capsys, url, secret):
+def test_status_never_prints_the_password(capsys, url, secret, said):
     assert main(["status", "x", "--storage", url]) == 2
     out = capsys.readouterr()
-    assert "cannot open storage" in out.err
+    assert said in out.err and len(out.err.strip().splitlines()) == 1
     assert secret not in out.out + out.err and "ss@" not in out.err
 
 

@@ -38,6 +38,8 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
         )
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # its INFO line per study and trial drowns the campaign's own
     sqlite = url.startswith("sqlite")
+    if not sqlite:
+        _check_readable(url)
     engine_kwargs = {"creator": _sqlite_connector(url)} if sqlite else {"pool_pre_ping": True}
     for attempt in range(CREATE_TRIES):
         try:
@@ -65,6 +67,21 @@ def open_storage(url: str, heartbeat_s: int | None = None, grace_s: int | None =
             lambda conn: conn.exec_driver_sql("BEGIN" if getattr(_reading, "on", False) else "BEGIN IMMEDIATE"),
         )
     return storage
+
+
+def _check_readable(url: str) -> None:
+    """A server's URL as SQLAlchemy reads it: it ends the user part at the first '@' and the host at a ':', so a
+    password holding '@' or ':' as written is read as part of the host or port, and the error that follows (no such
+    host, a port that is no number) quotes that part of the password."""
+    try:
+        host = sqlalchemy.engine.make_url(url).host
+    except (ValueError, sqlalchemy.exc.ArgumentError):
+        host = "@"
+    if host is not None and "@" in host:
+        raise TunerError(
+            f"cannot read storage URL '{redact(url)}' as dialect://user:password@host[:port]/database: "
+            "percent-encode a password holding '@', ':' or '/' (%40, %3A, %2F)"
+        )
 
 
 # the Python package of each SQLAlchemy driver of the databases Optuna's RDB storage supports, where the two differ

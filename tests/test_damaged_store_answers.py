@@ -278,6 +278,11 @@ def test_a_size_only_a_damaged_part_holds_is_not_said_never_measured(store, caps
     said = " ".join(out.split())
     assert code == 0 and "never measured" not in said and "could not be read in full" in said
 
+    # an export of it refuses in one line naming the part (not a second saying an answer was drawn from the rest)
+    for fmt in ("json", "kt-cache"):
+        code, out, err = _run(capsys, store, "export", "reduction", "--size", "large", "--gpu", H100, "--format", fmt)
+        assert code == 3 and len(err.strip().splitlines()) == 1 and str(part) in err, err
+
     # a replay refuses, naming the damaged part (not only what else is recorded)
     code, out, err = _run(capsys, store, "tune", "reduction", "--size", "large", "--simulate", "--budget", "10")
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]

@@ -157,4 +157,5 @@ def not_found_in_degraded_store(e: TunerError, allowed: bool) -> int:
     """What was asked for is not in the store as read, which left parts out (DegradedStoreError): the error,
     and the exit status of a degraded store's answer (3), or 2 with --allow-degraded (there is nothing to write)."""
     err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
-    return degraded_status(getattr(e, "degraded", None), allowed) or 2
+    # the error names what was left out: not degraded_status's line too, which says an answer was drawn from the rest
+    return 2 if allowed or not getattr(e, "degraded", None) else DEGRADED_EXIT

@@ -78,6 +78,7 @@ def test_a_finished_campaign_run_again_starts_no_workers_and_says_so(project, ca
     argv = ["tune", "reduction", "--size", "16M", "--simulate", "--workers", "2", "--storage", url, "--json"]
     assert main([*argv, "--budget", "12"]) == 0
     first = json.loads(capsys.readouterr().out)
+    assert first["stop_reason"] == "budget"  # said as one process says it (it was null)
     assert main([*argv, "--budget", "12"]) == 0
     out, err = capsys.readouterr()
     assert "is finished (12/12 evaluated): nothing left to measure" in err
@@ -85,3 +86,12 @@ def test_a_finished_campaign_run_again_starts_no_workers_and_says_so(project, ca
     assert json.loads(out)["best"] == first["best"]
     assert main([*argv, "--budget", "15"]) == 0  # a larger budget goes on with it
     assert json.loads(capsys.readouterr().out)["evaluated"] == 15
+
+
+def test_a_distributed_brute_force_says_it_evaluated_the_whole_space(project, capsys):
+    url = f"sqlite:///{project / 'b.db'}"
+    argv = ["tune", "floyd-warshall-small", "--size", "5k", "--dtype", "int32", "--strategy", "brute_force",
+            "--simulate", "--workers", "2", "--storage", url, "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["evaluated"] == 56 and result["stop_reason"] == "space exhausted"  # as one process says it

@@ -128,7 +128,7 @@ def _finished(s: dict) -> str | None:
     nothing running or queued, and a worker finished it (the confirmation ran). None where workers have work."""
     if s["running"] or s["waiting"] or not any(w.get("state") == "finished" for w in s["workers"].values()):
         return None
-    if s.get("stopped"):
+    if s.get("stopped") == "patience":
         return f"{s['done']} evaluated, stopped ({s['stopped']})"
     return f"{s['done']}/{s['total']} evaluated" if s["done"] >= s["total"] else None
 

@@ -29,7 +29,10 @@ from tuner.search import trial_kinds
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     import pandas as pd
+    from optuna.trial import FrozenTrial
 
 
 def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
@@ -115,11 +118,20 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "failures": failures,
         "best": best,
         "confirmed": attrs.get("confirmed"),
-        "stopped": "patience"
-        if patience_spent(tally["done"].values(), camp.patience)
-        else None,  # else budget or space
+        "stopped": _stopped(tally["done"].values(), camp.patience, total, searchspace.size),
         "workers": workers,
     }
+
+
+def _stopped(done: Collection[FrozenTrial], patience: int | None, total: int, space_size: int) -> str | None:
+    """Why the campaign's search stopped, as a single-process search says it (tuner.campaign.summary.STOP_REASONS):
+    its patience spent, else its budget or every config of its space (or of the recording replayed) done; None
+    while it has work."""
+    if patience_spent(done, patience):
+        return "patience"
+    if len(done) < total:
+        return None
+    return "budget" if total < space_size else "space exhausted"
 
 
 def _worker_state(w: dict) -> str:

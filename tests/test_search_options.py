@@ -194,7 +194,8 @@ def test_a_config_several_recordings_share_is_read_and_checked_once(monkeypatch)
     check of every row gives (the shared valid config offered once, the shared invalid one never)."""
     b = {**BEST, "block_size_x": 512}
     bad = {**BEST, "variant": 1}
-    entries = [("G", "float32", n, cfg, value) for n in (2**20, 2**22, 2**24) for cfg, value in ((bad, 900.0), (BEST, 60.0), (b, 50.0))]
+    ranked = ((bad, 900.0), (BEST, 60.0), (b, 50.0))
+    entries = [("G", "float32", n, cfg, value) for n in (2**20, 2**22, 2**24) for cfg, value in ranked]
     checked = []
     real = SPACE.is_valid
     monkeypatch.setattr(SPACE, "is_valid", lambda config, dtype=None: checked.append(config) or real(config, dtype))

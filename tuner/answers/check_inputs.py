@@ -44,10 +44,9 @@ def timing_differs(base: dict, space: Space, timing: str) -> str | None:
     times carry the launch overhead (8-20 us), which would hide a regression of that size in a short kernel."""
     if store.timing_matches(base, space, timing):
         return None
-    recorded = base.get("timing")
     return (
-        f"timed {recorded if isinstance(recorded, str) else 'plain'}, kernels are timed {timing} now (tuner/measure/timing.py); record "
-        f"it again with `tuner baseline {base['workload']}`"
+        f"timed {store.recorded_timing(base.get('timing'))}, kernels are timed {timing} now "
+        f"(tuner/measure/timing.py); record it again with `tuner baseline {base['workload']}`"
     )
 
 

@@ -30,7 +30,7 @@ def recovery(
     own = space.complete(json.loads(base["config"]))
     changed = {k: v for k, v in config.items() if own.get(k, object()) != v}
     what = f"re-tuned to {config_text(changed)}" if changed else "re-tuned to the baseline's own config"
-    recorded = base.get("timing") if isinstance(base.get("timing"), str) else "plain"
+    recorded = store.recorded_timing(base.get("timing"))
     recovers: bool | None = None
     if ms is None or base_ms is None or not math.isfinite(ms) or ms <= 0:
         said = f"{what}: no time to compare with the baseline's"

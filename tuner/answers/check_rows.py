@@ -81,7 +81,7 @@ class StoreRows:
         if ok is None or ok.empty:
             return None
         mine = ok[ok["config"] == store.canonical_config(space.complete(config))]
-        timings = {t if isinstance(t, str) else "plain" for t in (mine["timing"] if "timing" in mine else [None])}
+        timings = {store.recorded_timing(t) for t in (mine["timing"] if "timing" in mine else [None])}
         return timings.pop() if len(mine) and len(timings) == 1 else None
 
     def stored_best(self, base: dict, space: Space) -> tuple[dict, str] | None:

@@ -310,7 +310,7 @@ def _launches(times: object) -> int:
 def _timings(rows: pd.DataFrame) -> list[str]:
     """Each row's timing protocol (a row from before the column existed: plain, as tuner.store reads it)."""
     timings = rows["timing"] if "timing" in rows else [None] * len(rows)
-    return [t if isinstance(t, str) else "plain" for t in timings]
+    return [store.recorded_timing(t) for t in timings]
 
 
 def _measured(rows: pd.DataFrame) -> set[tuple]:

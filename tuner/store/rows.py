@@ -70,8 +70,13 @@ def _launches_match(row: dict, space: Space) -> bool:
 
 def timing_matches(row: dict, space: Space, timing: str | None) -> bool:
     """Whether `row` (a stored evaluation or check baseline) was timed with the protocol `timing`."""
-    recorded = row.get("timing")
-    return space.lang == "host" or (recorded if isinstance(recorded, str) else "plain") == timing
+    return space.lang == "host" or recorded_timing(row.get("timing")) == timing
+
+
+def recorded_timing(value: object) -> str:
+    """The timing protocol a row's `timing` value says: a row from before the column existed (missing, None or
+    NaN) was timed "plain"."""
+    return value if isinstance(value, str) else "plain"
 
 
 def without_superseded(df: pd.DataFrame, space: Space) -> pd.DataFrame:

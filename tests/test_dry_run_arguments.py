@@ -6,6 +6,8 @@ import shutil
 
 import pytest
 
+from tuner.campaign.local import run_campaign
+from tuner.campaign.request import CampaignRequest, resolve
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.measure.dry_run import argument_mismatches, dry_run
@@ -125,6 +127,24 @@ def test_the_dry_run_says_it_as_a_problem(saxpy, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "problem: arguments.0: 'n' is float32 but the kernel's parameter 'n' is int\n" in out
     assert "1 problem(s)" in out and "builds (sm_" in out
+
+
+def test_a_live_campaign_refuses_arguments_the_kernel_does_not_take(saxpy, capsys):
+    """Before any GPU work (here, before "cannot measure here"): one line, the first mismatch and how many more,
+    nothing measured or stored. A replay launches nothing, so it is not refused; arguments that fit pass."""
+    assert resolve(CampaignRequest(workload="my-saxpy")).space.workload == "my-saxpy"  # the example fits
+    path = edit(saxpy, (A + X, X + A))
+    with pytest.raises(TunerError) as e:
+        run_campaign(CampaignRequest(workload="my-saxpy", results=saxpy.parent.parent / "results"))
+    assert str(e.value) == (
+        f"{path}: the arguments do not fit saxpy: arguments.1: 'x' is an array but the kernel's parameter 'a' is "
+        "a scalar (T a) (and 1 more: `tuner tune my-saxpy --dry-run` lists them)"
+    )
+    assert not (saxpy.parent.parent / "results").exists()
+    assert main(["tune", "my-saxpy", "--budget", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the arguments do not fit saxpy: arguments.1: 'x' is an array" in err
+    resolve(CampaignRequest(workload="my-saxpy", simulate=True))  # a replay: not refused
 
 
 @pytest.mark.parametrize("name", ["in", "lambda", "None"])

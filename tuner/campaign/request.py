@@ -156,5 +156,24 @@ def resolve(req: CampaignRequest, *, distributed: bool = False) -> Resolved:
     searchspace = kt.searchspace(space, dtype)
     if searchspace.size == 0:
         raise TunerError(f"{space.path}: the restrictions leave no valid configuration")
+    if not req.simulate and req.measure_target is None:  # a replay, or a stand-in measuring process, launches nothing
+        _check_arguments(space, dtype)
     max_evals = req.max_evals or default_max_evals(req.strategy, searchspace.size, req.time_limit)
     return Resolved(workload, space, size_name, size, dtype, searchspace, max_evals)
+
+
+def _check_arguments(space: Space, dtype: str) -> None:
+    """Before a live campaign: the declared `arguments` fit the kernel's signature (the dry run's check,
+    tuner.measure.dry_run.argument_mismatches), else one line. Launched with arguments it does not take, every
+    config would fail (or read garbage and fail its verification): the whole budget spent to say what the
+    source already says."""
+    from tuner.measure.dry_run import argument_mismatches
+
+    found = argument_mismatches(space, dtype)
+    if found:
+        more = (
+            f" (and {len(found) - 1} more: `tuner tune {space.workload} --dry-run` lists them)"
+            if len(found) > 1
+            else ""
+        )
+        raise TunerError(f"{space.path}: the arguments do not fit {space.kernel_name}: {found[0]}{more}")

@@ -10,7 +10,8 @@ made, warns with its first mismatch only, and cannot read a macro type (it repor
 whatever T is defined as); this one reads the space's declaration before any array is made, says each mismatch
 with its key path, and reads T through the dtype's defines.
 
-The dry run (tuner.measure.dry_run) reports each mismatch as a problem. Loading does not: the declaration
+The dry run (tuner.measure.dry_run) reports each mismatch as a problem, and a live campaign refuses to start
+on the first (tuner.campaign.request.resolve). Loading does not: the declaration
 check is a check of the space document alone (the T1 importer runs it before the kernel is in place, and
 tests declare arguments beside a stand-in kernel), and a load error would replace the dry run's report."""
 

@@ -125,7 +125,8 @@ def run_distributed(
 
 def _finished(s: dict) -> str | None:
     """How a campaign `s` (campaign_status) finished, where it did: its budget or space done, or its patience spent,
-    nothing running or queued, and a worker finished it (the confirmation ran). None where workers have work."""
+    nothing running or queued, and a worker finished it (the confirmation ran). None where workers have work: one
+    stopped by its time limit (`stopped (time limit)`) goes on, each worker with the time budget again."""
     if s["running"] or s["waiting"] or not any(w.get("state") == "finished" for w in s["workers"].values()):
         return None
     if s.get("stopped") == "patience":

@@ -67,6 +67,9 @@ class Scheduler:
         self.stopping = threading.Event()
         self.scheduler_error: BaseException | None = None
         self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
+        # its search ended at the deadline, not for want of work (the campaign's results tell budget, space and
+        # patience apart: tuner.campaign.distributed.status._stopped), as one process says `time limit`
+        self.timed_out = False
         limit, self.prefetch = compile_ahead(session.runner)  # the pipeline is made here, before the threads
         self.pace = Pace(limit)
         self.loop = BudgetLoop(
@@ -133,6 +136,7 @@ class Scheduler:
             **self.counts,
             "trials": self.loop.asked,
             "handed_back": self.loop.settled,
+            "stopped": "time limit" if self.timed_out else None,  # why its search stopped, where its time ran out
         }
 
     def _out_of_time(self) -> bool:
@@ -160,9 +164,10 @@ class Scheduler:
                         todo.put(proposal)
                         inflight += 1
                         continue
-                    if self.loop.running == 0 and inflight == 0:
+                    if self.loop.running == 0 and inflight == 0 and not self._halted():
                         return  # nothing left to ask and nobody measuring anywhere
-                elif inflight == 0:
+                if inflight == 0 and self._halted():  # halted while asking too: its `running` is an old look
+                    self.timed_out = not self.stopping.is_set()  # else stopped by the measuring thread
                     return  # out of time
                 try:
                     if not self._finish(*done.get(timeout=POLL_S)):

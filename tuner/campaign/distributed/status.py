@@ -29,7 +29,7 @@ from tuner.search import trial_kinds
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Iterable
 
     import pandas as pd
     from optuna.trial import FrozenTrial
@@ -118,20 +118,45 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "failures": failures,
         "best": best,
         "confirmed": attrs.get("confirmed"),
-        "stopped": _stopped(tally["done"].values(), camp.patience, total, searchspace.size),
+        "stopped": _stopped(
+            tally["done"].values(),
+            camp.patience,
+            total,
+            searchspace.size,
+            busy=bool(tally["running"]),
+            workers=workers.values(),
+        ),
         "workers": workers,
     }
 
 
-def _stopped(done: Collection[FrozenTrial], patience: int | None, total: int, space_size: int) -> str | None:
+def _stopped(
+    done: Collection[FrozenTrial],
+    patience: int | None,
+    total: int,
+    space_size: int,
+    *,
+    busy: bool = False,
+    workers: Iterable[dict] = (),
+) -> str | None:
     """Why the campaign's search stopped, as a single-process search says it (tuner.campaign.summary.STOP_REASONS):
-    its patience spent, else its budget or every config of its space (or of the recording replayed) done; None
-    while it has work."""
+    its patience spent, else its budget or every config of its space (or of the recording replayed) done, else its
+    time limit, where no trial is `busy` (running) and the worker that closed last (of the `workers`' records)
+    stopped on it: a run resumed later says how it ended instead (its budget, or nothing where it was stopped). Trials
+    queued do not count: brute force keeps the queue topped up, and a time limit leaves some there. None while it
+    has work."""
     if patience_spent(done, patience):
         return "patience"
-    if len(done) < total:
-        return None
-    return "budget" if total < space_size else "space exhausted"
+    if len(done) >= total:
+        return "budget" if total < space_size else "space exhausted"
+    last = None if busy else _last_closed(workers)
+    return "time limit" if last is not None and last.get("stopped") == "time limit" else None
+
+
+def _last_closed(workers: Iterable[dict]) -> dict | None:
+    """The record of the worker that closed last: its process's start (epoch seconds) plus its `closed` mark."""
+    closed = [w for w in workers if "closed" in w.get("timeline_s", {}) and w.get("process_started") is not None]
+    return max(closed, key=lambda w: w["process_started"] + w["timeline_s"]["closed"], default=None)
 
 
 def _worker_state(w: dict) -> str:
@@ -233,6 +258,7 @@ def format_status(s: dict) -> str:
             lines.append(
                 "    seconds after its start: " + ", ".join(f"{k} {v:.1f}" for k, v in info["timeline_s"].items())
             )
+    lines += closing_notes(stopped_line(s.get("stopped")))  # why its search stopped, as `tune` ends with it
     return "\n".join(lines)
 
 

@@ -162,6 +162,22 @@ def test_time_budget_stops(results):
     assert 0 < out.evaluated < 576
 
 
+def test_a_time_budget_spent_before_the_first_config_says_so(results, capsys):
+    """Not "no configuration ran successfully": none ran at all (the search's set-up took the whole budget)."""
+    import shutil
+
+    from tuner import locations
+    from tuner.cli import main
+
+    shutil.copytree(locations.BUILTIN_RESULTS / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small",
+                    results / "nvidia-h100-80gb-hbm3" / "floyd-warshall-small")
+    assert main(["tune", "floyd-warshall-small", "--size", "5k", "--simulate", "--budget", "0.001s"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0 configs evaluated" in out and "no configuration ran successfully" not in out
+    assert "the time budget (0.001s) ran out before any configuration was measured" in out
+    assert out.endswith("stopped (time limit): the time budget ran out (--budget)")
+
+
 def test_times_taken_another_way_are_measured_again(results):
     """Times taken over another number of launches, or with another timing protocol (tuner/measure/timing.py), are
     not resumed."""

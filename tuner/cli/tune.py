@@ -185,14 +185,15 @@ def command(args: argparse.Namespace) -> int:
             f"best: {config_text(b['config'])}  {readable(b['value'])} {b['objective']}  ({readable(b['time_ms'])} ms)",
             highlight=False,
         )
+    elif result.evaluated == 0 and result.stop_reason == "time limit":  # not that every config failed
+        console.print(f"[red]the time budget ({args.budget}) ran out before any configuration was measured[/]")
     else:
         console.print("[red]no configuration ran successfully[/]")
-        return 1
     for name, ms in result.baselines.items():
         console.print(f"baseline {name}: {readable(ms)} ms", highlight=False)
     for line in result.closing:  # why the search stopped; where `tuner best` answers otherwise, why
         console.print(line, highlight=False)
-    return 0
+    return 0 if result.best else 1
 
 
 def _dry_run(args: argparse.Namespace) -> int:

@@ -92,7 +92,7 @@ def test_tune_names_an_unknown_option_and_the_known_ones() -> None:
 
 
 @pytest.mark.parametrize(
-    ("budget", "said"), [(0, "at least 1 evaluation"), ("-2", "at least 1 evaluation"), ("0s", "a duration from 1ms")]
+    ("budget", "said"), [(0, "at least 1 evaluation"), ("-2", "at least 1 evaluation"), ("0s", "a duration from 0.001s")]
 )
 def test_tune_says_a_budget_too_small(budget: object, said: str) -> None:
     with pytest.raises(tuner.TunerError, match=f"budget '{budget}': give {said}"):

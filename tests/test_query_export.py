@@ -125,8 +125,8 @@ def test_cli_errors_are_one_line_no_traceback(results, capsys):
     assert "impossible size" in capsys.readouterr().err
     assert main(["tune", "reduction", "--strategy", "nosuch"]) == 2
     assert "unknown strategy" in capsys.readouterr().err
-    for argv, message in [(["tune", "reduction", "--budget", "nans"], "budget 'nans': give a duration from 1ms"),
-                          (["tune", "reduction", "--budget", "1e-9s"], "budget '1e-9s': give a duration from 1ms"),
+    for argv, message in [(["tune", "reduction", "--budget", "nans"], "budget 'nans': give a duration from 0.001s"),
+                          (["tune", "reduction", "--budget", "1e-9s"], "budget '1e-9s': give a duration from 0.001s"),
                           (["tune", "reduction", "--patience", "-3", "--simulate"], "--patience -3"),
                           (["tune", "reduction", "--timeout", "0"], "--timeout 0"),
                           (["tune", "gemm", "--workers", "2", "--devices", "0,x"], "--devices '0,x'"),

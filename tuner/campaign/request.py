@@ -69,7 +69,7 @@ def parse_budget(text: str | None) -> tuple[int | None, float | None]:
         ) from None
     if text[-1] in units:  # a duration, but maybe none to run in
         if not 0.001 <= seconds < 1e9:  # also NaN and inf
-            raise TunerError(f"budget '{text}': give a duration from 1ms (0.001s) to under 1e9 seconds")
+            raise TunerError(f"budget '{text}': give a duration from 0.001s (1 ms; units s, m, h) to under 1e9 seconds")
         return None, seconds
     if evals < 1:  # a number, but no campaign
         raise TunerError(f"budget '{text}': give at least 1 evaluation (or a duration: 90s, 10m, 2h)")

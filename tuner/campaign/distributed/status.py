@@ -117,7 +117,7 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         "grace_s": camp.grace_s,
         "failures": failures,
         "best": best,
-        "confirmed": attrs.get("confirmed"),
+        "confirmed": _confirmed(attrs.get("confirmed"), len(campaign_values(tally["done"]))),
         "stopped": _stopped(
             tally["done"].values(),
             camp.patience,
@@ -128,6 +128,34 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         ),
         "workers": workers,
     }
+
+
+def campaign_values(done: dict[tuple | None, FrozenTrial]) -> dict[str, float]:
+    """{config key (canonical JSON): campaign objective} of the configs measured without error (tally_trials'
+    `done`): what a confirmation draws its finalists from; how many, what it was drawn from (`drawn_from`)."""
+    values = {}
+    for config, t in done.items():
+        info = trial_kinds.info(t)
+        if info.get("status") == "ok" and config is not None:
+            values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
+    return values
+
+
+def _confirmed(record: dict | None, measured: int) -> dict | None:
+    """The study's `confirmed` record as `tuner status` shows it (`measured`: configs measured without error now).
+    None where it chose nothing: the latest results had fewer than two finalists, or their confirmation failed (the
+    campaign's own best stands). `measured_since`: configs measured after it was drawn (a resumed campaign, confirmed
+    again when a worker finishes it); not known of a record from before `drawn_from` was kept."""
+    if not record or record.get("config") is None:
+        return None
+    since = measured - record.get("drawn_from", measured)
+    return {**record, "measured_since": since} if since > 0 else record
+
+
+def _current(confirmed: dict | None) -> bool:
+    """Whether a confirmation (campaign_status' `confirmed`) was drawn from every config measured so far: one from
+    before configs measured since chose among near-ties that may be near the best no longer."""
+    return confirmed is not None and not confirmed.get("measured_since")
 
 
 def _stopped(
@@ -218,7 +246,7 @@ def format_summary(s: dict) -> str:
     return (
         f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
         f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, {running_text(s)}{best}"
-        + (", confirmed" if s.get("confirmed") else "")
+        + (", confirmed" if _current(s.get("confirmed")) else "")
         + (f", {dead} worker{'s' if dead > 1 else ''} dead" if dead else "")
     )
 
@@ -241,8 +269,14 @@ def format_status(s: dict) -> str:
         c = s["confirmed"]
         # a simulated campaign's rounds are resampled from the recording's times (tuner.measure.replay), not measured
         again = "replayed from the recording" if s["simulated"] else "measured again"
+        since = c.get("measured_since")
         lines.append(
             f"confirmed among {c['finalists']} finalists {again} ({c['seconds']:.1f} s): {config_text(c['config'])}"
+            + (
+                f"  (drawn before {since} configs measured since: the worker that finishes the campaign confirms again)"
+                if since
+                else ""
+            )
         )
     for w, info in sorted(s["workers"].items()):
         # a replay's worker uses no GPU: the GPU named is the recording's
@@ -280,19 +314,20 @@ def campaign_result(name: str, url: str, root: Path, status: dict | None = None)
     best = (
         {k: v for k, v in s["best"].items() if k in ("config", "objective", "value", "time_ms")} if s["best"] else None
     )
-    if best and s["confirmed"] and s["confirmed"]["config"] != best["config"]:
+    confirmed = s["confirmed"] if _current(s["confirmed"]) else None
+    if best and confirmed and confirmed["config"] != best["config"]:
         # the confirmation's choice among the near-ties, with its own campaign measurement
-        chosen = rows[rows["config"] == store.canonical_config(s["confirmed"]["config"])] if not rows.empty else rows
+        chosen = rows[rows["config"] == store.canonical_config(confirmed["config"])] if not rows.empty else rows
         if not chosen.empty:
             r = chosen.iloc[0]
             best = {
-                "config": s["confirmed"]["config"],
+                "config": confirmed["config"],
                 "objective": best["objective"],
                 "value": float(r["objective_value"]),
                 "time_ms": float(r["time_ms"]),
             }
     if best:
-        best["confirmed"] = bool(s["confirmed"])
+        best["confirmed"] = bool(confirmed)
     chosen_instead = chosen_line(best, s["best"], replayed=s["simulated"])
     return CampaignResult(
         s["workload"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -17,6 +16,7 @@ from tuner.campaign.distributed.cache_parts import cache_part, merge_cache_parts
 from tuner.campaign.distributed.liveness import process_started
 from tuner.campaign.distributed.scheduler import Scheduler
 from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
+from tuner.campaign.distributed.status import campaign_values
 from tuner.campaign.distributed.study import Campaign, TrialCodec, join_campaign, tally_trials
 from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import open_session
@@ -25,7 +25,6 @@ from tuner.measure import kt
 from tuner.measure.provenance import kernel_hash
 from tuner.measure.replay import recording_searchspace
 from tuner.measure.runner import IsolatedRunner
-from tuner.search import trial_kinds
 from tuner.workloads import get_workload
 
 if TYPE_CHECKING:
@@ -245,31 +244,37 @@ def _confirm_campaign(
     log: Callable[[str], None],
 ) -> None:
     """The campaign is done: re-measure its near-ties in this worker and record the choice (tuner/campaign/confirmation.py).
-    Every worker that finishes before a choice is recorded measures (workers that finish together do so
-    side by side, each on its own GPU); the first choice recorded in the study stands, and each worker's
-    measurements go to the store."""
-    if "confirmed" in study.user_attrs:
+    Every worker that finishes before a choice is recorded for the results it sees measures (workers that finish
+    together do so side by side, each on its own GPU); the first choice recorded for the same results stands, and
+    each worker's measurements go to the store. A campaign resumed with more budget or time is confirmed again when
+    it has measured more: the record says what it was drawn from (`drawn_from`, the number of configs measured)."""
+    values = campaign_values(tally_trials(study.get_trials(deepcopy=False), TrialCodec(searchspace))["done"])
+    if _stands(study.user_attrs.get("confirmed"), len(values)):
         return
-    codec = TrialCodec(searchspace)
-    values = {}
-    for config, t in tally_trials(study.get_trials(deepcopy=False), codec)["done"].items():
-        info = trial_kinds.info(t)
-        if info.get("status") == "ok" and config is not None:
-            values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
     record = confirmation.confirm_and_save(session, space, searchspace, values, root, me, log)
-    if record is None:
+    # Optuna has no compare-and-set: two workers may both get here; the window is the read and the write below
+    if _stands(study.user_attrs.get("confirmed"), len(values)):
         return
-    if "confirmed" not in study.user_attrs:  # Optuna has no compare-and-set: two workers may both get here
-        study.set_user_attr(
-            "confirmed",
-            {
-                "config": record["chosen"],
-                "seconds": record["seconds"],
-                "worker": me,
-                "finalists": len(record["finalists"]),
-                "rule": record["rule"],
-            },
-        )
+    # none chosen (fewer than two finalists, or the confirmation failed) is recorded too: a choice among the near-ties
+    # of fewer results is not these results' (`tuner status` shows none; the campaign's best stands)
+    near = len(confirmation.finalists(values, [], space.maximize))  # how many: their order does not change it
+    confirmed: dict = {"config": None, "worker": me, "finalists": near, "drawn_from": len(values)}
+    if record is not None:
+        confirmed.update(config=record["chosen"], seconds=record["seconds"], rule=record["rule"])
+    study.set_user_attr("confirmed", confirmed)
+
+
+def _stands(record: dict | None, measured: int) -> bool:
+    """Whether the study's `confirmed` record stands for the campaign's results, `measured` configs without error:
+    drawn from these (results only grow, so the same count is the same results) or more (a worker that stopped on
+    its time limit while others measured finishes with fewer), and a choice, or none to make (fewer than two
+    finalists); a failed one is tried again by the next worker to finish. A record from before `drawn_from` was
+    kept does not stand: what it was drawn from is unknown, and the campaign may have been resumed since and found a
+    new best away from its finalists (its choice was then taken for the campaign's best, 4% slower than the best in
+    a brute force resumed to the end). Confirming again costs one confirmation, once; a stale choice would stay."""
+    if not record or "drawn_from" not in record:
+        return False
+    return bool(record["drawn_from"] >= measured and (record["config"] is not None or record["finalists"] < 2))
 
 
 def _now() -> str:

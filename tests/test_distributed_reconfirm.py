@@ -112,3 +112,16 @@ def test_a_campaign_with_nothing_new_keeps_its_confirmation_and_workers_finishin
     study.set_user_attr("confirmed", old)
     other = {**old, "worker": "other", "drawn_from": 2}
     assert confirm(other) == other and len(measured) == 2
+
+
+def test_a_finished_campaign_whose_confirmation_is_out_of_date_is_confirmed_again(campaign, results, capsys):
+    """A resumed run that measured everything but was stopped before its confirmation (here: its record set back to
+    fewer results): run again, it starts a worker, which measures nothing and confirms every result's near-ties;
+    before, the campaign counted as finished (a worker had finished it once) and no worker started."""
+    _tune(campaign, 4, capsys)
+    study, _, _ = read_campaign(NAME, campaign)
+    study.set_user_attr("confirmed", {**study.user_attrs["confirmed"], "drawn_from": 2})
+    assert campaign_status(NAME, campaign, results)["confirmed"]["measured_since"] == 2
+    again = _tune(campaign, 4, capsys)
+    assert again["evaluated"] == 4 and again["best"]["confirmed"]
+    assert study.user_attrs["confirmed"]["drawn_from"] == 4 and len(_confirmations(results)) == 2

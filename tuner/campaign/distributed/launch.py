@@ -126,9 +126,12 @@ def run_distributed(
 def _finished(s: dict) -> str | None:
     """How a campaign `s` (campaign_status) finished, where it did: its budget or space done, or its patience spent,
     nothing running or queued, and a worker finished it (the confirmation ran). None where workers have work: one
-    stopped by its time limit (`stopped (time limit)`) goes on, each worker with the time budget again."""
+    stopped by its time limit (`stopped (time limit)`) goes on, each worker with the time budget again, and one whose
+    confirmation was drawn before configs measured since is confirmed again."""
     if s["running"] or s["waiting"] or not any(w.get("state") == "finished" for w in s["workers"].values()):
         return None
+    if (s.get("confirmed") or {}).get("measured_since"):  # measured after its confirmation, stopped before another
+        return None  # the workers started find nothing to measure and confirm the near-ties of every result
     if s.get("stopped") == "patience":
         return f"{s['done']} evaluated, stopped ({s['stopped']})"
     return f"{s['done']}/{s['total']} evaluated" if s["done"] >= s["total"] else None

@@ -192,13 +192,19 @@ def export_answers(
     *,
     size: str | None = None,
     gpu: str | None = None,
+    evaluations: pd.DataFrame | None = None,
+    baselines: pd.DataFrame | None = None,
 ) -> tuple[list[dict], Degraded]:
     """best_per_gpu_and_size, with what the whole read left out (said once, not in each answer: each answer's
     `fallback` says "degraded" then). A (GPU, size, dtype) with no answer (every config of the current kernel
-    source failed, or lies outside the space) is left out with a warning; asked for by `size`, an error."""
+    source failed, or lies outside the space) is left out with a warning; asked for by `size`, an error.
+    `evaluations`, `baselines`: the workload's, as stored_evaluations and store.load_baselines read them, from a
+    caller that has read them already (`tuner report`); as for best, what their own load left out is the
+    caller's to gather (schema.collect)."""
     with collect() as degraded:
         try:
-            answers = [with_degraded(a, degraded) for a in _per_gpu_and_size(workload_name, dtype, root, size, gpu)]
+            found = _per_gpu_and_size(workload_name, dtype, root, size, gpu, evaluations, baselines)
+            answers = [with_degraded(a, degraded) for a in found]
         except DegradedStoreError as e:
             e.degraded = degraded.as_dict()
             raise
@@ -208,10 +214,17 @@ def export_answers(
 
 
 def _per_gpu_and_size(
-    workload_name: str, dtype: str | None, root: Path | None, size: str | None, gpu: str | None
+    workload_name: str,
+    dtype: str | None,
+    root: Path | None,
+    size: str | None,
+    gpu: str | None,
+    evaluations: pd.DataFrame | None,
+    baselines: pd.DataFrame | None,
 ) -> list[dict]:
     workload = get_workload(workload_name)
-    df = stored_evaluations(workload_name, root)  # select leaves out the times taken under an older protocol, saying so
+    # select leaves out the times taken under an older protocol, saying so
+    df = stored_evaluations(workload_name, root) if evaluations is None else evaluations
     if df.empty:
         raise nothing_stored(workload, root)
     dtypes = [workload.space.resolve_dtype(dtype)] if dtype else sorted(df["dtype"].unique())
@@ -224,7 +237,7 @@ def _per_gpu_and_size(
         every, ok = every[every["gpu"] == gpu], ok[ok["gpu"] == gpu]
     if size:
         ok = _at_export_size(workload, size, every, ok, gpu, root)
-    base = store.load_baselines(workload_name, root)
+    base = store.load_baselines(workload_name, root) if baselines is None else baselines
     # completed once here for every answer: choice_for then finds nothing stale (it completed each answer's rows again)
     confirmed = store.complete_configs(
         confirmation_choices.load(workload_name, Path(root or store.results_root())), workload.space

@@ -29,8 +29,22 @@ H100 = "NVIDIA H100 80GB HBM3"  # the GPU the reports describe unless told anoth
 
 
 def gpu_argument(default: str = H100) -> str:
-    """The GPU named as the script's one argument (`python benchmarks/floyd_warshall/report.py "NVIDIA H200"`), else `default`."""
-    return sys.argv[1] if len(sys.argv) > 1 else default
+    """The GPU named as the script's one argument (`python benchmarks/floyd_warshall/report.py "NVIDIA H200"`), else
+    `default`. `-h`/`--help` prints the script's docstring; an option it does not take, or a GPU the store has no
+    folder of, is one line (exit 2): read as a GPU, `--help` gave the reports an empty table and a traceback."""
+    if len(sys.argv) < 2:
+        return default
+    arg = sys.argv[1]
+    if arg in ("-h", "--help"):
+        print(sys.modules["__main__"].__doc__ or "")
+        raise SystemExit(0)
+    root = results_root()  # its folders: one a GPU, and `simulated` (the replays' store)
+    known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "simulated") if root.is_dir() else []
+    if arg.startswith("-") or gpu_slug(arg) not in known:
+        print(f"{sys.argv[0]}: '{arg}' is no GPU of the store ({', '.join(known)}); give its name as the store "
+              f"does (e.g. \"{H100}\") or none for the {H100}", file=sys.stderr)
+        raise SystemExit(2)
+    return arg
 
 
 # --- where things are -------------------------------------------------------------------------------------------

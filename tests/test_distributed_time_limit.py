@@ -49,9 +49,11 @@ def test_a_campaign_out_of_time_says_time_limit(project, capsys):  # noqa: F811
     url = f"sqlite:///{project / 't.db'}"
     argv = ["tune", "reduction", "--size", "16M", "--strategy", "brute_force", "--simulate", "--workers", "2",
             "--budget", "3s", "--storage", url]
-    assert main([*argv, "--json"]) == 0
+    rc = main([*argv, "--json"])
     result = json.loads(capsys.readouterr().out)
-    assert 0 < result["evaluated"] < 576  # the space is far more than 3 s of replaying
+    # the space is far more than 3 s of replaying; a worker slow to start on a loaded machine may measure none (the
+    # clock starts with its search), and then exits 1 as `tune` does when no config ran
+    assert result["evaluated"] < 576 and rc == (0 if result["evaluated"] else 1)
     assert result["stop_reason"] == "time limit" and result["closing"][0] == TIME_LIMIT  # as `tune` ends
     name = _study(url).study_name
     assert main(["status", name, "--storage", url, "--json"]) == 0

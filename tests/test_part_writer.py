@@ -160,9 +160,9 @@ def test_a_read_is_kept_in_the_users_cache_for_the_next_process(tmp_path, monkey
     made_from = sorted(type(pickle.loads(p.read_bytes())[0]).__name__ for p in cache.glob("*.pickle"))
     assert made_from == ["list", "str"]  # the part (its digest) and the read (each part's path and digest)
 
-    parsed: list = []  # the parts parsed (together, in runs: parts._parsed), one entry a part
-    parse = parts._parsed
-    monkeypatch.setattr(parts, "_parsed", lambda read, columns: parsed.extend(read) or parse(read, columns))
+    parsed: list = []  # the parts parsed (together, in runs: parts.parse_together), one entry a part
+    parse = parts.parse_together
+    monkeypatch.setattr(parts, "parse_together", lambda read, columns: parsed.extend(read) or parse(read, columns))
     monkeypatch.setattr(parts, "_PARSED", {})  # as a new process starts
     with collect() as left_out:
         again = stored(tmp_path)

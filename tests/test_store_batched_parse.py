@@ -1,6 +1,6 @@
-"""A first read of the store parses its parts together (tuner.store.parts._parsed: one frame a run of parts read
-alike, then sliced), not one frame a part: every part must come out exactly as pd.read_parquet makes it alone,
-and a read as the part-by-part read made it, what it left out, remembered and kept included."""
+"""A first read of the store parses its parts together (tuner.store.parquet_runs.parse_together: one frame a run
+of parts read alike, then sliced), not one frame a part: every part must come out exactly as pd.read_parquet makes
+it alone, and a read as the part-by-part read made it, what it left out, remembered and kept included."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tuner import locations
-from tuner.store import parts
+from tuner.store import parquet_runs, parts
 from tuner.store.schema import Degraded, schema_for, unreadable
 from tuner.store.schema_check import check
 
@@ -56,7 +56,7 @@ def _same(got: pd.DataFrame | str, want: pd.DataFrame, what: str) -> None:
 def _runs(read: list[tuple[Path, bytes]]) -> list[list[Path]]:
     """The runs the reader makes of these parts (all readable as tables), by path."""
     items = [(p, data, pq.ParquetFile(io.BytesIO(data)).read(use_pandas_metadata=True)) for p, data in read]
-    return [[p for p, _, _ in run] for run in parts._runs(items)]
+    return [[p for p, _, _ in run] for run in parquet_runs.runs(items)]
 
 
 @pytest.mark.parametrize("columns", [None, COLUMNS], ids=["whole", "narrow"])
@@ -69,7 +69,7 @@ def test_every_committed_part_is_parsed_as_read_alone(committed: Committed, colu
     assert any("simulated" in str(f) for f in committed)
     batched = compared = 0
     for folder, read in committed.items():
-        got = dict(parts._parsed(read, columns))
+        got = dict(parts.parse_together(read, columns))
         assert list(got) == [p for p, _ in read]  # each part once, in order
         data = dict(read)
         for n, run in enumerate(_runs(read)):
@@ -123,7 +123,7 @@ def test_parts_whose_values_decide_their_dtypes_are_parsed_alone(tmp_path: Path)
         frame(pd.DataFrame({"v": [3, 4, 5], "w": note}))
     together.append(written[-2:])
     read = [(p, p.read_bytes()) for p in written]
-    got = list(parts._parsed(read, None))
+    got = list(parts.parse_together(read, None))
     assert [p for p, _ in got] == written
     for p, frame_of in got:
         _same(frame_of, pd.read_parquet(p), str(p))
@@ -195,8 +195,8 @@ import pickle, sys
 from pathlib import Path
 from tuner.store import parts
 parsed = []
-whole = parts._parsed
-parts._parsed = lambda read, columns: parsed.append(len(read)) or whole(read, columns)
+whole = parts.parse_together
+parts.parse_together = lambda read, columns: parsed.append(len(read)) or whole(read, columns)
 found = parts.read_store({pattern!r}, Path({root!r}), shipped=False)
 Path({out!r}).write_bytes(pickle.dumps((found.frame, found.degraded.as_dict(), parsed)))
 """
@@ -214,13 +214,13 @@ def test_a_read_answers_as_part_by_part_now_again_and_in_a_new_process(
     assert set(want_left_out.parts) == {str(laid[2])} and want_left_out.rows  # the truncated part; the row
 
     parsed: list[int] = []
-    whole = parts._parsed
+    whole = parts.parse_together
 
     def counted(read: list[tuple[Path, bytes]], columns: list[str] | None) -> Iterator[tuple[Path, object]]:
         parsed.append(len(read))
         return whole(read, columns)
 
-    monkeypatch.setattr(parts, "_parsed", counted)
+    monkeypatch.setattr(parts, "parse_together", counted)
     first = parts.read_store(PATTERN, root, shipped=False)
     pd.testing.assert_frame_equal(first.frame, want, check_exact=True)
     assert first.degraded.as_dict() == want_left_out.as_dict() and parsed == [len(laid)]  # all at once

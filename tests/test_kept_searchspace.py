@@ -27,3 +27,18 @@ def test_another_space_object_gets_its_own_searchspace():
     assert 0 < fewer.size < whole.size
     assert all(dict(zip(space.params, c))[param] != values[0] for c in fewer.list)
     assert kt.searchspace(space, "float32").size == whole.size  # the first space's is still its own
+
+
+def test_the_shared_searchspace_is_one_object_no_copy_handed_out_is_it():
+    """kt.shared_searchspace (the replays' read-only one) is the same object each call, whether it or a copy was
+    asked for first, and no copy is it: a strategy changing its copy leaves the shared one whole."""
+    space = get_workload("reduction").space
+    for first_asked in (kt.searchspace, kt.shared_searchspace):
+        narrowed = dataclasses.replace(space)  # a space object of its own: nothing built for it yet
+        first_asked(narrowed, "int32")
+        shared = kt.shared_searchspace(narrowed, "int32")
+        assert kt.shared_searchspace(narrowed, "int32") is shared
+        copy = kt.searchspace(narrowed, "int32")
+        assert copy is not shared and copy.list == shared.list
+        copy.list.clear()
+        assert shared.list == kt.searchspace(narrowed, "int32").list and len(shared.list) == shared.size > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,23 +50,50 @@ def searchspace(space: Space, dtype: str | None = None) -> Searchspace:
     gets one of its own (a strategy changes the one it walks), unpickled from the one built for this space object
     and dtype where it pickles: the same restrictions, lists and lookups, nothing walked yet, built again in a
     fraction of the time (GEMM's in 1 ms, not 1 s: a campaign's request and its replay each ask for one)."""
-    kept = _BUILT.get((id(space), dtype))
-    if kept is not None and kept[0] is space:  # the same object: an id may be reused once one is gone
-        return pickle.loads(kept[1]) if kept[1] is not None else _searchspace(space, dtype)
-    built = _searchspace(space, dtype)
+    built = _built(space, dtype)
+    if built is None:
+        return _remember(space, dtype, _searchspace(space, dtype), shared=False)
+    return pickle.loads(built.pickled) if built.pickled is not None else _searchspace(space, dtype)
+
+
+def shared_searchspace(space: Space, dtype: str | None = None) -> Searchspace:
+    """searchspace's, one kept for every caller of this space object and dtype: to read only (its list, size and
+    lookups), never to hand to a strategy. The replays read it for every run (a copy of Floyd-Warshall's 438,648
+    configs is 0.4 s of unpickling)."""
+    built = _built(space, dtype)
+    if built is None:
+        return _remember(space, dtype, _searchspace(space, dtype), shared=True)
+    if built.shared is None:
+        built.shared = searchspace(space, dtype)
+    return built.shared
+
+
+@dataclass
+class _Built:
+    space: Space  # the object it was built for (a space is not changed once loaded: an edited file is another one)
+    pickled: bytes | None  # None: a restriction pickle cannot carry, so each copy is built again
+    shared: Searchspace | None = None  # shared_searchspace's, once asked for
+
+
+# searchspace's last builds, by (id of the space, dtype)
+_BUILT: dict[tuple[int, str | None], _Built] = {}
+
+
+def _built(space: Space, dtype: str | None) -> _Built | None:
+    built = _BUILT.get((id(space), dtype))
+    return built if built is not None and built.space is space else None  # an id may be reused once one is gone
+
+
+def _remember(space: Space, dtype: str | None, made: Searchspace, shared: bool) -> Searchspace:
+    """`made` (just built) pickled for the copies to come, and kept as the shared one where it is that."""
     try:
-        pickled: bytes | None = pickle.dumps(built)
-    except (pickle.PicklingError, TypeError, AttributeError):  # a restriction pickle cannot carry: built each time
+        pickled: bytes | None = pickle.dumps(made)
+    except (pickle.PicklingError, TypeError, AttributeError):
         pickled = None
-    while len(_BUILT) >= 2:  # the oldest out: Floyd-Warshall's pickles to 20 MB
+    while len(_BUILT) >= 2:  # the oldest out: Floyd-Warshall's pickles to 20 MB, its searchspace a few hundred MB
         del _BUILT[next(iter(_BUILT))]
-    _BUILT[(id(space), dtype)] = (space, pickled)
-    return built
-
-
-# searchspace's last builds, pickled, by (id of the space, dtype), each with its space (a space is not changed once
-# loaded: a space file edited is read again into another object, tuner.workloads.base)
-_BUILT: dict[tuple[int, str | None], tuple[Space, bytes | None]] = {}
+    _BUILT[(id(space), dtype)] = _Built(space, pickled, made if shared else None)
+    return made
 
 
 def _searchspace(space: Space, dtype: str | None) -> Searchspace:

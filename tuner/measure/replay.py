@@ -104,7 +104,6 @@ class _Memo:
 
 
 _READ = _Memo(4)
-_SEARCHSPACES = _Memo(2)  # Floyd-Warshall's holds 438,648 configs: a few hundred MB
 
 
 def _readable_copy(cachefile: Path, space: Space, folder: Path) -> Path:
@@ -128,7 +127,7 @@ def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) ->
     gets the space's own."""
     # the space's searchspace, read here only; a complete recording gets one of its own (kt.searchspace hands out
     # copies), as Kernel Tuner's strategies change the one they walk (its caches of neighbours)
-    full = _kept(space, dtype)
+    full = kt.shared_searchspace(space, dtype)
     held = [c for c in full.list if ",".join(str(v) for v in c) in cache]
     if len(held) == full.size:
         return kt.searchspace(space, dtype), full.size
@@ -141,15 +140,9 @@ def recorded_searchspace(space: Space, cache: dict, dtype: str | None = None) ->
 
 
 def searchspace_size(space: Space, dtype: str | None = None) -> int:
-    """kt.searchspace(space, dtype).size, the searchspace kept for the replays of this process (recorded_searchspace
-    reads it for every replay; a comparison asks its size again and again)."""
-    return int(_kept(space, dtype).size)
-
-
-def _kept(space: Space, dtype: str | None) -> Searchspace:
-    """kt.searchspace(space, dtype) kept for this process's replays: only ever read, never handed to a strategy
-    (each kt.searchspace call unpickles a copy: 1 ms for GEMM's, 0.4 s for Floyd-Warshall's 438,648 configs)."""
-    return _SEARCHSPACES.get(space, None, (dtype,), lambda: kt.searchspace(space, dtype))
+    """kt.searchspace(space, dtype).size, of the searchspace kept for every reader (kt.shared_searchspace:
+    recorded_searchspace reads it for every replay; a comparison asks its size again and again)."""
+    return int(kt.shared_searchspace(space, dtype).size)
 
 
 def recording_searchspace(

@@ -12,6 +12,7 @@ from tuner import store
 from tuner.campaign.distributed.liveness import dead_trials, process_gone
 from tuner.campaign.distributed.study import (
     TrialCodec,
+    campaign_values,
     lost_trials,
     patience_spent,
     read_campaign,
@@ -128,17 +129,6 @@ def campaign_status(name: str, url: str, root: Path | None = None) -> dict:
         ),
         "workers": workers,
     }
-
-
-def campaign_values(done: dict[tuple | None, FrozenTrial]) -> dict[str, float]:
-    """{config key (canonical JSON): campaign objective} of the configs measured without error (tally_trials'
-    `done`): what a confirmation draws its finalists from; how many, what it was drawn from (`drawn_from`)."""
-    values = {}
-    for config, t in done.items():
-        info = trial_kinds.info(t)
-        if info.get("status") == "ok" and config is not None:
-            values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
-    return values
 
 
 def _confirmed(record: dict | None, measured: int) -> dict | None:

@@ -267,6 +267,17 @@ def tally_trials(trials: list[FrozenTrial], codec: TrialCodec, limbo_s: float = 
     return {"done": done, "held": held, "running": running, "waiting": waiting, "limbo": len(limbo)}
 
 
+def campaign_values(done: dict[tuple | None, FrozenTrial]) -> dict[str, float]:
+    """{config key (canonical JSON): campaign objective} of the configs measured without error (tally_trials'
+    `done`): what a confirmation draws its finalists from; how many, what it was drawn from (`drawn_from`)."""
+    values = {}
+    for config, t in done.items():
+        info = trial_kinds.info(t)
+        if info.get("status") == "ok" and config is not None:
+            values[store.canonical_config(json.loads(info["config"]))] = info["objective"]
+    return values
+
+
 def in_limbo(trials: list[FrozenTrial], window_s: float, now: datetime | None = None) -> list[FrozenTrial]:
     """Trials failed less than `window_s` ago while holding their config (given up for lost; not told `taken` or
     `surplus`, nor given back by their worker: `given_back`) whose retry is not queued yet. Optuna's stale check

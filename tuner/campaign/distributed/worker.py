@@ -16,8 +16,7 @@ from tuner.campaign.distributed.cache_parts import cache_part, merge_cache_parts
 from tuner.campaign.distributed.liveness import process_started
 from tuner.campaign.distributed.scheduler import Scheduler
 from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
-from tuner.campaign.distributed.status import campaign_values
-from tuner.campaign.distributed.study import Campaign, TrialCodec, join_campaign, tally_trials
+from tuner.campaign.distributed.study import Campaign, TrialCodec, campaign_values, join_campaign, tally_trials
 from tuner.campaign.request import CampaignRequest
 from tuner.campaign.session import open_session
 from tuner.errors import ReplayInterrupted, TunerError

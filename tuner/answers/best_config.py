@@ -243,10 +243,10 @@ def _per_gpu_and_size(
         confirmation_choices.load(workload_name, Path(root or store.results_root())), workload.space
     )
     out = []
-    # each answer is drawn from its GPU's rows of its dtype: selecting from all of them for each of GEMM's 136
-    # (GPU, size, dtype) was most of an export's (and a report's) time; an answer of a GPU, size and dtype stored
-    # needs no other GPU's or dtype's rows (no fallback is taken)
-    of_gpu = {key: rows for key, rows in df.groupby(["gpu", "dtype"])}
+    # each answer is drawn from the rows of its own GPU, size and dtype: selecting from all of them for each of
+    # GEMM's 137 (GPU, size, dtype) was most of an export's (and a report's) time, and from its GPU's rows of its
+    # dtype still half of it; an answer of a GPU, size and dtype stored needs no other rows (no fallback is taken)
+    of_size = {key: rows for key, rows in df.groupby(["gpu", "size_vars", "dtype"])}
     for (gpu_name, measured, dt), _ in ok.groupby(["gpu", "size_vars", "dtype"]):
         try:
             answer = best(
@@ -255,7 +255,7 @@ def _per_gpu_and_size(
                 str(dt),
                 gpu=str(gpu_name),
                 root=root,
-                evaluations=of_gpu[(gpu_name, dt)],
+                evaluations=of_size[(gpu_name, measured, dt)],
                 baselines=base,
                 confirmations=confirmed,
             )

@@ -4,15 +4,25 @@ patience (the default where no budget is given, --patience, or none with a budge
 applied to every worker's results in trial order (tuner.campaign.search_start)."""
 
 import json
+import threading
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
 
-from tuner.campaign.distributed.study import Campaign
+from tuner.campaign.distributed import create_campaign
+from tuner.campaign.distributed.scheduler import Scheduler
+from tuner.campaign.distributed.study import Campaign, join_campaign
+from tuner.campaign.request import CampaignRequest
 from tuner.cli import main
+from tuner.measure import kt
 from tuner.search import trial_kinds
 from tuner.search.early_stopping import Patience
+from tuner.search.loop import FAILED
 from tuner.search.names import DEFAULT_PATIENCE
+from tuner.workloads import get_workload
 
 
 def _study(url: str) -> optuna.Study:
@@ -26,6 +36,31 @@ def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TUNER_CACHE", str(tmp_path / "cache"))
     return tmp_path
+
+
+def scheduler_for(root: Path, **request) -> Scheduler:
+    """A worker's Scheduler on a new replayed campaign of reduction 16M (`request`: its CampaignRequest's other
+    fields), made as run_worker makes it, but for its session: a stand-in that measures nothing (a test gives it
+    `cost_func`) and keeps the rows it is given in `writer.rows`."""
+    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)  # asking outside Study.optimize
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    req = CampaignRequest(
+        workload="reduction", size="16M", strategy="random", simulate=True, warm_start=False, results=root, **request
+    )
+    camp, url = create_campaign(req, "stand-in", f"sqlite:///{root / 'stand-in.db'}")
+    study, storage, camp = join_campaign(camp.name, url)
+    space = get_workload("reduction").space
+    rows: list[dict] = []
+    session = SimpleNamespace(
+        runner=SimpleNamespace(),  # no compile pool: nothing compiled ahead
+        gpu={"gpu": "stand-in"},
+        # a GPU the store has no rows of: nothing is served from before
+        common={"size_vars": json.dumps(camp.size_vars, sort_keys=True), "dtype": camp.dtype},
+        provenance={"gpu": "stand-in", "kernel_hash": camp.kernel_hash, "compiler_options": "", "backend": "cuda"},
+        writer=SimpleNamespace(append=rows.append, rows=rows),
+    )
+    searchspace = kt.searchspace(space, camp.dtype)
+    return Scheduler(study, storage, camp, space, searchspace, session, "w", root, req, lambda msg: None)
 
 
 @pytest.mark.parametrize(
@@ -95,3 +130,51 @@ def test_a_distributed_brute_force_says_it_evaluated_the_whole_space(project, ca
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["evaluated"] == 56 and result["stop_reason"] == "space exhausted"  # as one process says it
+
+
+def test_a_worker_gives_back_the_trials_asked_ahead_once_it_finds_the_patience_spent(project, monkeypatch):
+    """As one process drops the trials it asked ahead when its patience stops the search (tuner.search.ahead), a
+    worker gives back, unmeasured, those it takes after its scheduler's look at the study found the campaign's
+    patience spent (as at its time limit), and says it stopped on the patience, as `tuner status` says it of the
+    campaign. The order is made so: three trials asked (a compile pool's depth), the first told (a failure: a
+    patience of 1 is spent) and looked at while the second measures; the third is then given back."""
+    worker = scheduler_for(project, patience=1)
+    monkeypatch.setattr(worker, "_inflight", lambda: 3)
+    asked, looked = threading.Event(), threading.Event()
+    proposed: list[tuple] = []
+    numbers: list[int] = []  # of the trials proposed (the sampler's invalid configs are told at once, apart)
+    propose, wanted = worker.loop.propose, worker.loop.wanted
+
+    def proposing():
+        proposal = propose()
+        if proposal is not None:
+            proposed.append(proposal.config)
+            numbers.append(proposal.trial.number)
+        if len(proposed) == 3:
+            asked.set()
+        return proposal
+
+    def looking() -> bool:
+        more = wanted()
+        if not more:
+            looked.set()
+        return more
+
+    measured: list[tuple] = []
+
+    def measure(config: list, check_restrictions: bool = False) -> float:
+        measured.append(tuple(config))
+        # the first waits for the three to be asked; the second, for the look after the first was told
+        assert (asked if len(measured) == 1 else looked).wait(30)
+        worker._on_row({"status": "compile", "error": "stand-in"}, False)  # served: a failure, no gain
+        return FAILED
+
+    monkeypatch.setattr(worker.loop, "propose", proposing)
+    monkeypatch.setattr(worker.loop, "wanted", looking)
+    worker.cost_func = measure
+    summary = worker.run()
+    assert len(proposed) == 3 and measured == proposed[:2]  # the third, taken after the look, was not measured
+    assert summary["stopped"] == "patience" and summary["served"] == 2
+    trials = [worker.study.trials[n] for n in numbers]
+    assert [trial_kinds.kind_of(t) for t in trials] == ["served", "served", "given_back"]
+    assert trials[-1].state == optuna.trial.TrialState.FAIL  # its config free again: nothing holds it

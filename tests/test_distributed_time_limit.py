@@ -4,10 +4,13 @@ ended at its deadline, and `tuner status` takes the word of the worker that clos
 later says how it ended instead (tuner.campaign.distributed.status._stopped)."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from tests.test_distributed_search_start import _study, project  # noqa: F401  (project: a fixture)
+from tests.test_distributed_search_start import _study, project, scheduler_for  # noqa: F401  (project: a fixture)
+from tuner import store
+from tuner.campaign.distributed import scheduler
 from tuner.campaign.distributed.status import _stopped
 from tuner.cli import main
 
@@ -62,3 +65,24 @@ def test_a_campaign_out_of_time_says_time_limit(project, capsys):  # noqa: F811
     assert [w["stopped"] for w in status["workers"].values()] == ["time limit", "time limit"]
     assert main(["status", name, "--storage", url]) == 0
     assert capsys.readouterr().out.rstrip().splitlines()[-1] == TIME_LIMIT
+
+
+def test_a_workers_time_budget_starts_after_its_store_read(project, monkeypatch):  # noqa: F811
+    """A worker's deadline starts where one process's time budget does (Kernel Tuner's TuningBudget, made in
+    kt.tuning_options after the store read: tuner.campaign.local._run_session), not before its read of the store
+    for rows measured before, which a store of many parts makes slow. The worker's clock is a stand-in that only
+    the store's reads move."""
+    clock = [1000.0]
+    monkeypatch.setattr(scheduler, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    read = store.load_evaluations
+
+    def slow_read(*args, **kwargs):
+        clock[0] += 100.0
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(store, "load_evaluations", slow_read)
+    worker = scheduler_for(project, time_limit=30.0)
+    try:
+        assert worker.deadline == clock[0] + 30.0  # the worker's read was the last: its time starts after it
+    finally:
+        worker.loop.close()

@@ -48,7 +48,9 @@ FEED = 4  # brute force: a worker tops the queue up with this many configs when 
 
 class CampaignLoop(SearchLoop):
     """`halted()`: true once the worker should ask for nothing more (its measurement failed, its time is up).
-    After `propose()` gives None, `running` says how many trials were running anywhere at the last look."""
+    After `propose()` gives None, `running` says how many trials were running anywhere at the last look;
+    `out_of_patience` says whether that look found the campaign's patience spent (a trial asked ahead is then given
+    back unmeasured, as one process drops it: tuner.campaign.distributed.scheduler)."""
 
     def __init__(
         self,
@@ -83,6 +85,7 @@ class CampaignLoop(SearchLoop):
         self.beats: dict[int, Heartbeat] = {}  # trial number -> its heartbeat, while this worker holds it
         self.held: dict[int, Trial] = {}  # trial number -> the trial, from its ask until the loop is done with it
         self.running = 0
+        self.out_of_patience = False
         self._retrying: int | None = None  # the trial number of the retry being settled
 
     def propose(self) -> Proposal | None:
@@ -129,7 +132,10 @@ class CampaignLoop(SearchLoop):
             self.repair.mark(config)
         if self.brute:
             return tally["waiting"] + (self._feed(tally) if tally["waiting"] < FEED else 0) > 0
-        if patience_spent(tally["done"].values(), self.camp.patience):  # the campaign's, every worker's results
+        # the campaign's, every worker's results; the latest look's word, not for good: a lower-numbered trial told
+        # since may come before the results that spent it, in trial order
+        self.out_of_patience = patience_spent(tally["done"].values(), self.camp.patience)
+        if self.out_of_patience:
             return False
         # a queued trial (the nearest free config to a repeat) is taken even when none is free any more
         max_evals = self.camp.max_evals

@@ -5,9 +5,12 @@ only when a measurement is quicker than the bookkeeping.
 
 The trials asked ahead go to the runner's compile pool as they are asked (tuner.search.ahead), as a
 single-process search's do: at least one waits behind the one measuring, more where compiling a config takes
-longer than measuring one (Pace), up to the pool's workers. Past the worker's time limit, or when the worker
-stops (Ctrl-C, SIGTERM, an error), a trial asked ahead is not measured but given back (told FAIL,
-CampaignLoop.abandon): its config is free again at once for a worker with time left."""
+longer than measuring one (Pace), up to the pool's workers. Past the worker's time limit, once the scheduler's
+latest look at the study found the campaign's patience spent (as one process drops what it asked ahead when its
+patience stops the search), or when the worker stops (Ctrl-C, SIGTERM, an error), a trial asked ahead is not
+measured but given back (told FAIL, CampaignLoop.abandon): its config is free again at once for a worker with time
+left. The trial taken at once behind the one measuring is taken before the scheduler tells that one's result and
+looks again: the GPU does not wait for the database to learn whether that result spent the patience."""
 
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ class Scheduler:
         self.last_row: tuple[dict, bool] | None = None
         self.stopping = threading.Event()
         self.scheduler_error: BaseException | None = None
-        self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
+        self.deadline: float | None = None  # set below, once the search is ready to start
         # its search ended at the deadline, not for want of work (the campaign's results tell budget, space and
         # patience apart: tuner.campaign.distributed.status._stopped), as one process says `time limit`
         self.timed_out = False
@@ -81,6 +84,10 @@ class Scheduler:
         self.cost_func = CostFunc(
             searchspace, kt.tuning_options(space, camp.size_vars, camp.dtype, seed=camp.seed), runner, snap=False
         )
+        # the time budget starts here, where one process's does (Kernel Tuner's TuningBudget, made by kt.tuning_options
+        # in tuner.campaign.local._run_session): after the store read for rows measured before and the sampler's
+        # set-up, which a large store makes slow and which are not the search's time
+        self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
 
     def _known_rows(self) -> dict:
         return known_rows(
@@ -112,7 +119,7 @@ class Scheduler:
             scheduler.start()
             try:
                 while (job := todo.get()) is not None:
-                    if self._out_of_time():  # asked ahead, never measured
+                    if self._out_of_time() or self.loop.out_of_patience:  # asked ahead, never measured
                         done.put((job, None))
                         continue
                     self.last_row = None
@@ -136,8 +143,16 @@ class Scheduler:
             **self.counts,
             "trials": self.loop.asked,
             "handed_back": self.loop.settled,
-            "stopped": "time limit" if self.timed_out else None,  # why its search stopped, where its time ran out
+            "stopped": self._stopped(),
         }
+
+    def _stopped(self) -> str | None:
+        """Why its search stopped, as `tuner status` says it of the campaign (status._stopped): the campaign's
+        patience spent (which status checks first: a worker that waited for others past its deadline stopped on
+        the patience all the same), else its time limit, where its time ran out; None for want of work."""
+        if self.loop.out_of_patience:
+            return "patience"
+        return "time limit" if self.timed_out else None
 
     def _out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -184,7 +199,8 @@ class Scheduler:
 
     def _finish(self, job: Proposal, result: Any) -> bool:
         """Store and tell one measured trial; False when the measuring thread failed (it raises). `result`: the
-        measuring thread's exception, None for a trial it did not measure (out of time), or (cost, (row, fresh))."""
+        measuring thread's exception, None for a trial it did not measure (out of time or of patience), or
+        (cost, (row, fresh))."""
         trial, config = job
         try:
             if result is None or isinstance(result, BaseException):

@@ -173,7 +173,9 @@ def _run_worker(
     timeline.publish = lambda: _record_worker(study, me, info, log)
     log(f"worker {me} on {session.gpu['gpu']} joined campaign {name}")
     ended = "failed"  # how it ended, for `tuner status`: a worker that stopped is not one that died
-    stopped: str | None = None  # why its search stopped, where its time ran out: `tuner status` says it of the campaign
+    # why its search stopped, where its time ran out or the campaign's patience was spent: `tuner status` says it of
+    # the campaign (Scheduler._stopped)
+    stopped: str | None = None
     try:
         worker = Scheduler(study, storage, camp, space, searchspace, session, me, root, req, log)
         timeline.mark("ready")  # the store read for configs measured before
@@ -197,7 +199,7 @@ def _run_worker(
                 store.cache_path(root, session.gpu["gpu"], camp.workload, camp.size, camp.dtype),
                 [cache_part(root, session.gpu["gpu"], camp, me)],
             )
-        # recorded with the last stage, in one write: never `closed` without how it ended (and its time ran out)
+        # recorded with the last stage, in one write: never `closed` without how it ended (and why its search stopped)
         info["ended"] = ended
         if stopped:
             info["stopped"] = stopped
@@ -206,9 +208,9 @@ def _run_worker(
 
 def _record_worker(study: optuna.Study, me: str, info: dict, log: Callable[[str], None]) -> None:
     """This worker's record (`worker:<me>`: where it runs, its timeline so far, how it ended, `stopped` where its
-    search stopped on its time limit) written whole: one user attribute set in one transaction, so `tuner status`
-    reads the previous record or this one, never a part. Where the time goes is not worth failing a worker over: a
-    write that fails is said and skipped (the next stage's writes it again)."""
+    search stopped on its time limit or the campaign's patience) written whole: one user attribute set in one
+    transaction, so `tuner status` reads the previous record or this one, never a part. Where the time goes is not
+    worth failing a worker over: a write that fails is said and skipped (the next stage's writes it again)."""
     try:
         study.set_user_attr(f"worker:{me}", info)
     except Exception as e:  # noqa: BLE001

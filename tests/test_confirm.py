@@ -155,7 +155,8 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
     leader = best_config.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)
     medians = store.config_medians(rows[rows.status == "ok"], maximize=True)
     runner_up = medians.index[1]
-    record = {"chosen": json.loads(runner_up), "rounds": 15, "seconds": 1.0, "rule": "test", "timestamp": "2026-11-23T00:00:00+00:00",
+    record = {"chosen": json.loads(runner_up), "rounds": 15, "seconds": 1.0, "rule": "test", "drawn_from": len(medians),
+              "timestamp": "2026-11-23T00:00:00+00:00",
               "finalists": [{"config": json.loads(k), "campaign_value": medians[k], "rounds_ms": [0.4] * 3, "median_ms": 0.4,
                              "change": 0.0, "ci": [0.0, 0.0], "tie": True} for k in medians.index[:2]]}
     r0 = rows.iloc[0]
@@ -172,6 +173,35 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
               "finalists": [{**f, "config": json.loads(k)} for f, k in zip(record["finalists"], medians.index[1:3])]}
     confirmation.save(root, record, {**common, "campaign_id": "c2"}, {"gpu": H100}, "w1")
     assert best_config.best("gemm", GEMM[1], GEMM[2], gpu=H100, root=root)["config"] == leader["config"]
+
+
+def test_tuner_best_takes_a_campaigns_confirmation_drawn_from_the_most_results(tmp_path):
+    """Within one campaign, the confirmation drawn from the most results answers, not the latest: a distributed
+    worker that stopped on its time limit with fewer results may end its confirmation after a fuller one's (the
+    study keeps the fuller one). A later campaign's answers whatever it was drawn from; rows from before
+    `drawn_from` was stored fall back to the latest, the first read of those alike."""
+    import pandas as pd
+
+    from tuner.store.confirmations import choice_for
+
+    a, b, c = (json.dumps({"x": i}) for i in range(3))
+    where = {"workload": "reduction", "gpu": "g", "size_vars": "{}", "dtype": "float32"}
+
+    def record(campaign, worker, when, drawn, chosen, finalists=(a, b, c)):
+        return [{**where, "campaign_id": campaign, "worker": worker, "timestamp": f"2026-12-01T00:00:0{when}+00:00",
+                 "config": k, "chosen": k == chosen, **({"drawn_from": drawn} if drawn is not None else {})}
+                for k in finalists]
+
+    def answer(*records):
+        found = pd.DataFrame([row for rec in records for row in rec])
+        return choice_for(pd.DataFrame([where]), a, tmp_path, confirmations=found)
+
+    fuller, later_fewer = record("c1", "w1", 1, 50, b), record("c1", "w2", 2, 40, c)
+    assert answer(fuller, later_fewer) == (b, 3) == answer(later_fewer, fuller)
+    assert answer(fuller, record("c2", "w1", 3, 10, c)) == (c, 3)  # a later campaign's, drawn from fewer
+    assert answer(record("c1", "w1", 1, None, b), record("c1", "w2", 2, None, c)) == (c, 3)  # the latest
+    assert answer(record("c1", "w1", 2, None, b), record("c1", "w2", 2, None, c)) == (b, 3)  # the first read
+    assert answer(fuller, record("c1", "w2", 2, 60, c, finalists=(b, c))) is None  # the leader not a finalist
 
 
 def test_a_single_process_campaign_confirms_its_near_ties(tmp_path, monkeypatch):

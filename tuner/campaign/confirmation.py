@@ -138,6 +138,7 @@ def confirm(
             {"config": json.loads(k), "campaign_value": values[k], "rounds_ms": measured[k], **table[k]} for k in keys
         ],
         "rounds": rounds,
+        "drawn_from": len(values),  # the campaign's configs measured without error (choice_for prefers the most)
         "seconds": round(seconds, 2),
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "rule": f"first in space order within {TIE:.1%} of the fastest or not significantly slower (99% bootstrap)",
@@ -180,6 +181,7 @@ def save(root: Path, record: dict, common: dict, provenance: dict, worker: str) 
             "tie": f["tie"],
             "chosen": f["config"] == record["chosen"],
             "rule": record["rule"],
+            "drawn_from": record["drawn_from"],
             "seconds": record["seconds"],
             "timestamp": record["timestamp"],
         }

@@ -1,5 +1,5 @@
 """What the confirmations of a workload chose (tuner.campaign.confirmation measures and saves them): its parts
-under results/<gpu>/<workload>/confirmations/, and the config the latest one chose among near-ties, which
+under results/<gpu>/<workload>/confirmations/, and the config the one that answers chose among near-ties, which
 `tuner best` answers while the config that counts as best by its measurements was among its finalists."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ def load(workload: str, root: Path) -> pd.DataFrame:
 def choice_for(
     rows: pd.DataFrame, leader: str, root: Path, confirmations: pd.DataFrame | None = None
 ) -> tuple[str, int] | None:
-    """The config chosen by the latest confirmation of the GPU, size and dtype of `rows` (one campaign's or the
-    store's rows of them), with its number of finalists, if `leader` (the config that counts as best by its
-    measurements) was among those finalists: a later campaign may have found a clearly better one since.
+    """The config chosen by the confirmation that answers (`_latest`) for the GPU, size and dtype of `rows` (one
+    campaign's or the store's rows of them), with its number of finalists, if `leader` (the config that counts as
+    best by its measurements) was among those finalists: a later campaign may have found a clearly better one since.
     `confirmations`: the workload's, as `load` reads them (given by a caller that asks for many sizes: the read
     of every part is most of the cost of an answer), else read here."""
     workload = rows["workload"].iloc[0]
@@ -40,8 +40,23 @@ def choice_for(
     from tuner.workloads import get_workload  # the workload's space (a plugin: imported when asked)
 
     found = complete_configs(found, get_workload(workload).space)
-    latest = found[found["timestamp"] == found["timestamp"].max()]
-    latest = latest[latest["worker"] == latest["worker"].iloc[0]]
+    record = _latest(found)
+    latest = found[(found["worker"] == record["worker"]) & (found["timestamp"] == record["timestamp"])]
     if leader not in set(latest["config"]):
         return None
     return latest.loc[latest["chosen"], "config"].iloc[0], len(latest)
+
+
+def _latest(found: pd.DataFrame) -> pd.Series:
+    """A row of the confirmation that answers for one GPU, size and dtype: the latest campaign's (a later campaign
+    may have found a clearly better config), and of that campaign's, the one drawn from the most results, then the
+    latest. A distributed campaign's workers each confirm as they finish, and one that stopped on its time limit
+    with fewer results may end its confirmation after a fuller one's: the campaign's study keeps the fuller one
+    (tuner.campaign.distributed.worker._confirm_campaign), and so does this. A row from before `drawn_from` was
+    stored counts as drawn from none."""
+    last = found.loc[found["timestamp"] == found["timestamp"].max()].iloc[0]
+    if "campaign_id" in found and isinstance(last["campaign_id"], str):
+        found = found[found["campaign_id"] == last["campaign_id"]]
+    drawn = found["drawn_from"].fillna(-1) if "drawn_from" in found else pd.Series(-1, index=found.index)
+    # of records alike, the first read (two workers confirming within the same second)
+    return found.assign(_drawn=drawn).sort_values(["_drawn", "timestamp"], ascending=False, kind="stable").iloc[0]

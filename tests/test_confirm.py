@@ -178,8 +178,9 @@ def test_tuner_best_answers_the_confirmed_choice_while_it_covers_the_leader(tmp_
 def test_tuner_best_takes_a_campaigns_confirmation_drawn_from_the_most_results(tmp_path):
     """Within one campaign, the confirmation drawn from the most results answers, not the latest: a distributed
     worker that stopped on its time limit with fewer results may end its confirmation after a fuller one's (the
-    study keeps the fuller one). A later campaign's answers whatever it was drawn from; rows from before
-    `drawn_from` was stored fall back to the latest, the first read of those alike."""
+    study keeps the fuller one), and of those drawn from as many, the first, as the study keeps. A later campaign's
+    answers whatever it was drawn from; rows from before `drawn_from` was stored fall back to the latest, the first
+    read of those alike."""
     import pandas as pd
 
     from tuner.store.confirmations import choice_for
@@ -198,6 +199,7 @@ def test_tuner_best_takes_a_campaigns_confirmation_drawn_from_the_most_results(t
 
     fuller, later_fewer = record("c1", "w1", 1, 50, b), record("c1", "w2", 2, 40, c)
     assert answer(fuller, later_fewer) == (b, 3) == answer(later_fewer, fuller)
+    assert answer(fuller, record("c1", "w2", 2, 50, c)) == (b, 3)  # the same results: the first, as the study keeps
     assert answer(fuller, record("c2", "w1", 3, 10, c)) == (c, 3)  # a later campaign's, drawn from fewer
     assert answer(record("c1", "w1", 1, None, b), record("c1", "w2", 2, None, c)) == (c, 3)  # the latest
     assert answer(record("c1", "w1", 2, None, b), record("c1", "w2", 2, None, c)) == (b, 3)  # the first read

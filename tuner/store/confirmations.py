@@ -49,14 +49,16 @@ def choice_for(
 
 def _latest(found: pd.DataFrame) -> pd.Series:
     """A row of the confirmation that answers for one GPU, size and dtype: the latest campaign's (a later campaign
-    may have found a clearly better config), and of that campaign's, the one drawn from the most results, then the
-    latest. A distributed campaign's workers each confirm as they finish, and one that stopped on its time limit
-    with fewer results may end its confirmation after a fuller one's: the campaign's study keeps the fuller one
-    (tuner.campaign.distributed.worker._confirm_campaign), and so does this. A row from before `drawn_from` was
-    stored counts as drawn from none."""
+    may have found a clearly better config), and of that campaign's, the one drawn from the most results, the first
+    of those (as the campaign's study keeps the first choice recorded for the same results). A distributed
+    campaign's workers each confirm as they finish, and one that stopped on its time limit with fewer results may
+    end its confirmation after a fuller one's: the study keeps the fuller one
+    (tuner.campaign.distributed.worker._confirm_campaign), and so does this. Rows from before `drawn_from` was
+    stored: the latest, as before. Of records alike, the first read."""
     last = found.loc[found["timestamp"] == found["timestamp"].max()].iloc[0]
     if "campaign_id" in found and isinstance(last["campaign_id"], str):
         found = found[found["campaign_id"] == last["campaign_id"]]
-    drawn = found["drawn_from"].fillna(-1) if "drawn_from" in found else pd.Series(-1, index=found.index)
-    # of records alike, the first read (two workers confirming within the same second)
-    return found.assign(_drawn=drawn).sort_values(["_drawn", "timestamp"], ascending=False, kind="stable").iloc[0]
+    if "drawn_from" not in found or found["drawn_from"].isna().all():
+        return found.loc[found["timestamp"] == found["timestamp"].max()].iloc[0]
+    fullest = found[found["drawn_from"] == found["drawn_from"].max()]
+    return fullest.loc[fullest["timestamp"] == fullest["timestamp"].min()].iloc[0]

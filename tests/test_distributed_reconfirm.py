@@ -114,14 +114,25 @@ def test_a_campaign_with_nothing_new_keeps_its_confirmation_and_workers_finishin
     assert confirm(other) == other and len(measured) == 2
 
 
-def test_a_finished_campaign_whose_confirmation_is_out_of_date_is_confirmed_again(campaign, results, capsys):
+@pytest.mark.parametrize("drawn_from", [2, None])
+def test_a_finished_campaign_whose_confirmation_is_out_of_date_is_confirmed_again(campaign, results, capsys, drawn_from):
     """A resumed run that measured everything but was stopped before its confirmation (here: its record set back to
     fewer results): run again, it starts a worker, which measures nothing and confirms every result's near-ties;
-    before, the campaign counted as finished (a worker had finished it once) and no worker started."""
+    before, the campaign counted as finished (a worker had finished it once) and no worker started. So too a record
+    from before `drawn_from` was kept (`drawn_from` None: the key removed), which `tuner status` showed as current."""
     _tune(campaign, 4, capsys)
     study, _, _ = read_campaign(NAME, campaign)
-    study.set_user_attr("confirmed", {**study.user_attrs["confirmed"], "drawn_from": 2})
-    assert campaign_status(NAME, campaign, results)["confirmed"]["measured_since"] == 2
+    record = {k: v for k, v in study.user_attrs["confirmed"].items() if k != "drawn_from"}
+    study.set_user_attr("confirmed", record if drawn_from is None else {**record, "drawn_from": drawn_from})
+    status = campaign_status(NAME, campaign, results)["confirmed"]
+    if drawn_from is None:
+        assert status["drawn_from_unknown"] and "measured_since" not in status
+        assert main(["status", NAME, "--storage", campaign]) == 0
+        assert "drawn from results it did not record" in " ".join(capsys.readouterr().out.split())
+        assert main(["status", "--storage", campaign]) == 0  # a line for each campaign: not said to be confirmed
+        assert ", confirmed" not in capsys.readouterr().out
+    else:
+        assert status["measured_since"] == 2
     again = _tune(campaign, 4, capsys)
     assert again["evaluated"] == 4 and again["best"]["confirmed"]
     assert study.user_attrs["confirmed"]["drawn_from"] == 4 and len(_confirmations(results)) == 2

@@ -127,10 +127,12 @@ def _finished(s: dict) -> str | None:
     """How a campaign `s` (campaign_status) finished, where it did: its budget or space done, or its patience spent,
     nothing running or queued, and a worker finished it (the confirmation ran). None where workers have work: one
     stopped by its time limit (`stopped (time limit)`) goes on, each worker with the time budget again, and one whose
-    confirmation was drawn before configs measured since is confirmed again."""
+    confirmation was drawn before configs measured since (or from results it did not record) is confirmed again."""
     if s["running"] or s["waiting"] or not any(w.get("state") == "finished" for w in s["workers"].values()):
         return None
-    if (s.get("confirmed") or {}).get("measured_since"):  # measured after its confirmation, stopped before another
+    confirmed = s.get("confirmed") or {}
+    # measured after its confirmation and stopped before another, or confirmed before what it was drawn from was kept:
+    if confirmed.get("measured_since") or confirmed.get("drawn_from_unknown"):
         return None  # the workers started find nothing to measure and confirm the near-ties of every result
     if s.get("stopped") == "patience":
         return f"{s['done']} evaluated, stopped ({s['stopped']})"

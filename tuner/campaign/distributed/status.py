@@ -135,17 +135,21 @@ def _confirmed(record: dict | None, measured: int) -> dict | None:
     """The study's `confirmed` record as `tuner status` shows it (`measured`: configs measured without error now).
     None where it chose nothing: the latest results had fewer than two finalists, or their confirmation failed (the
     campaign's own best stands). `measured_since`: configs measured after it was drawn (a resumed campaign, confirmed
-    again when a worker finishes it); not known of a record from before `drawn_from` was kept."""
+    again when a worker finishes it); `drawn_from_unknown`: a record from before `drawn_from` was kept, which the
+    next worker to finish confirms again as well (worker._stands)."""
     if not record or record.get("config") is None:
         return None
-    since = measured - record.get("drawn_from", measured)
+    if "drawn_from" not in record:
+        return {**record, "drawn_from_unknown": True}
+    since = measured - record["drawn_from"]
     return {**record, "measured_since": since} if since > 0 else record
 
 
 def _current(confirmed: dict | None) -> bool:
     """Whether a confirmation (campaign_status' `confirmed`) was drawn from every config measured so far: one from
-    before configs measured since chose among near-ties that may be near the best no longer."""
-    return confirmed is not None and not confirmed.get("measured_since")
+    before configs measured since chose among near-ties that may be near the best no longer, and of one that did not
+    record what it was drawn from, that is not known."""
+    return confirmed is not None and not confirmed.get("measured_since") and not confirmed.get("drawn_from_unknown")
 
 
 def _stopped(
@@ -265,6 +269,9 @@ def format_status(s: dict) -> str:
             + (
                 f"  (drawn before {since} configs measured since: the worker that finishes the campaign confirms again)"
                 if since
+                else "  (drawn from results it did not record, as before 2026-12-01: the worker that finishes the "
+                "campaign confirms again)"
+                if c.get("drawn_from_unknown")
                 else ""
             )
         )

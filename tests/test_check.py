@@ -88,6 +88,22 @@ def test_a_reference_that_does_not_track_the_kernel_is_not_used():
     assert steady.decided_by == "normalised" and steady.reason == ""
 
 
+def test_a_pass_whose_interval_slow_rounds_widen_says_so():
+    """Two cold rounds of ten (twice as slow: a session's first rounds on an idle card) leave the median where it
+    was and the verdict a pass, but a bootstrap's resamples draw them often enough that the interval reaches +100%
+    (the 64M int32 baseline shipped with the built-in workloads, replayed by `tuner check --simulate --demo`): the
+    reason names the rounds and says what the pass does not rule out. Without them, nothing is said."""
+    rng = np.random.default_rng(8)
+    fresh = now(rng, k=10)
+    fresh["rounds"][:2] = [2 * r for r in fresh["rounds"][:2]]  # the kernel's alone: its reference was not slow
+    res = check_one(baseline(rng), GPU, fresh)
+    decider = getattr(res, res.decided_by)
+    assert res.verdict == "pass" and decider["ci"][1] > 0.5
+    assert "2 of the 10 rounds measured now (rounds 1, 2) took 1.5x their median or more" in res.reason
+    assert f"the interval reaches {decider['ci'][1]:+.1%}" in res.reason
+    assert check_one(baseline(rng), GPU, now(rng, k=10)).reason == ""
+
+
 def test_real_slowdown_on_a_throttled_runner_is_still_caught():
     rng = np.random.default_rng(4)
     res = check_one(baseline(rng), GPU, now(rng, slow=0.08, throttle=1.25))

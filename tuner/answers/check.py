@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from tuner import store
@@ -134,6 +135,12 @@ def check_one(
             f"the baseline's sessions (noise floor {res.normalised['threshold']:.1%} normalised, "
             f"{res.raw['threshold']:.1%} raw)"
         )
+    slow = slow_rounds(b_rounds, n_rounds)
+    if slow and res.verdict == "pass" and decider["ci"][1] > decider["threshold"]:
+        notes.append(
+            f"{slow}, so the interval reaches {decider['ci'][1]:+.1%}: this pass does not rule out a slowdown that "
+            "large (run the check again)"
+        )
     if sessions < 2:
         notes.append(
             "one baseline session: its session-to-session noise is unknown, so only the "
@@ -141,6 +148,24 @@ def check_one(
         )
     res.reason = "; ".join(notes)
     return res
+
+
+SLOW_ROUND = 1.5  # a round this many times its side's median time: a cold start or a busy GPU, not the kernel
+
+
+def slow_rounds(baseline: list[float], now: list[float]) -> str:
+    """Which rounds of either side took SLOW_ROUND times their side's median or more, in words ("" where none): a
+    few such rounds make a check's bootstrap interval reach as far as they are slow while its median stays put."""
+    said = []
+    for side, rounds in (("measured now", now), ("of the baseline", baseline)):
+        median = float(np.median(rounds))
+        slow = [i + 1 for i, r in enumerate(rounds) if r >= SLOW_ROUND * median]
+        if slow:
+            which = f"round{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))}"
+            said.append(
+                f"{len(slow)} of the {len(rounds)} rounds {side} ({which}) took {SLOW_ROUND}x their median or more"
+            )
+    return "; ".join(said)
 
 
 def deciding(raw: dict, normalised: dict) -> str:

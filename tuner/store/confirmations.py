@@ -22,7 +22,7 @@ def load(workload: str, root: Path) -> pd.DataFrame:
 def choice_for(
     rows: pd.DataFrame, leader: str, root: Path, confirmations: pd.DataFrame | None = None
 ) -> tuple[str, int] | None:
-    """The config chosen by the confirmation that answers (`_latest`) for the GPU, size and dtype of `rows` (one
+    """The config chosen by the confirmation that answers (`_answering`) for the GPU, size and dtype of `rows` (one
     campaign's or the store's rows of them), with its number of finalists, if `leader` (the config that counts as
     best by its measurements) was among those finalists: a later campaign may have found a clearly better one since.
     `confirmations`: the workload's, as `load` reads them (given by a caller that asks for many sizes: the read
@@ -40,14 +40,14 @@ def choice_for(
     from tuner.workloads import get_workload  # the workload's space (a plugin: imported when asked)
 
     found = complete_configs(found, get_workload(workload).space)
-    record = _latest(found)
-    latest = found[(found["worker"] == record["worker"]) & (found["timestamp"] == record["timestamp"])]
-    if leader not in set(latest["config"]):
+    first = _answering(found)
+    rows_of = found[(found["worker"] == first["worker"]) & (found["timestamp"] == first["timestamp"])]
+    if leader not in set(rows_of["config"]):
         return None
-    return latest.loc[latest["chosen"], "config"].iloc[0], len(latest)
+    return rows_of.loc[rows_of["chosen"], "config"].iloc[0], len(rows_of)
 
 
-def _latest(found: pd.DataFrame) -> pd.Series:
+def _answering(found: pd.DataFrame) -> pd.Series:
     """A row of the confirmation that answers for one GPU, size and dtype: the latest campaign's (a later campaign
     may have found a clearly better config), and of that campaign's, the one drawn from the most results, the first
     of those (as the campaign's study keeps the first choice recorded for the same results). A distributed

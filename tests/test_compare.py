@@ -30,6 +30,7 @@ from tuner.answers.compare_scores import (
     fraction_of_optimum,
     interval,
     methodology_score,
+    score_curve,
     score_resamples,
 )
 from tuner.cli import main
@@ -69,6 +70,22 @@ def test_score_is_zero_for_the_calculated_random_search(maximize):
     curve = calculated_random_search(values, maximize, np.arange(1, 101))
     out = methodology_score(np.tile(curve, (5, 1)), values, maximize)
     assert out["score"] == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("maximize", [True, False])
+def test_score_curve_is_what_the_score_averages_and_ranks_from_the_top(maximize):
+    """score_curve (benchmarks/common/score_window.py reads it): P(M) over the score's window, whose mean is the
+    score, and each run's rank from the top (0 at the optimum, 1 one config below it) at each M."""
+    values = synthetic() * (1 if maximize else -1)
+    ranked = np.sort(values)[::-1] if maximize else np.sort(values)  # best first
+    random_search = calculated_random_search(values, maximize, np.arange(1, 101))
+    bsf = np.vstack([np.full(100, ranked[0]), np.full(100, ranked[1]), random_search])
+    curve = score_curve(bsf, values, maximize)
+    out = methodology_score(bsf, values, maximize)
+    assert curve.standardised.mean() == pytest.approx(out["score"])
+    assert [curve.evals[0], curve.evals[-1]] == out["evaluations"]
+    assert (curve.rank_from_top[0] == 0).all() and (curve.rank_from_top[1] == 1).all()
+    assert score_curve(np.full((3, 100), np.nan)[:, :0], values, maximize) is None  # no evaluation in the window
 
 
 def test_score_of_random_search_is_about_zero():

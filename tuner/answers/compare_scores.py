@@ -125,6 +125,26 @@ def methodology_score(
 
 
 @dataclass(frozen=True)
+class ScoreCurve:
+    """Where a methodology score comes from: the evaluations M of its window, P(M) (the score is their mean), and
+    each repeat's rank from the top at each M (0: the optimum; NaN until it found something)."""
+
+    evals: np.ndarray  # M (1-based)
+    standardised: np.ndarray  # P(M)
+    rank_from_top: np.ndarray  # (repeats, M)
+
+
+def score_curve(bsf: np.ndarray, values: np.ndarray, maximize: bool) -> ScoreCurve | None:
+    """methodology_score's curve over its window, for a closer look at where a score is won or lost (None where
+    the window holds no evaluation)."""
+    window = _window(bsf, values, maximize, CUTOFF, CUTOFF_START)
+    if isinstance(window, list):
+        return None
+    top = window.ranks if not maximize else window.dist.size - 1 - window.ranks
+    return ScoreCurve(window.evals, window.standardised(_median(window.ranks, axis=0)), top)
+
+
+@dataclass(frozen=True)
 class _Window:
     """The evaluations M the score runs over, each repeat's rank there, and what standardises a curve."""
 

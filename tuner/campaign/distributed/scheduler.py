@@ -84,9 +84,10 @@ class Scheduler:
         self.cost_func = CostFunc(
             searchspace, kt.tuning_options(space, camp.size_vars, camp.dtype, seed=camp.seed), runner, snap=False
         )
-        # the time budget starts here, where one process's does (Kernel Tuner's TuningBudget, made by kt.tuning_options
-        # in tuner.campaign.local._run_session): after the store read for rows measured before and the sampler's
-        # set-up, which a large store makes slow and which are not the search's time
+        # the time budget starts here, after the store read for rows measured before (which a large store makes
+        # slow, and which is not the search's time), as one process's does (Kernel Tuner's TuningBudget, made by
+        # kt.tuning_options in tuner.campaign.local._run_session, after its store read); here after the budget
+        # loop's set-up too
         self.deadline = time.monotonic() + camp.time_limit if camp.time_limit else None
 
     def _known_rows(self) -> dict:

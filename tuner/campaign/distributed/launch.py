@@ -14,7 +14,7 @@ from pathlib import Path
 from tuner import store
 from tuner.campaign.distributed.cache_parts import merge_cache_parts, part_name
 from tuner.campaign.distributed.signals import PARENT_ENV, stopped_like_ctrl_c
-from tuner.campaign.distributed.status import campaign_result, campaign_status
+from tuner.campaign.distributed.status import campaign_result, campaign_status, confirmation_current
 from tuner.campaign.distributed.study import create_campaign
 from tuner.campaign.distributed.worker import measuring_process, worker_id
 from tuner.campaign.local import CampaignResult
@@ -130,10 +130,10 @@ def _finished(s: dict) -> str | None:
     confirmation was drawn before configs measured since (or from results it did not record) is confirmed again."""
     if s["running"] or s["waiting"] or not any(w.get("state") == "finished" for w in s["workers"].values()):
         return None
-    confirmed = s.get("confirmed") or {}
-    # measured after its confirmation and stopped before another, or confirmed before what it was drawn from was kept:
-    if confirmed.get("measured_since") or confirmed.get("drawn_from_unknown"):
-        return None  # the workers started find nothing to measure and confirm the near-ties of every result
+    # a confirmation not drawn from every result (measured since, and stopped before another; or from before what
+    # it was drawn from was kept): the workers started find nothing to measure and confirm every result's near-ties
+    if s.get("confirmed") and not confirmation_current(s["confirmed"]):
+        return None
     if s.get("stopped") == "patience":
         return f"{s['done']} evaluated, stopped ({s['stopped']})"
     return f"{s['done']}/{s['total']} evaluated" if s["done"] >= s["total"] else None

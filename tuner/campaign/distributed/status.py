@@ -145,7 +145,7 @@ def _confirmed(record: dict | None, measured: int) -> dict | None:
     return {**record, "measured_since": since} if since > 0 else record
 
 
-def _current(confirmed: dict | None) -> bool:
+def confirmation_current(confirmed: dict | None) -> bool:
     """Whether a confirmation (campaign_status' `confirmed`) was drawn from every config measured so far: one from
     before configs measured since chose among near-ties that may be near the best no longer, and of one that did not
     record what it was drawn from, that is not known."""
@@ -240,7 +240,7 @@ def format_summary(s: dict) -> str:
     return (
         f"{s['campaign']}: {s['workload']} {s['size']} {s['dtype']} [{s['strategy']}] on {s['gpu'] or '?'}"
         f"{' (simulated)' if s['simulated'] else ''}: done {s['done']}/{s['total']}, {running_text(s)}{best}"
-        + (", confirmed" if _current(s.get("confirmed")) else "")
+        + (", confirmed" if confirmation_current(s.get("confirmed")) else "")
         + (f", {dead} worker{'s' if dead > 1 else ''} dead" if dead else "")
     )
 
@@ -311,7 +311,7 @@ def campaign_result(name: str, url: str, root: Path, status: dict | None = None)
     best = (
         {k: v for k, v in s["best"].items() if k in ("config", "objective", "value", "time_ms")} if s["best"] else None
     )
-    confirmed = s["confirmed"] if _current(s["confirmed"]) else None
+    confirmed = s["confirmed"] if confirmation_current(s["confirmed"]) else None
     if best and confirmed and confirmed["config"] != best["config"]:
         # the confirmation's choice among the near-ties, with its own campaign measurement
         chosen = rows[rows["config"] == store.canonical_config(confirmed["config"])] if not rows.empty else rows
